@@ -1,0 +1,284 @@
+/*
+ * main.c: offloadfs ROOT MOUNTPOINT [-f] [-d] [-o opt,...]
+ *
+ * The argument order lets mount(8) and /etc/fstab start us through fuse's
+ * mount helper: mount -t fuse.offloadfs ROOT MOUNTPOINT -o ...
+ */
+#include "ofs.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ofs_cli {
+	char *page_size, *bucket_size, *bucket_count, *meta, *timeout;
+	const char *root;
+	int npos;
+	int help, version;
+	int bad;
+};
+
+enum { KEY_HELP, KEY_VERSION };
+
+#define CLI_OPT(t, p) { t, offsetof(struct ofs_cli, p), 1 }
+
+static const struct fuse_opt ofs_opts[] = {
+	CLI_OPT("page_size=%s", page_size),
+	CLI_OPT("bucket_size=%s", bucket_size),
+	CLI_OPT("bucket_count=%s", bucket_count),
+	CLI_OPT("meta=%s", meta),
+	CLI_OPT("cache_timeout=%s", timeout),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_END
+};
+
+static int ofs_opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct ofs_cli *cli = data;
+
+	(void)outargs;
+	switch (key) {
+	case KEY_HELP:
+		cli->help = 1;
+		return 0;
+	case KEY_VERSION:
+		cli->version = 1;
+		return 0;
+	case FUSE_OPT_KEY_NONOPT:
+		/* ROOT is ours; the mount point goes on to libfuse. */
+		cli->npos++;
+		if (cli->npos == 1 && !cli->root) {
+			cli->root = arg;
+			return 0;
+		}
+		if (cli->npos <= 2 || (cli->npos == 1 && cli->root))
+			return 1;
+		fprintf(stderr, "offloadfs: unexpected argument '%s'\n", arg);
+		cli->bad = 1;
+		return 0;
+	default:
+		return 1;
+	}
+}
+
+static void ofs_usage(const char *prog)
+{
+	printf("usage: %s ROOT MOUNTPOINT [-f] [-d] [-o opt,...]\n"
+	       "       mount -t fuse.offloadfs ROOT MOUNTPOINT -o opt,...\n\n"
+	       "ROOT holds the bucket files (a 3FS or other shared POSIX mount in production);\n"
+	       "MOUNTPOINT shows one directory per tenant and one file per KV block.\n\n"
+	       "offloadfs options (-o), fixed when the store is created:\n"
+	       "    page_size=N       allocation unit, a power of two (default 65536)\n"
+	       "    bucket_size=N     size of each bucket file, K/M/G suffixes (default 4G)\n"
+	       "    bucket_count=N    number of bucket files, 1..256 (default 256)\n"
+	       "other offloadfs options:\n"
+	       "    meta=PATH         the sqlite metadata store (default ROOT/offloadfs.db)\n"
+	       "    cache_timeout=S   kernel entry/attribute cache, seconds (default 3600)\n"
+	       "environment defaults (-o wins): MOONCAKE_DISTRIBUTED_ROOT_DIR (ROOT, when only\n"
+	       "MOUNTPOINT is given), MOONCAKE_DISTRIBUTED_PAGE_SIZE, _BUCKET_SIZE, _BUCKET_COUNT\n\n",
+	       prog);
+	fuse_cmdline_help();
+	fuse_lowlevel_help();
+}
+
+/* One geometry value from -o or the environment; 1 when set, -1 on error. */
+static int ofs_geom_value(const char *opt, const char *val, const char *env, uint64_t *out)
+{
+	const char *src = "option";
+
+	if (!val) {
+		val = getenv(env);
+		src = env;
+	}
+	if (!val)
+		return 0;
+	if (ofs_parse_size(val, out)) {
+		fprintf(stderr, "offloadfs: invalid %s '%s' (from %s): expected a size such "
+				"as 65536, 64K or 4G\n",
+			opt, val, src);
+		return -1;
+	}
+	return 1;
+}
+
+static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
+{
+	uint64_t v;
+	int r;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->root = cli->root;
+	cfg->meta_path = cli->meta;
+	cfg->geom.page_size = OFS_DEFAULT_PAGE_SIZE;
+	cfg->geom.bucket_size = OFS_DEFAULT_BUCKET_SIZE;
+	cfg->geom.bucket_count = OFS_DEFAULT_BUCKET_COUNT;
+
+	r = ofs_geom_value("page_size", cli->page_size, "MOONCAKE_DISTRIBUTED_PAGE_SIZE", &v);
+	if (r < 0)
+		return -1;
+	if (r) {
+		if (v < 4096 || v > (1ULL << 30) || (v & (v - 1))) {
+			fprintf(stderr, "offloadfs: invalid page_size %llu: a power of two from "
+					"4096 to 1G\n",
+				(unsigned long long)v);
+			return -1;
+		}
+		cfg->geom.page_size = v;
+		cfg->set_page_size = 1;
+	}
+	r = ofs_geom_value("bucket_size", cli->bucket_size, "MOONCAKE_DISTRIBUTED_BUCKET_SIZE", &v);
+	if (r < 0)
+		return -1;
+	if (r) {
+		cfg->geom.bucket_size = v;
+		cfg->set_bucket_size = 1;
+	}
+	r = ofs_geom_value("bucket_count", cli->bucket_count, "MOONCAKE_DISTRIBUTED_BUCKET_COUNT",
+			   &v);
+	if (r < 0)
+		return -1;
+	if (r) {
+		if (v < 1 || v > 256) {
+			fprintf(stderr, "offloadfs: invalid bucket_count %llu: 1..256\n",
+				(unsigned long long)v);
+			return -1;
+		}
+		cfg->geom.bucket_count = (uint32_t)v;
+		cfg->set_bucket_count = 1;
+	}
+	if (cfg->geom.bucket_size < cfg->geom.page_size ||
+	    cfg->geom.bucket_size % cfg->geom.page_size) {
+		fprintf(stderr, "offloadfs: invalid bucket_size %llu: a multiple of page_size %llu\n",
+			(unsigned long long)cfg->geom.bucket_size,
+			(unsigned long long)cfg->geom.page_size);
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_cmdline_opts opts = { 0 };
+	struct fuse_lowlevel_ops ops;
+	struct fuse_loop_config *loop;
+	struct fuse_session *se = NULL;
+	struct ofs_cli cli = { 0 };
+	struct ofs_config cfg;
+	struct ofs ofs;
+	char err[1024], *fsname = NULL;
+	int ret = 1;
+
+	memset(&ofs, 0, sizeof(ofs));
+	if (fuse_opt_parse(&args, &cli, ofs_opts, ofs_opt_proc) == -1 || cli.bad)
+		goto out_args;
+	if (cli.help) {
+		ofs_usage(argv[0]);
+		ret = 0;
+		goto out_args;
+	}
+	if (cli.version) {
+		printf("offloadfs %s (libfuse %s, schema %d)\n", OFS_VERSION, fuse_pkgversion(),
+		       META_SCHEMA_VERSION);
+		ret = 0;
+		goto out_args;
+	}
+	if (cli.npos == 1 && getenv("MOONCAKE_DISTRIBUTED_ROOT_DIR")) {
+		/* The only argument was the mount point. */
+		if (fuse_opt_add_arg(&args, cli.root) == -1)
+			goto out_args;
+		cli.root = getenv("MOONCAKE_DISTRIBUTED_ROOT_DIR");
+	}
+	if (!cli.root || cli.npos < 1 || (cli.npos < 2 && !getenv("MOONCAKE_DISTRIBUTED_ROOT_DIR"))) {
+		fprintf(stderr, "usage: %s ROOT MOUNTPOINT [-f] [-d] [-o opt,...] (see --help)\n",
+			argv[0]);
+		goto out_args;
+	}
+	if (ofs_config_from(&cli, &cfg))
+		goto out_args;
+	ofs.timeout = 3600;
+	if (cli.timeout) {
+		char *end;
+
+		ofs.timeout = strtod(cli.timeout, &end);
+		if (*end || end == cli.timeout || ofs.timeout < 0) {
+			fprintf(stderr, "offloadfs: invalid cache_timeout '%s'\n", cli.timeout);
+			goto out_args;
+		}
+	}
+	/* The kernel enforces modes and owners: we store them, it checks them. */
+	if (asprintf(&fsname, "-ofsname=%s,subtype=offloadfs,default_permissions", cli.root) < 0 ||
+	    fuse_opt_add_arg(&args, fsname) == -1)
+		goto out_args;
+	if (fuse_parse_cmdline(&args, &opts) != 0)
+		goto out_args;
+	if (!opts.mountpoint) {
+		fprintf(stderr, "offloadfs: no MOUNTPOINT given (see --help)\n");
+		goto out_args;
+	}
+	ofs.foreground = opts.foreground;
+	pthread_mutex_init(&ofs.lock, NULL);
+	ofs_init_ops(&ops);
+	/* Unknown -o options are refused here, by name, before anything is touched. */
+	se = fuse_session_new(&args, &ops, sizeof(ops), &ofs);
+	if (!se)
+		goto out_args;
+	if (ofs_store_open(&ofs.store, &cfg, err, sizeof(err))) {
+		fprintf(stderr, "offloadfs: %s\n", err);
+		goto out_session;
+	}
+	if (ofs_table_init(&ofs)) {
+		fprintf(stderr, "offloadfs: %s: cannot load the root directory\n",
+			ofs.store.meta_path);
+		goto out_store;
+	}
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_store;
+	if (fuse_session_mount(se, opts.mountpoint) != 0)
+		goto out_signals;
+	ofs_log("%s: %s store %s at %s; %s; %llu objects; recovery dropped %llu unfinished "
+		"writes and %llu unlinked-open files",
+		ofs.store.created ? "created" : "mounted",
+		ofs.store.was_clean ? "clean" : "unclean", ofs.store.root, opts.mountpoint,
+		ofs.store.start_msg, (unsigned long long)ofs.store.nfiles,
+		(unsigned long long)ofs.store.dropped_new,
+		(unsigned long long)ofs.store.dropped_orphans);
+	fuse_daemonize(opts.foreground);
+	ofs_log_to_syslog(!opts.foreground);
+	if (opts.singlethread) {
+		ret = fuse_session_loop(se);
+	} else {
+		loop = fuse_loop_cfg_create();
+		fuse_loop_cfg_set_clone_fd(loop, (unsigned)opts.clone_fd);
+		fuse_loop_cfg_set_max_threads(loop, opts.max_threads ? opts.max_threads : 16);
+		ret = fuse_session_loop_mt(se, loop);
+		fuse_loop_cfg_destroy(loop);
+	}
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_store:
+	/* destroy() drops unclosed writers before the snapshot is taken. */
+	fuse_session_destroy(se);
+	se = NULL;
+	if (ofs_store_close(&ofs.store)) {
+		ofs_log("unmount: the clean snapshot could not be saved; the next mount rebuilds");
+		ret = 1;
+	} else {
+		ofs_log("unmounted %s cleanly", opts.mountpoint);
+	}
+out_session:
+	if (se)
+		fuse_session_destroy(se);
+out_args:
+	ofs_table_release(&ofs);
+	free(opts.mountpoint);
+	free(fsname);
+	fuse_opt_free_args(&args);
+	return ret ? 1 : 0;
+}

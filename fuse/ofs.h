@@ -1,0 +1,52 @@
+/*
+ * ofs: the FUSE daemon's state.  Only fuse/ includes this.
+ */
+#ifndef OFFLOADFS_OFS_H
+#define OFFLOADFS_OFS_H
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "kvb.h"
+#include "meta.h"
+#include "store.h"
+
+#define OFS_VERSION "0.1.0"
+#define OFS_KEY_MAX 4096
+
+/*
+ * An inode the kernel knows (nlookup > 0) or that has open handles.  m holds
+ * the committed state as recorded in the metadata store plus in-memory
+ * times; obj the working state while writers are open.
+ */
+struct ofs_inode {
+	uint64_t ino;
+	uint64_t nlookup;     /* under ofs.lock */
+	uint32_t nopen;       /* under ofs.lock */
+	uint32_t nwriters;    /* under rw (write) */
+	int unlinked;         /* detached from the namespace; under ofs.lock */
+	pthread_rwlock_t rw;  /* data: readers shared, writers and commits exclusive */
+	struct meta_inode m;
+	struct kvb_obj *obj;
+	struct ofs_inode *next;
+};
+
+struct ofs {
+	struct ofs_store store;
+	pthread_mutex_t lock;  /* the metadata store, the inode table, nfiles */
+	struct ofs_inode **tab;
+	size_t tabsize, tabcount;
+	double timeout;        /* entry and attr cache timeout, seconds */
+	int foreground;
+};
+
+void ofs_init_ops(struct fuse_lowlevel_ops *ops);
+/* The inode table, with the root pinned in it for the whole mount. */
+int ofs_table_init(struct ofs *ofs);
+void ofs_table_release(struct ofs *ofs);
+void ofs_log_to_syslog(int on);
+void ofs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

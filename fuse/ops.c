@@ -1,0 +1,1339 @@
+/*
+ * ops.c: the FUSE low-level operations.
+ *
+ * Each op does its work in helpers that return 0 or a negative errno and
+ * sends exactly one reply at the end.  Lock order: an inode's rw lock, then
+ * ofs.lock; never the other way round.
+ */
+#include "ofs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DESCRIPTOR_XATTR "user.offload.descriptor"
+
+static struct ofs *ofs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static int ofs_syslog;
+
+void ofs_log_to_syslog(int on)
+{
+	ofs_syslog = on;
+	if (on)
+		openlog("offloadfs", LOG_PID, LOG_DAEMON);
+}
+
+void ofs_log(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (!ofs_syslog) {
+		fputs("offloadfs: ", stderr);
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+	} else {
+		vsyslog(LOG_NOTICE, fmt, ap);
+	}
+	va_end(ap);
+}
+
+static int64_t ofs_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static struct kvb_map ofs_committed(const struct meta_inode *m)
+{
+	struct kvb_map map = { .bucket = m->bucket, .page = m->page, .npages = m->npages,
+			       .size = m->size };
+	return map;
+}
+
+/* ---- the inode table (under ofs.lock) ---- */
+
+static size_t ofs_slot(const struct ofs *ofs, uint64_t ino)
+{
+	return (size_t)((ino * 0x9e3779b97f4a7c15ULL) >> 20) & (ofs->tabsize - 1);
+}
+
+static struct ofs_inode *ofs_ifind(struct ofs *ofs, uint64_t ino)
+{
+	struct ofs_inode *in;
+
+	for (in = ofs->tab[ofs_slot(ofs, ino)]; in; in = in->next)
+		if (in->ino == ino)
+			return in;
+	return NULL;
+}
+
+static int ofs_igrow(struct ofs *ofs)
+{
+	size_t oldsize = ofs->tabsize, i;
+	struct ofs_inode **old = ofs->tab, **tab;
+
+	tab = calloc(oldsize * 2, sizeof(*tab));
+	if (!tab)
+		return -ENOMEM;
+	ofs->tab = tab;
+	ofs->tabsize = oldsize * 2;
+	for (i = 0; i < oldsize; i++) {
+		struct ofs_inode *in = old[i], *next;
+
+		for (; in; in = next) {
+			size_t s = ofs_slot(ofs, in->ino);
+
+			next = in->next;
+			in->next = tab[s];
+			tab[s] = in;
+		}
+	}
+	free(old);
+	return 0;
+}
+
+/* The table's inode for m->ino, created from m when absent. */
+static struct ofs_inode *ofs_iget_from(struct ofs *ofs, const struct meta_inode *m)
+{
+	struct ofs_inode *in = ofs_ifind(ofs, m->ino);
+	size_t s;
+
+	if (in)
+		return in;
+	if (ofs->tabcount >= ofs->tabsize && ofs_igrow(ofs))
+		return NULL;
+	in = calloc(1, sizeof(*in));
+	if (!in)
+		return NULL;
+	in->ino = m->ino;
+	in->m = *m;
+	pthread_rwlock_init(&in->rw, NULL);
+	s = ofs_slot(ofs, in->ino);
+	in->next = ofs->tab[s];
+	ofs->tab[s] = in;
+	ofs->tabcount++;
+	return in;
+}
+
+static void ofs_iremove(struct ofs *ofs, struct ofs_inode *in)
+{
+	struct ofs_inode **pp = &ofs->tab[ofs_slot(ofs, in->ino)];
+
+	while (*pp && *pp != in)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = in->next;
+	ofs->tabcount--;
+	pthread_rwlock_destroy(&in->rw);
+	free(in);
+}
+
+int ofs_table_init(struct ofs *ofs)
+{
+	struct meta_inode root;
+	struct ofs_inode *in;
+
+	ofs->tabsize = 1024;
+	ofs->tab = calloc(ofs->tabsize, sizeof(*ofs->tab));
+	if (!ofs->tab || meta_get(ofs->store.meta, META_ROOT_INO, &root))
+		return -ENOMEM;
+	in = ofs_iget_from(ofs, &root);
+	if (!in)
+		return -ENOMEM;
+	in->nlookup = 1;
+	return 0;
+}
+
+void ofs_table_release(struct ofs *ofs)
+{
+	size_t i;
+
+	for (i = 0; ofs->tab && i < ofs->tabsize; i++) {
+		while (ofs->tab[i]) {
+			struct ofs_inode *in = ofs->tab[i];
+
+			ofs->tab[i] = in->next;
+			pthread_rwlock_destroy(&in->rw);
+			free(in);
+		}
+	}
+	free(ofs->tab);
+	ofs->tab = NULL;
+}
+
+/* The inode of a request: the kernel only names inodes it holds a lookup on. */
+static struct ofs_inode *ofs_iget(struct ofs *ofs, fuse_ino_t ino)
+{
+	struct ofs_inode *in;
+
+	pthread_mutex_lock(&ofs->lock);
+	in = ofs_ifind(ofs, ino);
+	pthread_mutex_unlock(&ofs->lock);
+	return in;
+}
+
+/*
+ * Free what an unlinked inode still holds once nothing has it open, and
+ * forget it once the kernel does too.  Under ofs.lock.
+ */
+static void ofs_isettle(struct ofs *ofs, struct ofs_inode *in)
+{
+	struct ofs_store *s = &ofs->store;
+
+	if (in->nopen == 0 && in->unlinked == 2) {
+		struct kvb_map map = ofs_committed(&in->m);
+		int ret = meta_delete(s->meta, in->ino);
+
+		if (ret)
+			ofs_log("cannot delete unlinked inode %llu: %s (recovered at next mount)",
+				(unsigned long long)in->ino, meta_errmsg(s->meta));
+		else if (map.bucket >= 0)
+			s->kvb.ops->remove(s->kvb.arg, &map);
+		in->unlinked = 1;
+	}
+	if (in->nopen == 0 && in->nlookup == 0 && in->ino != META_ROOT_INO)
+		ofs_iremove(ofs, in);
+}
+
+/* ---- attributes and entries ---- */
+
+static void ofs_fill_stat(const struct ofs *ofs, const struct ofs_inode *in,
+			  const struct meta_inode *m, struct stat *st)
+{
+	uint64_t size = m->size, npages = m->npages;
+
+	if (in && in->obj) {
+		struct kvb_map view;
+
+		ofs->store.kvb.ops->obj_view(ofs->store.kvb.arg, in->obj, &view);
+		size = view.size;
+		npages = view.bucket >= 0 ? view.npages : 0;
+	}
+	memset(st, 0, sizeof(*st));
+	st->st_ino = m->ino;
+	st->st_mode = m->mode;
+	st->st_nlink = S_ISDIR(m->mode) ? 2 : (in && in->unlinked ? 0 : 1);
+	st->st_uid = m->uid;
+	st->st_gid = m->gid;
+	st->st_size = (off_t)size;
+	st->st_blksize = (blksize_t)ofs->store.geom.page_size;
+	st->st_blocks = (blkcnt_t)(npages * ofs->store.geom.page_size / 512);
+	st->st_atim.tv_sec = m->atime / 1000000000;
+	st->st_atim.tv_nsec = m->atime % 1000000000;
+	st->st_mtim.tv_sec = m->mtime / 1000000000;
+	st->st_mtim.tv_nsec = m->mtime % 1000000000;
+	st->st_ctim.tv_sec = m->ctime / 1000000000;
+	st->st_ctim.tv_nsec = m->ctime % 1000000000;
+}
+
+/* Count a kernel lookup of m and fill its entry.  Under ofs.lock. */
+static int ofs_entry(struct ofs *ofs, const struct meta_inode *m, struct fuse_entry_param *e)
+{
+	struct ofs_inode *in = ofs_iget_from(ofs, m);
+
+	if (!in)
+		return -ENOMEM;
+	in->nlookup++;
+	memset(e, 0, sizeof(*e));
+	e->ino = in->ino;
+	e->attr_timeout = ofs->timeout;
+	e->entry_timeout = ofs->timeout;
+	ofs_fill_stat(ofs, in, &in->m, &e->attr);
+	return 0;
+}
+
+static int ofs_check_name(const char *name)
+{
+	size_t len = strlen(name);
+
+	if (len == 0)
+		return -EINVAL;
+	if (len > META_NAME_MAX)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/*
+ * The object key of ino: its path below its tenant directory.  Under
+ * ofs.lock.  An unlinked inode has no path; it keeps the key it had.
+ */
+static int ofs_key(struct ofs *ofs, uint64_t ino, char *key, size_t *klen)
+{
+	char buf[OFS_KEY_MAX], name[META_NAME_MAX + 1];
+	size_t pos = sizeof(buf), len;
+	uint64_t parent;
+	int ret, first = 1;
+
+	for (;;) {
+		ret = meta_name(ofs->store.meta, ino, &parent, name, &len);
+		if (ret)
+			return ret;
+		if (parent == META_ROOT_INO)
+			break;
+		if (len + 1 > pos)
+			return -ENAMETOOLONG;
+		if (!first)
+			buf[--pos] = '/';
+		pos -= len;
+		memcpy(buf + pos, name, len);
+		first = 0;
+		ino = parent;
+	}
+	*klen = sizeof(buf) - pos;
+	memcpy(key, buf + pos, *klen);
+	return 0;
+}
+
+/* The tenant directory holding dir (dir itself for a tenant; root for root). */
+static int ofs_tenant(struct ofs *ofs, uint64_t dir, uint64_t *tenant)
+{
+	char name[META_NAME_MAX + 1];
+	uint64_t parent;
+	size_t len;
+	int ret;
+
+	while (dir != META_ROOT_INO) {
+		ret = meta_name(ofs->store.meta, dir, &parent, name, &len);
+		if (ret)
+			return ret;
+		if (parent == META_ROOT_INO)
+			break;
+		dir = parent;
+	}
+	*tenant = dir;
+	return 0;
+}
+
+/* ---- writers: open, commit, close (under the inode's rw lock) ---- */
+
+static int ofs_obj_open(struct ofs *ofs, struct ofs_inode *in)
+{
+	struct kvb_map c = ofs_committed(&in->m);
+	char key[OFS_KEY_MAX];
+	size_t klen = 0;
+	struct kvb_obj *obj;
+	int ret;
+
+	pthread_mutex_lock(&ofs->lock);
+	ret = ofs_key(ofs, in->ino, key, &klen);
+	pthread_mutex_unlock(&ofs->lock);
+	if (ret == -ENOENT)
+		klen = 0;
+	else if (ret)
+		return ret;
+	ret = ofs->store.kvb.ops->obj_open(ofs->store.kvb.arg, &c, key, klen, &obj);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&ofs->lock);
+	in->obj = obj;
+	pthread_mutex_unlock(&ofs->lock);
+	return 0;
+}
+
+static void ofs_obj_close(struct ofs *ofs, struct ofs_inode *in)
+{
+	struct kvb_obj *obj = in->obj;
+
+	pthread_mutex_lock(&ofs->lock);
+	in->obj = NULL;
+	pthread_mutex_unlock(&ofs->lock);
+	ofs->store.kvb.ops->obj_close(ofs->store.kvb.arg, obj);
+}
+
+/*
+ * Commit the working state: data stable first, then the metadata record,
+ * then the old pages freed.  With sync, also make both durable.
+ */
+static int ofs_commit(struct ofs *ofs, struct ofs_inode *in, int sync)
+{
+	const struct kvb_ops *ops = ofs->store.kvb.ops;
+	void *arg = ofs->store.kvb.arg;
+	struct meta_inode m;
+	struct kvb_map map;
+	uint64_t csum;
+	int ret, recorded;
+
+	if (!in->obj || (!ops->obj_dirty(arg, in->obj) && in->m.state == META_COMMITTED)) {
+		if (!sync)
+			return 0;
+		map = ofs_committed(&in->m);
+		ret = ops->sync(arg, &map);
+		if (!ret) {
+			pthread_mutex_lock(&ofs->lock);
+			ret = meta_sync(ofs->store.meta);
+			pthread_mutex_unlock(&ofs->lock);
+		}
+		return ret;
+	}
+	ret = ops->obj_commit_prepare(arg, in->obj, sync, &map, &csum);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&ofs->lock);
+	m = in->m;
+	m.size = map.size;
+	m.bucket = map.bucket;
+	m.page = map.page;
+	m.npages = map.npages;
+	m.csum = csum;
+	m.state = META_COMMITTED;
+	ret = meta_update(ofs->store.meta, &m);
+	recorded = ret == 0;
+	if (recorded) {
+		in->m = m;
+		if (sync)
+			ret = meta_sync(ofs->store.meta);
+	} else {
+		ofs_log("commit of inode %llu failed: %s", (unsigned long long)in->ino,
+			meta_errmsg(ofs->store.meta));
+	}
+	pthread_mutex_unlock(&ofs->lock);
+	/* Once recorded (even if the sync failed) the old pages are unreachable. */
+	ops->obj_commit_done(arg, in->obj, recorded);
+	return ret;
+}
+
+/* ---- operations ---- */
+
+static void ofs_op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct ofs *ofs = userdata;
+
+	/* 1 MiB requests: a KV block of up to 1 MiB is one write and one read. */
+	conn->max_write = 1u << 20;
+	conn->max_readahead = 1u << 20;
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
+	(void)ofs;
+}
+
+static void ofs_op_destroy(void *userdata)
+{
+	struct ofs *ofs = userdata;
+	size_t i;
+
+	/*
+	 * Writers still open at unmount (a lazy unmount, an aborted
+	 * connection) were never closed: drop their working state, as a crash
+	 * would, so that only closed or fsynced content is in the snapshot.
+	 */
+	for (i = 0; i < ofs->tabsize; i++) {
+		struct ofs_inode *in = ofs->tab[i], *next;
+
+		for (; in; in = next) {
+			next = in->next;
+			if (in->obj)
+				ofs_obj_close(ofs, in);
+			in->nopen = 0;
+			in->nlookup = 0;
+			pthread_mutex_lock(&ofs->lock);
+			ofs_isettle(ofs, in);
+			pthread_mutex_unlock(&ofs->lock);
+		}
+	}
+}
+
+static void ofs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct fuse_entry_param e;
+	struct meta_inode m;
+	int ret = ofs_check_name(name);
+
+	if (!ret) {
+		pthread_mutex_lock(&ofs->lock);
+		ret = meta_lookup(ofs->store.meta, parent, name, strlen(name), &m);
+		if (!ret)
+			ret = ofs_entry(ofs, &m, &e);
+		pthread_mutex_unlock(&ofs->lock);
+	}
+	if (ret == -ENOENT) {
+		/* A cached miss: we own the namespace, so the kernel may remember it. */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = ofs->timeout;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void ofs_forget_one(struct ofs *ofs, fuse_ino_t ino, uint64_t n)
+{
+	struct ofs_inode *in = ofs_ifind(ofs, ino);
+
+	if (!in)
+		return;
+	in->nlookup = in->nlookup > n ? in->nlookup - n : 0;
+	ofs_isettle(ofs, in);
+}
+
+static void ofs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct ofs *ofs = ofs_of(req);
+
+	pthread_mutex_lock(&ofs->lock);
+	ofs_forget_one(ofs, ino, nlookup);
+	pthread_mutex_unlock(&ofs->lock);
+	fuse_reply_none(req);
+}
+
+static void ofs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct ofs *ofs = ofs_of(req);
+	size_t i;
+
+	pthread_mutex_lock(&ofs->lock);
+	for (i = 0; i < count; i++)
+		ofs_forget_one(ofs, forgets[i].ino, forgets[i].nlookup);
+	pthread_mutex_unlock(&ofs->lock);
+	fuse_reply_none(req);
+}
+
+static void ofs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in;
+	struct meta_inode m;
+	struct stat st;
+	int ret = 0;
+
+	(void)fi;
+	pthread_mutex_lock(&ofs->lock);
+	in = ofs_ifind(ofs, ino);
+	if (in)
+		ofs_fill_stat(ofs, in, &in->m, &st);
+	else if (!(ret = meta_get(ofs->store.meta, ino, &m)))
+		ofs_fill_stat(ofs, NULL, &m, &st);
+	pthread_mutex_unlock(&ofs->lock);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_attr(req, &st, ofs->timeout);
+}
+
+static int ofs_setattr_size(struct ofs *ofs, struct ofs_inode *in, uint64_t size, int from_fd)
+{
+	const struct kvb_ops *ops = ofs->store.kvb.ops;
+	int temporary = !in->obj, ret;
+
+	if (S_ISDIR(in->m.mode))
+		return -EISDIR;
+	if (temporary) {
+		ret = ofs_obj_open(ofs, in);
+		if (ret)
+			return ret;
+	}
+	ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj, size);
+	/* truncate(2) by path holds once it returns; ftruncate joins its writer's commit. */
+	if (!ret && (!from_fd || temporary))
+		ret = ofs_commit(ofs, in, 0);
+	if (temporary)
+		ofs_obj_close(ofs, in);
+	return ret;
+}
+
+static void ofs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			   struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+	struct meta_inode m;
+	struct stat st;
+	int64_t now = ofs_now();
+	int ret = 0;
+
+	if (!in) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	pthread_rwlock_wrlock(&in->rw);
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		ret = ofs_setattr_size(ofs, in, (uint64_t)attr->st_size, fi != NULL);
+	pthread_mutex_lock(&ofs->lock);
+	if (!ret) {
+		m = in->m;
+		if (to_set & FUSE_SET_ATTR_MODE)
+			m.mode = (m.mode & S_IFMT) | (attr->st_mode & 07777);
+		if (to_set & FUSE_SET_ATTR_UID)
+			m.uid = attr->st_uid;
+		if (to_set & FUSE_SET_ATTR_GID)
+			m.gid = attr->st_gid;
+		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+			m.atime = now;
+		else if (to_set & FUSE_SET_ATTR_ATIME)
+			m.atime = (int64_t)attr->st_atim.tv_sec * 1000000000 + attr->st_atim.tv_nsec;
+		if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+			m.mtime = now;
+		else if (to_set & FUSE_SET_ATTR_MTIME)
+			m.mtime = (int64_t)attr->st_mtim.tv_sec * 1000000000 + attr->st_mtim.tv_nsec;
+		else if (to_set & FUSE_SET_ATTR_SIZE)
+			m.mtime = now;
+		if (to_set & FUSE_SET_ATTR_CTIME)
+			m.ctime = (int64_t)attr->st_ctim.tv_sec * 1000000000 + attr->st_ctim.tv_nsec;
+		else
+			m.ctime = now;
+		ret = meta_update(ofs->store.meta, &m);
+		if (!ret)
+			in->m = m;
+		ofs_fill_stat(ofs, in, &in->m, &st);
+	}
+	pthread_mutex_unlock(&ofs->lock);
+	pthread_rwlock_unlock(&in->rw);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_attr(req, &st, ofs->timeout);
+}
+
+/* Insert a new file or directory under parent.  Under ofs.lock. */
+static int ofs_new_inode(struct ofs *ofs, fuse_req_t req, fuse_ino_t parent, const char *name,
+			 mode_t mode, int state, struct meta_inode *m)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct meta_inode dir;
+	int ret = ofs_check_name(name);
+
+	if (ret)
+		return ret;
+	ret = meta_get(ofs->store.meta, parent, &dir);
+	if (ret)
+		return ret;
+	if (!S_ISDIR(dir.mode))
+		return -ENOTDIR;
+	memset(m, 0, sizeof(*m));
+	m->parent = parent;
+	m->mode = mode;
+	m->uid = ctx->uid;
+	/* BSD group semantics under a setgid directory, as ext4 does. */
+	m->gid = (dir.mode & S_ISGID) ? dir.gid : ctx->gid;
+	if (S_ISDIR(mode) && (dir.mode & S_ISGID))
+		m->mode |= S_ISGID;
+	m->atime = m->mtime = m->ctime = ofs_now();
+	m->bucket = -1;
+	m->state = state;
+	ret = meta_insert(ofs->store.meta, m, name, strlen(name));
+	if (!ret && S_ISREG(mode))
+		ofs->store.nfiles++;
+	return ret;
+}
+
+static void ofs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct fuse_entry_param e;
+	struct meta_inode m;
+	int ret;
+
+	pthread_mutex_lock(&ofs->lock);
+	ret = ofs_new_inode(ofs, req, parent, name, S_IFDIR | (mode & 07777), META_COMMITTED, &m);
+	if (!ret)
+		ret = ofs_entry(ofs, &m, &e);
+	pthread_mutex_unlock(&ofs->lock);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void ofs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			 dev_t rdev)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct fuse_entry_param e;
+	struct meta_inode m;
+	int ret;
+
+	(void)rdev;
+	/* Objects are regular files; device nodes, fifos and sockets have no place here. */
+	if (!S_ISREG(mode) || parent == META_ROOT_INO) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	pthread_mutex_lock(&ofs->lock);
+	ret = ofs_new_inode(ofs, req, parent, name, S_IFREG | (mode & 07777), META_COMMITTED, &m);
+	if (!ret)
+		ret = ofs_entry(ofs, &m, &e);
+	pthread_mutex_unlock(&ofs->lock);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void ofs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	(void)link;
+	(void)parent;
+	(void)name;
+	fuse_reply_err(req, EPERM);
+}
+
+static void ofs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *name)
+{
+	(void)ino;
+	(void)parent;
+	(void)name;
+	fuse_reply_err(req, EPERM);
+}
+
+/*
+ * Remove a name whose target is m: delete its record, or detach it while it
+ * is open.  Under ofs.lock.  Returns the mapping to free (after the record
+ * change) in *to_free.
+ */
+static int ofs_drop_name(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *to_free)
+{
+	struct ofs_inode *in = ofs_ifind(ofs, m->ino);
+	int ret;
+
+	*to_free = KVB_MAP_EMPTY;
+	if (in && in->nopen > 0) {
+		ret = meta_detach(ofs->store.meta, m->ino);
+		if (!ret)
+			in->unlinked = 2;
+	} else {
+		ret = meta_delete(ofs->store.meta, m->ino);
+		if (!ret) {
+			*to_free = ofs_committed(in ? &in->m : m);
+			if (in)
+				in->unlinked = 1;
+		}
+	}
+	if (!ret && S_ISREG(m->mode))
+		ofs->store.nfiles--;
+	return ret;
+}
+
+static void ofs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct kvb_map to_free = KVB_MAP_EMPTY;
+	struct meta_inode m;
+	int ret;
+
+	pthread_mutex_lock(&ofs->lock);
+	ret = meta_lookup(ofs->store.meta, parent, name, strlen(name), &m);
+	if (!ret && S_ISDIR(m.mode))
+		ret = -EISDIR;
+	if (!ret)
+		ret = ofs_drop_name(ofs, &m, &to_free);
+	if (!ret && to_free.bucket >= 0)
+		ofs->store.kvb.ops->remove(ofs->store.kvb.arg, &to_free);
+	pthread_mutex_unlock(&ofs->lock);
+	fuse_reply_err(req, -ret);
+}
+
+static void ofs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct kvb_map to_free;
+	struct meta_inode m;
+	int ret;
+
+	pthread_mutex_lock(&ofs->lock);
+	ret = meta_lookup(ofs->store.meta, parent, name, strlen(name), &m);
+	if (!ret && !S_ISDIR(m.mode))
+		ret = -ENOTDIR;
+	if (!ret)
+		ret = meta_has_children(ofs->store.meta, m.ino);
+	if (ret == 1)
+		ret = -ENOTEMPTY;
+	if (!ret)
+		ret = ofs_drop_name(ofs, &m, &to_free);
+	pthread_mutex_unlock(&ofs->lock);
+	fuse_reply_err(req, -ret);
+}
+
+static int ofs_rename_check(struct ofs *ofs, fuse_ino_t parent, fuse_ino_t newparent,
+			    const struct meta_inode *src)
+{
+	uint64_t t1, t2;
+	int ret;
+
+	/* The top level holds tenants only: a tenant may be renamed, not moved in or out. */
+	if ((parent == META_ROOT_INO) != (newparent == META_ROOT_INO))
+		return S_ISDIR(src->mode) || parent == META_ROOT_INO ? -EXDEV : -EPERM;
+	if (parent == newparent)
+		return 0;
+	ret = ofs_tenant(ofs, parent, &t1);
+	if (!ret)
+		ret = ofs_tenant(ofs, newparent, &t2);
+	if (!ret && t1 != t2)
+		ret = -EXDEV;
+	return ret;
+}
+
+static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+			  fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct meta *meta = ofs->store.meta;
+	struct kvb_map to_free = KVB_MAP_EMPTY;
+	struct meta_inode src, dst;
+	struct ofs_inode *in;
+	int ret, have_dst = 0;
+
+	if (flags & ~(unsigned)RENAME_NOREPLACE) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	ret = ofs_check_name(newname);
+	pthread_mutex_lock(&ofs->lock);
+	if (!ret)
+		ret = meta_lookup(meta, parent, name, strlen(name), &src);
+	if (!ret)
+		ret = ofs_rename_check(ofs, parent, newparent, &src);
+	if (!ret) {
+		ret = meta_lookup(meta, newparent, newname, strlen(newname), &dst);
+		if (ret == -ENOENT) {
+			ret = 0;
+		} else if (!ret) {
+			have_dst = 1;
+			if (flags & RENAME_NOREPLACE)
+				ret = -EEXIST;
+			else if (dst.ino == src.ino)
+				goto out; /* the same file: nothing to do */
+			else if (S_ISDIR(dst.mode) && !S_ISDIR(src.mode))
+				ret = -EISDIR;
+			else if (!S_ISDIR(dst.mode) && S_ISDIR(src.mode))
+				ret = -ENOTDIR;
+			else if (S_ISDIR(dst.mode))
+				ret = meta_has_children(meta, dst.ino) ? -ENOTEMPTY : 0;
+		}
+	}
+	/* Replacing the target and moving the source is one transaction. */
+	if (!ret)
+		ret = meta_begin(meta);
+	if (!ret) {
+		if (have_dst)
+			ret = ofs_drop_name(ofs, &dst, &to_free);
+		if (!ret)
+			ret = meta_move(meta, src.ino, newparent, newname, strlen(newname));
+		if (!ret)
+			ret = meta_commit(meta);
+		else
+			meta_rollback(meta);
+		if (ret && have_dst) {
+			/* Undo the in-memory side of the dropped target. */
+			struct ofs_inode *d = ofs_ifind(ofs, dst.ino);
+
+			if (d)
+				d->unlinked = 0;
+			if (S_ISREG(dst.mode))
+				ofs->store.nfiles++;
+			to_free = KVB_MAP_EMPTY;
+		}
+	}
+	if (!ret) {
+		in = ofs_ifind(ofs, src.ino);
+		if (in) {
+			in->m.parent = newparent;
+			in->m.ctime = ofs_now();
+		}
+		if (to_free.bucket >= 0)
+			ofs->store.kvb.ops->remove(ofs->store.kvb.arg, &to_free);
+	}
+out:
+	pthread_mutex_unlock(&ofs->lock);
+	fuse_reply_err(req, -ret);
+}
+
+static int ofs_open_writer(struct ofs *ofs, struct ofs_inode *in, int trunc)
+{
+	const struct kvb_ops *ops = ofs->store.kvb.ops;
+	int ret = 0;
+
+	pthread_rwlock_wrlock(&in->rw);
+	if (!in->obj)
+		ret = ofs_obj_open(ofs, in);
+	if (!ret && trunc)
+		ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj, 0);
+	if (!ret)
+		in->nwriters++;
+	else if (in->obj && in->nwriters == 0)
+		ofs_obj_close(ofs, in);
+	pthread_rwlock_unlock(&in->rw);
+	return ret;
+}
+
+static void ofs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+	int writer = (fi->flags & O_ACCMODE) != O_RDONLY, ret = 0;
+
+	if (!in) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	if (S_ISDIR(in->m.mode)) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if (writer)
+		ret = ofs_open_writer(ofs, in, fi->flags & O_TRUNC);
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	pthread_mutex_lock(&ofs->lock);
+	in->nopen++;
+	pthread_mutex_unlock(&ofs->lock);
+	fi->fh = (uint64_t)writer;
+	/* Every write goes through this mount, so the kernel's cache stays right. */
+	fi->keep_cache = 1;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* The opener was interrupted: undo as release would. */
+		pthread_rwlock_wrlock(&in->rw);
+		if (writer && --in->nwriters == 0)
+			ofs_obj_close(ofs, in);
+		pthread_rwlock_unlock(&in->rw);
+		pthread_mutex_lock(&ofs->lock);
+		in->nopen--;
+		ofs_isettle(ofs, in);
+		pthread_mutex_unlock(&ofs->lock);
+	}
+}
+
+static void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			  struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct fuse_entry_param e;
+	struct ofs_inode *in = NULL;
+	struct meta_inode m;
+	int ret;
+
+	if (parent == META_ROOT_INO) {
+		fuse_reply_err(req, EPERM); /* the top level holds tenant directories only */
+		return;
+	}
+	if (!S_ISREG(mode)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	pthread_mutex_lock(&ofs->lock);
+	/* Never committed until its first close or fsync: recovery drops it. */
+	ret = ofs_new_inode(ofs, req, parent, name, S_IFREG | (mode & 07777), META_NEW, &m);
+	if (!ret)
+		ret = ofs_entry(ofs, &m, &e);
+	if (!ret) {
+		in = ofs_ifind(ofs, m.ino);
+		in->nopen++;
+	}
+	pthread_mutex_unlock(&ofs->lock);
+	if (!ret) {
+		ret = ofs_open_writer(ofs, in, 0);
+		if (ret) {
+			pthread_mutex_lock(&ofs->lock);
+			in->nopen--;
+			pthread_mutex_unlock(&ofs->lock);
+			/* The entry stays; it will be dropped as never committed. */
+		}
+	}
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	fi->fh = 1;
+	fi->keep_cache = 1;
+	fuse_reply_create(req, &e, fi);
+}
+
+static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	const struct kvb_ops *ops = ofs->store.kvb.ops;
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+	struct kvb_map map;
+	off_t pos;
+	int fd, ret;
+
+	(void)fi;
+	if (!in) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	pthread_rwlock_rdlock(&in->rw);
+	if (in->obj)
+		ops->obj_view(ofs->store.kvb.arg, in->obj, &map);
+	else
+		map = ofs_committed(&in->m);
+	if ((uint64_t)off >= map.size) {
+		fuse_reply_buf(req, NULL, 0);
+	} else {
+		if (size > map.size - (uint64_t)off)
+			size = (size_t)(map.size - (uint64_t)off);
+		ret = ops->read_fd(ofs->store.kvb.arg, &map, (uint64_t)off, &fd, &pos);
+		if (ret == 0) {
+			/* Straight from the bucket file: no copy through our memory. */
+			struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
+
+			bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+			bv.buf[0].fd = fd;
+			bv.buf[0].pos = pos;
+			fuse_reply_data(req, &bv, 0);
+		} else {
+			char *buf = malloc(size);
+			ssize_t n = buf ? ops->read(ofs->store.kvb.arg, &map, buf, size, (uint64_t)off)
+					: -ENOMEM;
+
+			if (n < 0)
+				fuse_reply_err(req, (int)-n);
+			else
+				fuse_reply_buf(req, buf, (size_t)n);
+			free(buf);
+		}
+	}
+	pthread_rwlock_unlock(&in->rw);
+}
+
+static void ofs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+			 struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+	ssize_t n;
+
+	(void)fi;
+	if (!in) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	pthread_rwlock_wrlock(&in->rw);
+	if (!in->obj)
+		n = -EBADF;
+	else
+		n = ofs->store.kvb.ops->obj_write(ofs->store.kvb.arg, in->obj, buf, size,
+						 (uint64_t)off);
+	if (n > 0) {
+		int64_t now = ofs_now();
+
+		pthread_mutex_lock(&ofs->lock);
+		in->m.mtime = in->m.ctime = now;
+		pthread_mutex_unlock(&ofs->lock);
+	}
+	pthread_rwlock_unlock(&in->rw);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+static void ofs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+	int ret = 0;
+
+	if (in && fi->fh) {
+		pthread_rwlock_wrlock(&in->rw);
+		ret = ofs_commit(ofs, in, 0);
+		pthread_rwlock_unlock(&in->rw);
+	}
+	fuse_reply_err(req, -ret);
+}
+
+static void ofs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+	int ret;
+
+	if (!in) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	if (fi->fh) {
+		pthread_rwlock_wrlock(&in->rw);
+		/* mmap writes can arrive after the last flush. */
+		ret = ofs_commit(ofs, in, 0);
+		if (ret)
+			ofs_log("inode %llu: commit at release failed: %s; its last committed "
+				"content stays", (unsigned long long)ino, strerror(-ret));
+		if (--in->nwriters == 0)
+			ofs_obj_close(ofs, in);
+		pthread_rwlock_unlock(&in->rw);
+	}
+	pthread_mutex_lock(&ofs->lock);
+	in->nopen--;
+	ofs_isettle(ofs, in);
+	pthread_mutex_unlock(&ofs->lock);
+	fuse_reply_err(req, 0);
+}
+
+static void ofs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+	int ret = -ESTALE;
+
+	(void)datasync;
+	(void)fi;
+	if (in) {
+		pthread_rwlock_wrlock(&in->rw);
+		ret = ofs_commit(ofs, in, 1);
+		pthread_rwlock_unlock(&in->rw);
+	}
+	fuse_reply_err(req, -ret);
+}
+
+static void ofs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			    struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	int ret;
+
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	pthread_mutex_lock(&ofs->lock);
+	ret = meta_sync(ofs->store.meta);
+	pthread_mutex_unlock(&ofs->lock);
+	fuse_reply_err(req, -ret);
+}
+
+static void ofs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			     struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	const struct kvb_ops *ops = ofs->store.kvb.ops;
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+	struct kvb_map view;
+	int ret = 0;
+
+	(void)fi;
+	if (mode != 0) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	if (!in || off < 0 || len <= 0) {
+		fuse_reply_err(req, in ? EINVAL : ESTALE);
+		return;
+	}
+	pthread_rwlock_wrlock(&in->rw);
+	if (!in->obj) {
+		ret = -EBADF;
+	} else {
+		ops->obj_view(ofs->store.kvb.arg, in->obj, &view);
+		/* Mode 0 grows the file: the run is reserved, and the new bytes are zeros. */
+		if ((uint64_t)off + (uint64_t)len > view.size)
+			ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj,
+						(uint64_t)off + (uint64_t)len);
+	}
+	pthread_rwlock_unlock(&in->rw);
+	fuse_reply_err(req, -ret);
+}
+
+struct ofs_dirbuf {
+	fuse_req_t req;
+	char *buf;
+	size_t size, used;
+};
+
+static int ofs_dirbuf_add(struct ofs_dirbuf *d, const char *name, uint64_t ino, mode_t mode,
+			  off_t next)
+{
+	struct stat st = { .st_ino = ino, .st_mode = mode };
+	size_t n = fuse_add_direntry(d->req, d->buf + d->used, d->size - d->used, name, &st, next);
+
+	if (n > d->size - d->used)
+		return 1;
+	d->used += n;
+	return 0;
+}
+
+static int ofs_readdir_one(void *ctx, const struct meta_inode *in, const char *name, size_t len)
+{
+	char z[META_NAME_MAX + 1];
+
+	if (len > META_NAME_MAX)
+		return 0;
+	memcpy(z, name, len);
+	z[len] = '\0';
+	/* The offset of an entry is its ino + 2: stable while entries come and go. */
+	return ofs_dirbuf_add(ctx, z, in->ino, in->mode, (off_t)(in->ino + 2));
+}
+
+static void ofs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_dirbuf d = { .req = req, .size = size };
+	struct meta_inode dir;
+	int ret;
+
+	(void)fi;
+	d.buf = malloc(size);
+	if (!d.buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&ofs->lock);
+	ret = meta_get(ofs->store.meta, ino, &dir);
+	if (!ret && !S_ISDIR(dir.mode))
+		ret = -ENOTDIR;
+	if (!ret && off < 1 && ofs_dirbuf_add(&d, ".", ino, S_IFDIR, 1))
+		goto full;
+	if (!ret && off < 2 && ofs_dirbuf_add(&d, "..", dir.parent ? dir.parent : ino, S_IFDIR, 2))
+		goto full;
+	if (!ret) {
+		ret = meta_readdir(ofs->store.meta, ino, off < 2 ? 0 : (uint64_t)off - 2,
+				   ofs_readdir_one, &d);
+		if (ret == 1)
+			ret = 0;
+	}
+full:
+	pthread_mutex_unlock(&ofs->lock);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_buf(req, d.buf, d.used);
+	free(d.buf);
+}
+
+static void ofs_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct kvb_statfs ks;
+	struct statvfs st;
+	int ret;
+
+	(void)ino;
+	ret = ofs->store.kvb.ops->statfs(ofs->store.kvb.arg, &ks);
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	memset(&st, 0, sizeof(st));
+	st.f_bsize = ks.block_size;
+	st.f_frsize = ks.block_size;
+	st.f_blocks = ks.blocks;
+	st.f_bfree = ks.blocks_free;
+	st.f_bavail = ks.blocks_free;
+	pthread_mutex_lock(&ofs->lock);
+	st.f_files = ofs->store.nfiles;
+	pthread_mutex_unlock(&ofs->lock);
+	/* Objects are rows, not preallocated inodes: the free count is what the rows allow. */
+	st.f_ffree = UINT32_MAX;
+	st.f_favail = st.f_ffree;
+	st.f_files += st.f_ffree;
+	st.f_namemax = META_NAME_MAX;
+	fuse_reply_statfs(req, &st);
+}
+
+static void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in;
+	char buf[4096 + 128];
+	int ret = -ENODATA;
+
+	if (strcmp(name, DESCRIPTOR_XATTR) != 0) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	pthread_mutex_lock(&ofs->lock);
+	in = ofs_ifind(ofs, ino);
+	/* Only committed content has a descriptor another process can trust. */
+	if (in && S_ISREG(in->m.mode) && in->m.state == META_COMMITTED) {
+		struct kvb_map map = ofs_committed(&in->m);
+
+		ret = ofs->store.kvb.ops->describe(ofs->store.kvb.arg, &map, buf, sizeof(buf));
+	}
+	pthread_mutex_unlock(&ofs->lock);
+	if (ret < 0)
+		fuse_reply_err(req, -ret);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)ret);
+	else if (size < (size_t)ret)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, (size_t)ret);
+}
+
+static void ofs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in;
+	size_t len = 0;
+
+	pthread_mutex_lock(&ofs->lock);
+	in = ofs_ifind(ofs, ino);
+	if (in && S_ISREG(in->m.mode) && in->m.state == META_COMMITTED)
+		len = sizeof(DESCRIPTOR_XATTR);
+	pthread_mutex_unlock(&ofs->lock);
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, DESCRIPTOR_XATTR, len);
+}
+
+static void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			    size_t size, int flags)
+{
+	(void)ino;
+	(void)value;
+	(void)size;
+	(void)flags;
+	fuse_reply_err(req, strcmp(name, DESCRIPTOR_XATTR) ? ENOTSUP : EPERM);
+}
+
+static void ofs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	(void)ino;
+	fuse_reply_err(req, strcmp(name, DESCRIPTOR_XATTR) ? ENODATA : EPERM);
+}
+
+void ofs_init_ops(struct fuse_lowlevel_ops *ops)
+{
+	memset(ops, 0, sizeof(*ops));
+	ops->init = ofs_op_init;
+	ops->destroy = ofs_op_destroy;
+	ops->lookup = ofs_op_lookup;
+	ops->forget = ofs_op_forget;
+	ops->forget_multi = ofs_op_forget_multi;
+	ops->getattr = ofs_op_getattr;
+	ops->setattr = ofs_op_setattr;
+	ops->mknod = ofs_op_mknod;
+	ops->mkdir = ofs_op_mkdir;
+	ops->symlink = ofs_op_symlink;
+	ops->link = ofs_op_link;
+	ops->unlink = ofs_op_unlink;
+	ops->rmdir = ofs_op_rmdir;
+	ops->rename = ofs_op_rename;
+	ops->open = ofs_op_open;
+	ops->create = ofs_op_create;
+	ops->read = ofs_op_read;
+	ops->write = ofs_op_write;
+	ops->flush = ofs_op_flush;
+	ops->release = ofs_op_release;
+	ops->fsync = ofs_op_fsync;
+	ops->fsyncdir = ofs_op_fsyncdir;
+	ops->fallocate = ofs_op_fallocate;
+	ops->readdir = ofs_op_readdir;
+	ops->statfs = ofs_op_statfs;
+	ops->getxattr = ofs_op_getxattr;
+	ops->listxattr = ofs_op_listxattr;
+	ops->setxattr = ofs_op_setxattr;
+	ops->removexattr = ofs_op_removexattr;
+}

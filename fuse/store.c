@@ -1,0 +1,293 @@
+/*
+ * store.c: open, recover and close a store.  See store.h and DESIGN.md.
+ */
+#include "store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int ofs_parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+	int shift = 0;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case '\0':
+		break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default:
+		return -EINVAL;
+	}
+	if (*end == 'i' || *end == 'I')
+		end++;
+	if ((*end == 'b' || *end == 'B') && shift)
+		end++;
+	if (*end)
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int store_is_bucket_name(const char *n)
+{
+	return strlen(n) == 14 && !strncmp(n, "bucket_", 7) && !strcmp(n + 9, ".data") &&
+	       strchr("0123456789abcdef", n[7]) && strchr("0123456789abcdef", n[8]) && n[7] &&
+	       n[8];
+}
+
+/*
+ * Only our own files may be in ROOT: bucket files, our database and its
+ * sqlite side files, and lost+found (the root of a fresh ext4).
+ */
+static int store_scan_root(const char *root, const char *dbpath, int *buckets, char *err,
+			   size_t errlen)
+{
+	char dbdir[PATH_MAX], *slash;
+	const char *dbbase = NULL;
+	struct dirent *de;
+	DIR *d;
+	int foreign = 0;
+	char first[NAME_MAX + 1] = "";
+
+	*buckets = 0;
+	/* The database counts as ours only when it lives in ROOT itself. */
+	snprintf(dbdir, sizeof(dbdir), "%s", dbpath);
+	slash = strrchr(dbdir, '/');
+	if (slash) {
+		char a[PATH_MAX], b[PATH_MAX];
+
+		*slash = '\0';
+		if (realpath(dbdir[0] ? dbdir : "/", a) && realpath(root, b) && !strcmp(a, b))
+			dbbase = slash + 1 - dbdir + dbpath;
+	}
+	d = opendir(root);
+	if (!d) {
+		snprintf(err, errlen, "cannot read ROOT %s: %s", root, strerror(errno));
+		return -errno;
+	}
+	while ((de = readdir(d))) {
+		const char *n = de->d_name;
+		size_t bl = dbbase ? strlen(dbbase) : 0;
+
+		if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "lost+found"))
+			continue;
+		if (store_is_bucket_name(n)) {
+			(*buckets)++;
+			continue;
+		}
+		if (dbbase && !strncmp(n, dbbase, bl) &&
+		    (!n[bl] || !strcmp(n + bl, "-wal") || !strcmp(n + bl, "-shm") ||
+		     !strcmp(n + bl, "-journal")))
+			continue;
+		if (!foreign++)
+			snprintf(first, sizeof(first), "%s", n);
+	}
+	closedir(d);
+	if (foreign) {
+		snprintf(err, errlen,
+			 "ROOT %s holds %d file(s) offloadfs did not create (first: '%s'); "
+			 "refusing to use it: give an empty directory or an offloadfs store",
+			 root, foreign, first);
+		return -EEXIST;
+	}
+	return 0;
+}
+
+static int store_geom_check(const struct ofs_config *cfg, const struct meta_geom *have,
+			    char *err, size_t errlen)
+{
+	if (cfg->set_page_size && cfg->geom.page_size != have->page_size) {
+		snprintf(err, errlen, "geometry mismatch: page_size=%llu requested, store has %llu",
+			 (unsigned long long)cfg->geom.page_size,
+			 (unsigned long long)have->page_size);
+		return -EINVAL;
+	}
+	if (cfg->set_bucket_size && cfg->geom.bucket_size != have->bucket_size) {
+		snprintf(err, errlen,
+			 "geometry mismatch: bucket_size=%llu requested, store has %llu",
+			 (unsigned long long)cfg->geom.bucket_size,
+			 (unsigned long long)have->bucket_size);
+		return -EINVAL;
+	}
+	if (cfg->set_bucket_count && cfg->geom.bucket_count != have->bucket_count) {
+		snprintf(err, errlen, "geometry mismatch: bucket_count=%u requested, store has %u",
+			 cfg->geom.bucket_count, have->bucket_count);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err, size_t errlen)
+{
+	struct kvb_pages_geom pg;
+	char backend[32] = "";
+	struct stat st;
+	int ret, buckets;
+
+	memset(s, 0, sizeof(*s));
+	s->lock_fd = -1;
+	if (!cfg->root) {
+		snprintf(err, errlen, "no ROOT given");
+		return -EINVAL;
+	}
+	if (stat(cfg->root, &st)) {
+		ret = -errno;
+		snprintf(err, errlen, "ROOT %s: %s", cfg->root, strerror(errno));
+		return ret;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "ROOT %s: not a directory", cfg->root);
+		return -ENOTDIR;
+	}
+	s->root = realpath(cfg->root, NULL);
+	if (cfg->meta_path) {
+		s->meta_path = strdup(cfg->meta_path);
+	} else if (s->root && asprintf(&s->meta_path, "%s/%s", s->root, OFS_DB_NAME) < 0) {
+		s->meta_path = NULL;
+	}
+	if (!s->root || !s->meta_path) {
+		ret = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	/* One daemon (or fsck) per store: everything below writes. */
+	s->lock_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->lock_fd < 0 || flock(s->lock_fd, LOCK_EX | LOCK_NB)) {
+		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		snprintf(err, errlen, "ROOT %s is in use by another offloadfs process (%s)",
+			 s->root, strerror(errno));
+		goto out;
+	}
+	ret = store_scan_root(s->root, s->meta_path, &buckets, err, errlen);
+	if (ret)
+		goto out;
+	if (access(s->meta_path, F_OK) && buckets) {
+		ret = -EEXIST;
+		snprintf(err, errlen,
+			 "ROOT %s holds %d bucket file(s) but there is no metadata at %s; "
+			 "refusing to overwrite them",
+			 s->root, buckets, s->meta_path);
+		goto out;
+	}
+	ret = meta_open(s->meta_path, 1, &s->meta, err, errlen);
+	if (ret < 0)
+		goto out;
+	ret = meta_geom_get(s->meta, &s->geom, backend, sizeof(backend));
+	if (ret == -ENOENT) {
+		/* New (or never finished formatting): the requested geometry. */
+		s->created = 1;
+		s->geom = cfg->geom;
+	} else if (ret) {
+		snprintf(err, errlen, "%s: cannot read geometry: %s", s->meta_path,
+			 strerror(-ret));
+		goto out;
+	} else {
+		if (strcmp(backend, "pages")) {
+			ret = -EINVAL;
+			snprintf(err, errlen, "store uses backend '%s', this mount asked for 'pages'",
+				 backend);
+			goto out;
+		}
+		ret = store_geom_check(cfg, &s->geom, err, errlen);
+		if (ret)
+			goto out;
+	}
+	pg.page_size = s->geom.page_size;
+	pg.bucket_size = s->geom.bucket_size;
+	pg.bucket_count = s->geom.bucket_count;
+	ret = kvb_pages_init(&s->kvb, s->root, &pg, s->created, err, errlen);
+	if (ret)
+		goto out;
+	if (s->created) {
+		ret = meta_format(s->meta, &s->geom, "pages", 040755, getuid(), getgid());
+		if (ret) {
+			snprintf(err, errlen, "cannot format %s: %s", s->meta_path,
+				 meta_errmsg(s->meta));
+			goto out;
+		}
+	}
+	ret = meta_clean_get(s->meta, &s->was_clean);
+	if (!ret)
+		ret = meta_recover(s->meta, &s->dropped_new, &s->dropped_orphans);
+	if (ret) {
+		snprintf(err, errlen, "recovery failed: %s", meta_errmsg(s->meta));
+		goto out;
+	}
+	ret = s->kvb.ops->start(s->kvb.arg, s->meta, s->was_clean, s->start_msg,
+				sizeof(s->start_msg));
+	if (ret) {
+		snprintf(err, errlen, "cannot start the pages backend: %s", s->start_msg);
+		goto out;
+	}
+	ret = meta_clean_set(s->meta, 0);
+	if (!ret)
+		ret = meta_count_files(s->meta, &s->nfiles);
+	if (ret) {
+		snprintf(err, errlen, "%s: %s", s->meta_path, meta_errmsg(s->meta));
+		goto out;
+	}
+	return 0;
+
+out:
+	kvb_release(&s->kvb);
+	meta_close(s->meta);
+	s->meta = NULL;
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
+	s->lock_fd = -1;
+	free(s->root);
+	free(s->meta_path);
+	s->root = s->meta_path = NULL;
+	return ret;
+}
+
+int ofs_store_close(struct ofs_store *s)
+{
+	int ret = 0, r;
+
+	if (!s->meta)
+		return 0;
+	/* Bitmaps and the clean flag in one transaction: both or neither. */
+	ret = meta_begin(s->meta);
+	if (!ret)
+		ret = s->kvb.ops->stop(s->kvb.arg, s->meta);
+	if (!ret)
+		ret = meta_clean_set(s->meta, 1);
+	if (!ret)
+		ret = meta_commit(s->meta);
+	else
+		meta_rollback(s->meta);
+	r = meta_checkpoint(s->meta);
+	if (!ret)
+		ret = r;
+	meta_close(s->meta);
+	s->meta = NULL;
+	kvb_release(&s->kvb);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
+	s->lock_fd = -1;
+	free(s->root);
+	free(s->meta_path);
+	s->root = s->meta_path = NULL;
+	return ret;
+}

@@ -1,0 +1,52 @@
+/*
+ * store: opening and closing an offloadfs store (ROOT + metadata + backend).
+ *
+ * FUSE-free so that offloadctl can share it.  Opening takes an exclusive
+ * lock on ROOT, refuses foreign files, checks or records the geometry,
+ * recovers after an unclean stop and starts the backend.  Closing saves the
+ * clean snapshot.
+ */
+#ifndef OFFLOADFS_STORE_H
+#define OFFLOADFS_STORE_H
+
+#include <stdint.h>
+
+#include "kvb.h"
+#include "meta.h"
+
+#define OFS_DEFAULT_PAGE_SIZE 65536ULL
+#define OFS_DEFAULT_BUCKET_SIZE (4ULL << 30)
+#define OFS_DEFAULT_BUCKET_COUNT 256U
+#define OFS_DB_NAME "offloadfs.db"
+
+struct ofs_config {
+	const char *root;
+	const char *meta_path;   /* NULL: ROOT/offloadfs.db */
+	struct meta_geom geom;
+	/* Which geometry values the user chose (option or environment). */
+	unsigned set_page_size : 1, set_bucket_size : 1, set_bucket_count : 1;
+};
+
+struct ofs_store {
+	struct meta *meta;
+	struct kvb kvb;
+	struct meta_geom geom;
+	char *root;
+	char *meta_path;
+	int lock_fd;
+	uint64_t nfiles;
+	int created;           /* this open made a new store */
+	int was_clean;
+	uint64_t dropped_new;  /* recovery counts */
+	uint64_t dropped_orphans;
+	char start_msg[256];
+};
+
+/* Parse "4G", "64K", "1048576"; -EINVAL on anything else or overflow. */
+int ofs_parse_size(const char *s, uint64_t *out);
+
+int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err, size_t errlen);
+/* Save the clean snapshot and close.  Returns the first error met. */
+int ofs_store_close(struct ofs_store *s);
+
+#endif

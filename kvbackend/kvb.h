@@ -1,0 +1,133 @@
+/*
+ * kvb: storage backends behind one ops table.
+ *
+ * fuse/ talks to objects only through struct kvb; it never knows whether the
+ * bytes live in bucket-file pages or in a distributed KV store.  An object
+ * has a committed mapping (what the metadata store records) and, while a
+ * writer has it open, a working state (struct kvb_obj) that becomes the
+ * committed mapping only through commit_prepare + commit_done.  Everything
+ * returns 0 (or a byte count) or a negative errno; nothing here speaks FUSE.
+ */
+#ifndef OFFLOADFS_KVB_H
+#define OFFLOADFS_KVB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct meta;
+
+/* Where an object's bytes are: the mapping columns of the metadata store. */
+struct kvb_map {
+	int32_t bucket;  /* -1: no pages (empty object) */
+	uint64_t page;
+	uint64_t npages;
+	uint64_t size;
+};
+
+#define KVB_MAP_EMPTY ((struct kvb_map){ .bucket = -1 })
+
+struct kvb_statfs {
+	uint64_t block_size;
+	uint64_t blocks;
+	uint64_t blocks_free;
+};
+
+struct kvb_obj;
+
+struct kvb_ops {
+	const char *name;
+	/*
+	 * Mount: load the allocation state (the clean snapshot when clean is
+	 * set, else a rebuild from the committed mappings).  msg gets one
+	 * line for the log.
+	 */
+	int (*start)(void *arg, struct meta *m, int clean, char *msg, size_t msglen);
+	/* Clean unmount: sync data and save the allocation state. */
+	int (*stop)(void *arg, struct meta *m);
+
+	/* Working state for a writer of the object whose committed mapping is c. */
+	int (*obj_open)(void *arg, const struct kvb_map *c, const char *key, size_t klen,
+			struct kvb_obj **out);
+	ssize_t (*obj_write)(void *arg, struct kvb_obj *o, const void *buf, size_t len,
+			     uint64_t off);
+	/* Set the size: shrink, or grow with zeros reserving the exact run. */
+	int (*obj_truncate)(void *arg, struct kvb_obj *o, uint64_t size);
+	/* The working view, for reads and getattr while a writer is open. */
+	void (*obj_view)(void *arg, struct kvb_obj *o, struct kvb_map *view);
+	/* 1 when the working state differs from the committed mapping. */
+	int (*obj_dirty)(void *arg, struct kvb_obj *o);
+	/*
+	 * Make the working data stable (fsync it when sync is set) and give
+	 * the mapping and XXH3-64 checksum to record.  Then exactly one
+	 * commit_done: ok=1 once the record is committed (the old pages are
+	 * freed), ok=0 when it failed (the committed mapping stays).
+	 */
+	int (*obj_commit_prepare)(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,
+				  uint64_t *csum);
+	void (*obj_commit_done)(void *arg, struct kvb_obj *o, int ok);
+	/* Drop the working state, freeing what was never committed. */
+	void (*obj_close)(void *arg, struct kvb_obj *o);
+
+	/* Read committed (or viewed) bytes; short at the end of the object. */
+	ssize_t (*read)(void *arg, const struct kvb_map *m, void *buf, size_t len, uint64_t off);
+	/*
+	 * The file descriptor and position holding byte off of m, for
+	 * zero-copy replies; -EOPNOTSUPP when the backend has none.
+	 */
+	int (*read_fd)(void *arg, const struct kvb_map *m, uint64_t off, int *fd, off_t *pos);
+	/* Make the bytes of m durable (fsync their bucket). */
+	int (*sync)(void *arg, const struct kvb_map *m);
+	/* Free the pages of a committed object whose record is gone. */
+	int (*remove)(void *arg, const struct kvb_map *m);
+	int (*statfs)(void *arg, struct kvb_statfs *st);
+	/* The external descriptor of a committed object (see DESIGN.md). */
+	int (*describe)(void *arg, const struct kvb_map *m, char *buf, size_t len);
+	/* XXH3-64 of the object's bytes as stored. */
+	int (*checksum)(void *arg, const struct kvb_map *m, uint64_t *csum);
+	void (*free)(void *arg);
+};
+
+struct kvb {
+	const struct kvb_ops *ops;
+	void *arg;
+};
+
+/*
+ * The pages backend: bucket files under root.  Opens (creating when create
+ * is set, else requiring) every bucket file and extends it to bucket_size.
+ * err gets a message on failure.
+ */
+struct kvb_pages_geom {
+	uint64_t page_size;
+	uint64_t bucket_size;
+	uint32_t bucket_count;
+};
+int kvb_pages_init(struct kvb *kvb, const char *root, const struct kvb_pages_geom *g,
+		   int create, char *err, size_t errlen);
+
+/*
+ * The same allocator over in-memory buckets, for unit tests: it can fail
+ * the Nth write (fail_write_at, counting from 1) with -EIO.
+ */
+struct kvb_mem_faults {
+	unsigned long fail_write_at;
+	unsigned long writes;
+};
+int kvb_mem_init(struct kvb *kvb, const struct kvb_pages_geom *g, struct kvb_mem_faults *faults);
+
+/* Home bucket of a key: XXH64(key, len, seed 0) % bucket_count. */
+uint32_t kvb_home_bucket(const char *key, size_t len, uint32_t bucket_count);
+
+/* Bucket file name, "bucket_%02x.data". */
+void kvb_bucket_name(uint32_t bucket, char *buf, size_t len);
+
+static inline void kvb_release(struct kvb *kvb)
+{
+	if (kvb->ops)
+		kvb->ops->free(kvb->arg);
+	kvb->ops = NULL;
+	kvb->arg = NULL;
+}
+
+#endif

@@ -1,0 +1,973 @@
+/*
+ * pages.c: the pages backend.  Objects live as contiguous page runs inside
+ * bucket files, handed out by one bitmap allocator per bucket.
+ *
+ * Working state rules (DESIGN.md, "Writes"):
+ *  - A writer's run is either *shared* (it starts at the committed run and
+ *    may extend past it in place) or *private* (a run of its own).
+ *  - Bytes in [0, committed size) of a shared run are never modified: the
+ *    first write that would touch them copies the object to a private run
+ *    (copy-on-write).  Appends go in place.
+ *  - Pages reachable only from the working state are freed when it is
+ *    dropped; committed pages are freed only in commit_done(ok=1) or by
+ *    remove, after the metadata no longer points at them.
+ */
+#include "kvb.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
+#include <xxhash.h>
+
+#include "alloc.h"
+#include "meta.h"
+
+struct pages;
+
+/* Where bucket bytes live: files for real mounts, memory for unit tests. */
+struct pages_io {
+	ssize_t (*pread)(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off);
+	ssize_t (*pwrite)(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off);
+	int (*zero)(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
+	int (*sync)(struct pages *p, uint32_t b);
+};
+
+struct pages_bucket {
+	pthread_mutex_t lock;
+	struct alloc a;
+	int fd;
+	unsigned char *mem;
+};
+
+struct pages {
+	const struct pages_io *io;
+	char *root;
+	uint64_t page_size;
+	uint64_t bucket_size;
+	uint64_t npages;
+	uint32_t nbuckets;
+	struct pages_bucket *b;
+	struct kvb_mem_faults *faults;
+};
+
+struct kvb_obj {
+	struct kvb_map c;  /* committed mapping */
+	struct kvb_map w;  /* working run and size */
+	struct kvb_map pending; /* mapping handed out by commit_prepare */
+	int dirty;
+	XXH3_state_t *hs;  /* streaming checksum of [0, hashed) */
+	uint64_t hashed;
+	int hash_ok;
+	size_t klen;
+	char key[];
+};
+
+#define PAGES_COPY_CHUNK (1u << 20)
+
+static uint64_t pages_for(const struct pages *p, uint64_t size)
+{
+	return (size + p->page_size - 1) / p->page_size;
+}
+
+static uint64_t pages_byte(const struct pages *p, const struct kvb_map *m, uint64_t off)
+{
+	return m->page * p->page_size + off;
+}
+
+uint32_t kvb_home_bucket(const char *key, size_t len, uint32_t bucket_count)
+{
+	return (uint32_t)(XXH64(key, len, 0) % bucket_count);
+}
+
+void kvb_bucket_name(uint32_t bucket, char *buf, size_t len)
+{
+	snprintf(buf, len, "bucket_%02x.data", bucket);
+}
+
+/* ---- allocation, under the bucket's lock ---- */
+
+static int pages_free_run(struct pages *p, int32_t b, uint64_t page, uint64_t n)
+{
+	int ret;
+
+	if (b < 0 || n == 0)
+		return 0;
+	pthread_mutex_lock(&p->b[b].lock);
+	ret = alloc_free(&p->b[b].a, page, n);
+	pthread_mutex_unlock(&p->b[b].lock);
+	if (ret)
+		fprintf(stderr, "offloadfs: BUG: free of bucket %d pages %llu+%llu: %s\n", b,
+			(unsigned long long)page, (unsigned long long)n, strerror(-ret));
+	return ret;
+}
+
+/* Home bucket first, then the next ones in order; -ENOSPC only if all are full. */
+static int pages_alloc_run(struct pages *p, const char *key, size_t klen, uint64_t n,
+			   struct kvb_map *out)
+{
+	uint32_t home, i;
+	uint64_t page;
+	int ret = -ENOSPC;
+
+	if (n > p->npages)
+		return -EFBIG;
+	home = kvb_home_bucket(key, klen, p->nbuckets);
+	for (i = 0; i < p->nbuckets; i++) {
+		uint32_t b = (home + i) % p->nbuckets;
+
+		pthread_mutex_lock(&p->b[b].lock);
+		ret = alloc_alloc(&p->b[b].a, n, &page);
+		pthread_mutex_unlock(&p->b[b].lock);
+		if (ret == 0) {
+			out->bucket = (int32_t)b;
+			out->page = page;
+			out->npages = n;
+			return 0;
+		}
+		if (ret != -ENOSPC)
+			return ret;
+	}
+	return -ENOSPC;
+}
+
+static int pages_extend_run(struct pages *p, struct kvb_map *m, uint64_t n)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->b[m->bucket].lock);
+	ret = alloc_extend(&p->b[m->bucket].a, m->page, m->npages, n - m->npages);
+	pthread_mutex_unlock(&p->b[m->bucket].lock);
+	if (ret == 0)
+		m->npages = n;
+	return ret == -EINVAL ? -ENOSPC : ret;
+}
+
+/* ---- byte I/O helpers ---- */
+
+static int pages_write_all(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off)
+{
+	while (len) {
+		ssize_t n = p->io->pwrite(p, b, buf, len, off);
+
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			return -EIO;
+		buf = (const char *)buf + n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+static int pages_read_all(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off)
+{
+	while (len) {
+		ssize_t n = p->io->pread(p, b, buf, len, off);
+
+		if (n < 0)
+			return (int)n;
+		if (n == 0) {
+			/* Past the end of a sparse file: reads as zeros. */
+			memset(buf, 0, len);
+			return 0;
+		}
+		buf = (char *)buf + n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+static int pages_copy(struct pages *p, const struct kvb_map *from, const struct kvb_map *to,
+		      uint64_t len)
+{
+	char *buf;
+	uint64_t done = 0;
+	int ret = 0;
+
+	if (len == 0)
+		return 0;
+	buf = malloc(PAGES_COPY_CHUNK);
+	if (!buf)
+		return -ENOMEM;
+	while (done < len && !ret) {
+		size_t n = len - done < PAGES_COPY_CHUNK ? (size_t)(len - done) : PAGES_COPY_CHUNK;
+
+		ret = pages_read_all(p, (uint32_t)from->bucket, buf, n, pages_byte(p, from, done));
+		if (!ret)
+			ret = pages_write_all(p, (uint32_t)to->bucket, buf, n, pages_byte(p, to, done));
+		done += n;
+	}
+	free(buf);
+	return ret;
+}
+
+static int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum)
+{
+	XXH3_state_t *st;
+	char *buf;
+	uint64_t done = 0;
+	int ret = 0;
+
+	if (m->size == 0 || m->bucket < 0) {
+		*csum = XXH3_64bits(NULL, 0);
+		return 0;
+	}
+	buf = malloc(PAGES_COPY_CHUNK);
+	st = XXH3_createState();
+	if (!buf || !st) {
+		free(buf);
+		XXH3_freeState(st);
+		return -ENOMEM;
+	}
+	XXH3_64bits_reset(st);
+	while (done < m->size && !ret) {
+		size_t n = m->size - done < PAGES_COPY_CHUNK ? (size_t)(m->size - done)
+							     : PAGES_COPY_CHUNK;
+
+		ret = pages_read_all(p, (uint32_t)m->bucket, buf, n, pages_byte(p, m, done));
+		if (!ret)
+			XXH3_64bits_update(st, buf, n);
+		done += n;
+	}
+	if (!ret)
+		*csum = XXH3_64bits_digest(st);
+	XXH3_freeState(st);
+	free(buf);
+	return ret;
+}
+
+/* ---- working state ---- */
+
+static int pages_shared(const struct kvb_obj *o)
+{
+	return o->w.bucket >= 0 && o->w.bucket == o->c.bucket && o->w.page == o->c.page;
+}
+
+/* Give back the working pages no committed mapping owns. */
+static void pages_drop_working(struct pages *p, struct kvb_obj *o)
+{
+	if (o->w.bucket < 0)
+		return;
+	if (pages_shared(o)) {
+		if (o->w.npages > o->c.npages)
+			pages_free_run(p, o->w.bucket, o->w.page + o->c.npages,
+				       o->w.npages - o->c.npages);
+	} else {
+		pages_free_run(p, o->w.bucket, o->w.page, o->w.npages);
+	}
+}
+
+/*
+ * Move the working bytes [0, w.size) to a new private run of at least n
+ * pages.  Used for copy-on-write and when a run cannot grow in place.
+ */
+static int pages_move(struct pages *p, struct kvb_obj *o, uint64_t n)
+{
+	struct kvb_map fresh = { 0 };
+	int ret;
+
+	ret = pages_alloc_run(p, o->key, o->klen, n, &fresh);
+	if (ret)
+		return ret;
+	if (o->w.bucket >= 0) {
+		ret = pages_copy(p, &o->w, &fresh, o->w.size);
+		if (ret) {
+			pages_free_run(p, fresh.bucket, fresh.page, fresh.npages);
+			return ret;
+		}
+		pages_drop_working(p, o);
+	}
+	fresh.size = o->w.size;
+	o->w = fresh;
+	return 0;
+}
+
+/* Make the working run hold at least size bytes. */
+static int pages_need(struct pages *p, struct kvb_obj *o, uint64_t size)
+{
+	uint64_t n = pages_for(p, size);
+
+	if (size > p->bucket_size)
+		return -EFBIG;
+	if (n == 0 || (o->w.bucket >= 0 && o->w.npages >= n))
+		return 0;
+	if (o->w.bucket >= 0 && o->w.npages > 0 && pages_extend_run(p, &o->w, n) == 0)
+		return 0;
+	return pages_move(p, o, n);
+}
+
+/* Before modifying bytes below `from`: copy a shared run if they are committed. */
+static int pages_cow(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t size)
+{
+	uint64_t n;
+
+	if (!pages_shared(o) || from >= o->c.size)
+		return 0;
+	n = pages_for(p, size > o->w.size ? size : o->w.size);
+	return pages_move(p, o, n ? n : 1);
+}
+
+static int pages_zero_range(struct pages *p, const struct kvb_map *w, uint64_t from, uint64_t to)
+{
+	if (to <= from)
+		return 0;
+	return p->io->zero(p, (uint32_t)w->bucket, pages_byte(p, w, from), to - from);
+}
+
+static int pages_obj_open(void *arg, const struct kvb_map *c, const char *key, size_t klen,
+			  struct kvb_obj **out)
+{
+	struct kvb_obj *o;
+
+	(void)arg;
+	o = calloc(1, sizeof(*o) + klen + 1);
+	if (!o)
+		return -ENOMEM;
+	o->hs = XXH3_createState();
+	if (!o->hs) {
+		free(o);
+		return -ENOMEM;
+	}
+	XXH3_64bits_reset(o->hs);
+	o->hash_ok = 1;
+	o->c = *c;
+	o->w = *c;
+	memcpy(o->key, key, klen);
+	o->klen = klen;
+	*out = o;
+	return 0;
+}
+
+static ssize_t pages_obj_write(void *arg, struct kvb_obj *o, const void *buf, size_t len,
+			       uint64_t off)
+{
+	struct pages *p = arg;
+	uint64_t end = off + len;
+	int ret;
+
+	if (len == 0)
+		return 0;
+	if (end < off || end > p->bucket_size)
+		return -EFBIG;
+	ret = pages_cow(p, o, off < o->w.size ? off : o->w.size, end);
+	if (!ret)
+		ret = pages_need(p, o, end);
+	if (!ret && off > o->w.size)
+		ret = pages_zero_range(p, &o->w, o->w.size, off);
+	if (!ret)
+		ret = pages_write_all(p, (uint32_t)o->w.bucket, buf, len, pages_byte(p, &o->w, off));
+	if (ret)
+		return ret;
+	if (end > o->w.size)
+		o->w.size = end;
+	/* Sequential writes from 0 keep a running checksum; anything else re-reads. */
+	if (o->hash_ok && off == o->hashed) {
+		XXH3_64bits_update(o->hs, buf, len);
+		o->hashed = end;
+	} else if (off < o->hashed) {
+		o->hash_ok = 0;
+	}
+	o->dirty = 1;
+	return (ssize_t)len;
+}
+
+static int pages_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size)
+{
+	struct pages *p = arg;
+	uint64_t n = pages_for(p, size);
+	int ret;
+
+	if (size > p->bucket_size)
+		return -EFBIG;
+	if (size == o->w.size)
+		return 0;
+	if (size > o->w.size) {
+		ret = pages_cow(p, o, o->w.size, size);
+		if (!ret)
+			ret = pages_need(p, o, size);
+		if (!ret)
+			ret = pages_zero_range(p, &o->w, o->w.size, size);
+		if (ret)
+			return ret;
+	} else {
+		if (size < o->hashed)
+			o->hash_ok = 0;
+		/* Give back what the smaller size no longer needs, but never committed pages. */
+		if (o->w.bucket >= 0) {
+			uint64_t keep = n;
+
+			if (pages_shared(o) && keep < o->c.npages)
+				keep = o->c.npages;
+			if (o->w.npages > keep) {
+				pages_free_run(p, o->w.bucket, o->w.page + keep, o->w.npages - keep);
+				o->w.npages = keep;
+			}
+			if (o->w.npages == 0)
+				o->w = KVB_MAP_EMPTY;
+		}
+	}
+	o->w.size = size;
+	o->dirty = 1;
+	return 0;
+}
+
+static void pages_obj_view(void *arg, struct kvb_obj *o, struct kvb_map *view)
+{
+	(void)arg;
+	*view = o->w;
+}
+
+static int pages_obj_dirty(void *arg, struct kvb_obj *o)
+{
+	(void)arg;
+	return o->dirty;
+}
+
+static int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,
+				    uint64_t *csum)
+{
+	struct pages *p = arg;
+	int ret;
+
+	*map = o->w;
+	if (map->size == 0) {
+		*map = KVB_MAP_EMPTY;
+	} else {
+		map->npages = pages_for(p, map->size);
+		if (sync) {
+			ret = p->io->sync(p, (uint32_t)map->bucket);
+			if (ret)
+				return ret;
+		}
+	}
+	if (o->hash_ok && o->hashed == map->size) {
+		XXH3_state_t copy;
+
+		/* Digest a copy: more appends may follow this commit. */
+		XXH3_copyState(&copy, o->hs);
+		*csum = XXH3_64bits_digest(&copy);
+	} else {
+		ret = pages_hash_map(p, map, csum);
+		if (ret)
+			return ret;
+	}
+	o->pending = *map;
+	return 0;
+}
+
+static void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
+{
+	struct pages *p = arg;
+	struct kvb_map *n = &o->pending;
+
+	if (!ok)
+		return;
+	/*
+	 * Free every page the old committed run or the working run held that
+	 * the new mapping (always a prefix of the working run) does not.
+	 */
+	if (pages_shared(o)) {
+		uint64_t owned = o->c.npages > o->w.npages ? o->c.npages : o->w.npages;
+
+		if (owned > n->npages)
+			pages_free_run(p, o->c.bucket, o->c.page + n->npages, owned - n->npages);
+	} else {
+		pages_free_run(p, o->c.bucket, o->c.page, o->c.npages);
+		if (o->w.bucket >= 0 && o->w.npages > n->npages)
+			pages_free_run(p, o->w.bucket, o->w.page + n->npages,
+				       o->w.npages - n->npages);
+	}
+	o->c = *n;
+	o->w = *n;
+	o->dirty = 0;
+}
+
+static void pages_obj_close(void *arg, struct kvb_obj *o)
+{
+	struct pages *p = arg;
+
+	if (!o)
+		return;
+	pages_drop_working(p, o);
+	XXH3_freeState(o->hs);
+	free(o);
+}
+
+/* ---- committed objects ---- */
+
+static int pages_check_map(const struct pages *p, const struct kvb_map *m)
+{
+	if (m->bucket < 0)
+		return 0;
+	if ((uint32_t)m->bucket >= p->nbuckets || m->page + m->npages > p->npages ||
+	    m->size > m->npages * p->page_size)
+		return -EUCLEAN;
+	return 0;
+}
+
+static ssize_t pages_read(void *arg, const struct kvb_map *m, void *buf, size_t len, uint64_t off)
+{
+	struct pages *p = arg;
+	int ret;
+
+	if (off >= m->size || m->bucket < 0)
+		return 0;
+	ret = pages_check_map(p, m);
+	if (ret)
+		return ret;
+	if (len > m->size - off)
+		len = (size_t)(m->size - off);
+	ret = pages_read_all(p, (uint32_t)m->bucket, buf, len, pages_byte(p, m, off));
+	return ret ? ret : (ssize_t)len;
+}
+
+static int pages_read_fd(void *arg, const struct kvb_map *m, uint64_t off, int *fd, off_t *pos)
+{
+	struct pages *p = arg;
+
+	if (m->bucket < 0 || p->b[m->bucket].fd < 0)
+		return -EOPNOTSUPP;
+	if (pages_check_map(p, m))
+		return -EUCLEAN;
+	*fd = p->b[m->bucket].fd;
+	*pos = (off_t)pages_byte(p, m, off);
+	return 0;
+}
+
+static int pages_remove(void *arg, const struct kvb_map *m)
+{
+	struct pages *p = arg;
+
+	if (m->bucket < 0)
+		return 0;
+	if (pages_check_map(p, m))
+		return -EUCLEAN;
+	return pages_free_run(p, m->bucket, m->page, m->npages);
+}
+
+static int pages_sync(void *arg, const struct kvb_map *m)
+{
+	struct pages *p = arg;
+
+	if (m->bucket < 0)
+		return 0;
+	if (pages_check_map(p, m))
+		return -EUCLEAN;
+	return p->io->sync(p, (uint32_t)m->bucket);
+}
+
+static int pages_statfs(void *arg, struct kvb_statfs *st)
+{
+	struct pages *p = arg;
+	uint32_t i;
+
+	st->block_size = p->page_size;
+	st->blocks = p->npages * p->nbuckets;
+	st->blocks_free = 0;
+	for (i = 0; i < p->nbuckets; i++) {
+		pthread_mutex_lock(&p->b[i].lock);
+		st->blocks_free += alloc_free_pages(&p->b[i].a);
+		pthread_mutex_unlock(&p->b[i].lock);
+	}
+	return 0;
+}
+
+static int pages_describe(void *arg, const struct kvb_map *m, char *buf, size_t len)
+{
+	struct pages *p = arg;
+	char name[32];
+	int n;
+
+	if (m->bucket < 0) {
+		/* An empty object has no pages; it still has a well-formed descriptor. */
+		n = snprintf(buf, len, "file_path=\noffset=0\nobject_size=0\n");
+	} else {
+		kvb_bucket_name((uint32_t)m->bucket, name, sizeof(name));
+		n = snprintf(buf, len, "file_path=%s/%s\noffset=%llu\nobject_size=%llu\n",
+			     p->root ? p->root : "", name,
+			     (unsigned long long)pages_byte(p, m, 0), (unsigned long long)m->size);
+	}
+	return n < 0 || (size_t)n >= len ? -ERANGE : n;
+}
+
+static int pages_checksum(void *arg, const struct kvb_map *m, uint64_t *csum)
+{
+	struct pages *p = arg;
+	int ret = pages_check_map(p, m);
+
+	return ret ? ret : pages_hash_map(p, m, csum);
+}
+
+/* ---- mount and unmount ---- */
+
+struct pages_rebuild {
+	struct pages *p;
+	uint64_t objects;
+	char *msg;
+	size_t msglen;
+};
+
+static int pages_rebuild_one(void *ctx, uint64_t ino, int32_t bucket, uint64_t page,
+			     uint64_t npages)
+{
+	struct pages_rebuild *r = ctx;
+	int ret;
+
+	if (bucket < 0 || (uint32_t)bucket >= r->p->nbuckets) {
+		snprintf(r->msg, r->msglen, "inode %llu maps to bucket %d, store has %u",
+			 (unsigned long long)ino, bucket, r->p->nbuckets);
+		return -EUCLEAN;
+	}
+	ret = alloc_mark(&r->p->b[bucket].a, page, npages);
+	if (ret) {
+		snprintf(r->msg, r->msglen, "inode %llu maps bucket %d pages %llu+%llu, which %s",
+			 (unsigned long long)ino, bucket, (unsigned long long)page,
+			 (unsigned long long)npages,
+			 ret == -EEXIST ? "overlap another object" : "are out of range");
+		return -EUCLEAN;
+	}
+	r->objects++;
+	return 0;
+}
+
+static int pages_rebuild(struct pages *p, struct meta *m, char *msg, size_t msglen)
+{
+	struct pages_rebuild r = { .p = p, .msg = msg, .msglen = msglen };
+	uint32_t i;
+	int ret;
+
+	for (i = 0; i < p->nbuckets; i++) {
+		memset(p->b[i].a.words, 0, p->b[i].a.nwords * sizeof(uint64_t));
+		p->b[i].a.used = 0;
+		p->b[i].a.hint = 0;
+	}
+	ret = meta_foreach_mapping(m, pages_rebuild_one, &r);
+	if (ret)
+		return ret;
+	snprintf(msg, msglen, "bitmaps rebuilt from %llu mappings", (unsigned long long)r.objects);
+	return 0;
+}
+
+static int pages_start(void *arg, struct meta *m, int clean, char *msg, size_t msglen)
+{
+	struct pages *p = arg;
+	uint32_t i;
+	int ret = clean ? 0 : -ENOENT;
+
+	for (i = 0; i < p->nbuckets && !ret; i++) {
+		struct alloc *a = &p->b[i].a;
+		uint64_t *tmp = malloc(a->nwords * sizeof(uint64_t));
+
+		if (!tmp)
+			return -ENOMEM;
+		ret = meta_bitmap_load(m, i, a->npages, tmp, a->nwords);
+		if (!ret)
+			ret = alloc_load(a, tmp, a->nwords);
+		free(tmp);
+	}
+	if (ret == 0) {
+		snprintf(msg, msglen, "bitmaps loaded from the clean-unmount snapshot");
+	} else {
+		ret = pages_rebuild(p, m, msg, msglen);
+		if (ret)
+			return ret;
+	}
+	/* From here on the snapshot is stale: never load it after a crash. */
+	return meta_bitmap_clear(m);
+}
+
+static int pages_stop(void *arg, struct meta *m)
+{
+	struct pages *p = arg;
+	uint32_t i;
+	int ret = 0;
+
+	for (i = 0; i < p->nbuckets && !ret; i++) {
+		ret = p->io->sync(p, i);
+		if (!ret) {
+			pthread_mutex_lock(&p->b[i].lock);
+			ret = meta_bitmap_save(m, i, p->b[i].a.npages, p->b[i].a.words,
+					       p->b[i].a.nwords);
+			pthread_mutex_unlock(&p->b[i].lock);
+		}
+	}
+	return ret;
+}
+
+static void pages_free(void *arg)
+{
+	struct pages *p = arg;
+	uint32_t i;
+
+	if (!p)
+		return;
+	for (i = 0; p->b && i < p->nbuckets; i++) {
+		if (p->b[i].fd >= 0)
+			close(p->b[i].fd);
+		free(p->b[i].mem);
+		alloc_release(&p->b[i].a);
+		pthread_mutex_destroy(&p->b[i].lock);
+	}
+	free(p->b);
+	free(p->root);
+	free(p);
+}
+
+static const struct kvb_ops pages_ops = {
+	.name = "pages",
+	.start = pages_start,
+	.stop = pages_stop,
+	.obj_open = pages_obj_open,
+	.obj_write = pages_obj_write,
+	.obj_truncate = pages_obj_truncate,
+	.obj_view = pages_obj_view,
+	.obj_dirty = pages_obj_dirty,
+	.obj_commit_prepare = pages_obj_commit_prepare,
+	.obj_commit_done = pages_obj_commit_done,
+	.obj_close = pages_obj_close,
+	.read = pages_read,
+	.read_fd = pages_read_fd,
+	.sync = pages_sync,
+	.remove = pages_remove,
+	.statfs = pages_statfs,
+	.describe = pages_describe,
+	.checksum = pages_checksum,
+	.free = pages_free,
+};
+
+/* ---- file-backed buckets ---- */
+
+static ssize_t file_pread(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off)
+{
+	ssize_t n = pread(p->b[b].fd, buf, len, (off_t)off);
+
+	return n < 0 ? -errno : n;
+}
+
+static ssize_t file_pwrite(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off)
+{
+	ssize_t n = pwrite(p->b[b].fd, buf, len, (off_t)off);
+
+	return n < 0 ? -errno : n;
+}
+
+static int file_zero(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
+{
+	static const char zeros[65536];
+
+	/* A punched hole reads as zeros and costs no I/O; not every fs has it. */
+	if (fallocate(p->b[b].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+		      (off_t)len) == 0)
+		return 0;
+	while (len) {
+		size_t n = len < sizeof(zeros) ? (size_t)len : sizeof(zeros);
+		int ret = pages_write_all(p, b, zeros, n, off);
+
+		if (ret)
+			return ret;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static int file_sync(struct pages *p, uint32_t b)
+{
+	return fdatasync(p->b[b].fd) ? -errno : 0;
+}
+
+static const struct pages_io file_io = {
+	.pread = file_pread,
+	.pwrite = file_pwrite,
+	.zero = file_zero,
+	.sync = file_sync,
+};
+
+static int pages_alloc(struct pages **out, const struct kvb_pages_geom *g, char *err, size_t errlen)
+{
+	struct pages *p;
+	uint32_t i;
+
+	if (g->page_size < 512 || (g->page_size & (g->page_size - 1)) ||
+	    g->bucket_size < g->page_size || g->bucket_size % g->page_size ||
+	    g->bucket_count < 1 || g->bucket_count > 256) {
+		snprintf(err, errlen,
+			 "invalid geometry: page_size %llu (a power of two >= 512), bucket_size "
+			 "%llu (a multiple of page_size), bucket_count %u (1..256)",
+			 (unsigned long long)g->page_size, (unsigned long long)g->bucket_size,
+			 g->bucket_count);
+		return -EINVAL;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->page_size = g->page_size;
+	p->bucket_size = g->bucket_size;
+	p->npages = g->bucket_size / g->page_size;
+	p->nbuckets = g->bucket_count;
+	p->b = calloc(p->nbuckets, sizeof(*p->b));
+	if (!p->b) {
+		free(p);
+		return -ENOMEM;
+	}
+	for (i = 0; i < p->nbuckets; i++) {
+		p->b[i].fd = -1;
+		pthread_mutex_init(&p->b[i].lock, NULL);
+		if (alloc_init(&p->b[i].a, p->npages)) {
+			p->nbuckets = i + 1;
+			pages_free(p);
+			snprintf(err, errlen, "out of memory for bitmaps");
+			return -ENOMEM;
+		}
+	}
+	*out = p;
+	return 0;
+}
+
+int kvb_pages_init(struct kvb *kvb, const char *root, const struct kvb_pages_geom *g,
+		   int create, char *err, size_t errlen)
+{
+	struct pages *p;
+	char path[PATH_MAX], name[32];
+	uint32_t i;
+	int ret;
+
+	ret = pages_alloc(&p, g, err, errlen);
+	if (ret)
+		return ret;
+	p->io = &file_io;
+	p->root = realpath(root, NULL);
+	if (!p->root) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: %s", root, strerror(errno));
+		goto out_free;
+	}
+	for (i = 0; i < p->nbuckets; i++) {
+		struct stat st;
+		int fd;
+
+		kvb_bucket_name(i, name, sizeof(name));
+		snprintf(path, sizeof(path), "%s/%s", p->root, name);
+		/* Never O_TRUNC: a bucket file is only ever extended. */
+		fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+		if (fd < 0) {
+			ret = -errno;
+			snprintf(err, errlen, "%s: %s%s", path, strerror(errno),
+				 errno == ENOENT ? " (bucket file missing from an existing store)" : "");
+			goto out_free;
+		}
+		p->b[i].fd = fd;
+		if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+			ret = -EINVAL;
+			snprintf(err, errlen, "%s: not a regular file", path);
+			goto out_free;
+		}
+		if ((uint64_t)st.st_size < p->bucket_size) {
+			if (!create) {
+				/* Extending would turn lost data into zeros that pass for content. */
+				ret = -EUCLEAN;
+				snprintf(err, errlen,
+					 "%s is %lld bytes, expected %llu: truncated bucket file; "
+					 "run offloadctl fsck",
+					 path, (long long)st.st_size, (unsigned long long)p->bucket_size);
+				goto out_free;
+			}
+			if (ftruncate(fd, (off_t)p->bucket_size)) {
+				ret = -errno;
+				snprintf(err, errlen, "cannot extend %s to %llu bytes: %s", path,
+					 (unsigned long long)p->bucket_size, strerror(errno));
+				goto out_free;
+			}
+		}
+	}
+	kvb->ops = &pages_ops;
+	kvb->arg = p;
+	return 0;
+
+out_free:
+	pages_free(p);
+	return ret;
+}
+
+/* ---- in-memory buckets with fault injection, for unit tests ---- */
+
+static ssize_t mem_pread(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off)
+{
+	if (off >= p->bucket_size)
+		return 0;
+	if (len > p->bucket_size - off)
+		len = (size_t)(p->bucket_size - off);
+	memcpy(buf, p->b[b].mem + off, len);
+	return (ssize_t)len;
+}
+
+static ssize_t mem_pwrite(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off)
+{
+	if (p->faults) {
+		p->faults->writes++;
+		if (p->faults->fail_write_at && p->faults->writes == p->faults->fail_write_at)
+			return -EIO;
+	}
+	if (off + len > p->bucket_size)
+		return -ENOSPC;
+	memcpy(p->b[b].mem + off, buf, len);
+	return (ssize_t)len;
+}
+
+static int mem_zero(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
+{
+	if (off + len > p->bucket_size)
+		return -ENOSPC;
+	memset(p->b[b].mem + off, 0, len);
+	return 0;
+}
+
+static int mem_sync(struct pages *p, uint32_t b)
+{
+	(void)p;
+	(void)b;
+	return 0;
+}
+
+static const struct pages_io mem_io = {
+	.pread = mem_pread,
+	.pwrite = mem_pwrite,
+	.zero = mem_zero,
+	.sync = mem_sync,
+};
+
+int kvb_mem_init(struct kvb *kvb, const struct kvb_pages_geom *g, struct kvb_mem_faults *faults)
+{
+	struct pages *p;
+	char err[256];
+	uint32_t i;
+	int ret;
+
+	ret = pages_alloc(&p, g, err, sizeof(err));
+	if (ret)
+		return ret;
+	p->io = &mem_io;
+	p->faults = faults;
+	for (i = 0; i < p->nbuckets; i++) {
+		/* Filled with a pattern so a read of never-written bytes is visible. */
+		p->b[i].mem = malloc(p->bucket_size);
+		if (!p->b[i].mem) {
+			pages_free(p);
+			return -ENOMEM;
+		}
+		memset(p->b[i].mem, 0xa5, p->bucket_size);
+	}
+	kvb->ops = &pages_ops;
+	kvb->arg = p;
+	return 0;
+}

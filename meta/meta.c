@@ -1,0 +1,796 @@
+/*
+ * meta.c: the sqlite metadata store (schema version 1).
+ *
+ * Statements are prepared once in meta_open, kept in an array indexed by
+ * the ST_ constants, reset after each use and finalized in meta_close.
+ * The schema is described in DESIGN.md; keep the two in step.
+ */
+#include "meta.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#define META_MAGIC "offloadfs"
+
+enum {
+	ST_GET,
+	ST_LOOKUP,
+	ST_NAME,
+	ST_INSERT,
+	ST_UPDATE,
+	ST_DELETE,
+	ST_DETACH,
+	ST_MOVE,
+	ST_HAS_CHILDREN,
+	ST_READDIR,
+	ST_MAPPINGS,
+	ST_COUNT_FILES,
+	ST_KV_GET,
+	ST_KV_SET,
+	ST_BITMAP_SAVE,
+	ST_BITMAP_LOAD,
+	ST_BITMAP_CLEAR,
+	ST_BEGIN,
+	ST_COMMIT,
+	ST_ROLLBACK,
+	ST_N
+};
+
+#define INODE_COLS "ino, parent, mode, uid, gid, atime, mtime, ctime, size, " \
+		   "bucket, page, npages, csum, state"
+
+static const char *const meta_sql[ST_N] = {
+	[ST_GET] = "SELECT " INODE_COLS " FROM inodes WHERE ino = ?1",
+	[ST_LOOKUP] = "SELECT " INODE_COLS " FROM inodes WHERE parent = ?1 AND name = ?2",
+	[ST_NAME] = "SELECT parent, name FROM inodes WHERE ino = ?1",
+	[ST_INSERT] = "INSERT INTO inodes (parent, name, mode, uid, gid, atime, mtime, "
+		      "ctime, size, bucket, page, npages, csum, state) VALUES "
+		      "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+	[ST_UPDATE] = "UPDATE inodes SET mode = ?2, uid = ?3, gid = ?4, atime = ?5, "
+		      "mtime = ?6, ctime = ?7, size = ?8, bucket = ?9, page = ?10, "
+		      "npages = ?11, csum = ?12, state = ?13 WHERE ino = ?1",
+	[ST_DELETE] = "DELETE FROM inodes WHERE ino = ?1",
+	[ST_DETACH] = "UPDATE inodes SET parent = NULL, name = NULL WHERE ino = ?1",
+	[ST_MOVE] = "UPDATE inodes SET parent = ?2, name = ?3 WHERE ino = ?1",
+	[ST_HAS_CHILDREN] = "SELECT 1 FROM inodes WHERE parent = ?1 LIMIT 1",
+	[ST_READDIR] = "SELECT " INODE_COLS ", name FROM inodes WHERE parent = ?1 "
+		       "AND ino > ?2 ORDER BY ino",
+	[ST_MAPPINGS] = "SELECT ino, bucket, page, npages FROM inodes "
+			"WHERE npages > 0 AND state = 0 AND parent IS NOT NULL",
+	[ST_COUNT_FILES] = "SELECT count(*) FROM inodes WHERE (mode & 61440) = 32768 "
+			   "AND parent IS NOT NULL",
+	[ST_KV_GET] = "SELECT v FROM store WHERE k = ?1",
+	[ST_KV_SET] = "INSERT OR REPLACE INTO store (k, v) VALUES (?1, ?2)",
+	[ST_BITMAP_SAVE] = "INSERT OR REPLACE INTO bitmaps (bucket, npages, words) "
+			   "VALUES (?1, ?2, ?3)",
+	[ST_BITMAP_LOAD] = "SELECT npages, words FROM bitmaps WHERE bucket = ?1",
+	[ST_BITMAP_CLEAR] = "DELETE FROM bitmaps",
+	[ST_BEGIN] = "BEGIN IMMEDIATE",
+	[ST_COMMIT] = "COMMIT",
+	[ST_ROLLBACK] = "ROLLBACK",
+};
+
+/*
+ * The root has parent 0 (no such row) rather than NULL: NULL parent marks a
+ * file unlinked while still open, which recovery deletes.
+ */
+static const char meta_schema[] =
+	"CREATE TABLE store (k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
+	"CREATE TABLE inodes ("
+	" ino INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" parent INTEGER,"
+	" name BLOB,"
+	" mode INTEGER NOT NULL, uid INTEGER NOT NULL, gid INTEGER NOT NULL,"
+	" atime INTEGER NOT NULL, mtime INTEGER NOT NULL, ctime INTEGER NOT NULL,"
+	" size INTEGER NOT NULL DEFAULT 0,"
+	" bucket INTEGER NOT NULL DEFAULT -1,"
+	" page INTEGER NOT NULL DEFAULT 0,"
+	" npages INTEGER NOT NULL DEFAULT 0,"
+	" csum INTEGER NOT NULL DEFAULT 0,"
+	" state INTEGER NOT NULL DEFAULT 0);"
+	"CREATE UNIQUE INDEX inodes_dentry ON inodes (parent, name);"
+	"CREATE INDEX inodes_unsettled ON inodes (state) WHERE state <> 0 OR parent IS NULL;"
+	"CREATE TABLE bitmaps (bucket INTEGER PRIMARY KEY, npages INTEGER NOT NULL,"
+	" words BLOB NOT NULL);";
+
+struct meta {
+	sqlite3 *db;
+	sqlite3_stmt *st[ST_N];
+};
+
+static int meta_errno(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_DONE:
+	case SQLITE_ROW:
+		return 0;
+	case SQLITE_CONSTRAINT:
+		return -EEXIST;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_READONLY:
+	case SQLITE_PERM:
+	case SQLITE_AUTH:
+		return -EACCES;
+	case SQLITE_NOTADB:
+	case SQLITE_CORRUPT:
+		return -EUCLEAN;
+	default:
+		return -EIO;
+	}
+}
+
+const char *meta_errmsg(struct meta *m)
+{
+	return m && m->db ? sqlite3_errmsg(m->db) : "no database";
+}
+
+/* Reset after use so the statement holds no read lock between calls. */
+static int meta_step_done(struct meta *m, sqlite3_stmt *s)
+{
+	int rc = sqlite3_step(s);
+
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+		(void)m;
+		return meta_errno(rc);
+	}
+	return 0;
+}
+
+static void meta_finish(sqlite3_stmt *s)
+{
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+}
+
+static int meta_exec(struct meta *m, const char *sql)
+{
+	return meta_errno(sqlite3_exec(m->db, sql, NULL, NULL, NULL));
+}
+
+static int meta_kv_get(struct meta *m, const char *k, sqlite3_int64 *iv, char *sv, size_t slen)
+{
+	sqlite3_stmt *s = m->st[ST_KV_GET];
+	int rc, ret = -ENOENT;
+
+	sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		if (iv)
+			*iv = sqlite3_column_int64(s, 0);
+		if (sv) {
+			const unsigned char *t = sqlite3_column_text(s, 0);
+			snprintf(sv, slen, "%s", t ? (const char *)t : "");
+		}
+		ret = 0;
+	} else if (rc != SQLITE_DONE) {
+		ret = meta_errno(rc);
+	}
+	meta_finish(s);
+	return ret;
+}
+
+static int meta_kv_set_int(struct meta *m, const char *k, sqlite3_int64 v)
+{
+	sqlite3_stmt *s = m->st[ST_KV_SET];
+
+	sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, v);
+	return meta_step_done(m, s);
+}
+
+static int meta_kv_set_text(struct meta *m, const char *k, const char *v)
+{
+	sqlite3_stmt *s = m->st[ST_KV_SET];
+
+	sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, v, -1, SQLITE_STATIC);
+	return meta_step_done(m, s);
+}
+
+/*
+ * Decide whether an existing database is ours before any write: a foreign
+ * or newer database must be left exactly as it was found.
+ */
+static int meta_check_ours(struct meta *m, char *err, size_t errlen)
+{
+	sqlite3_stmt *s = NULL;
+	int rc, version, ret;
+	char magic[32] = "";
+
+	rc = sqlite3_prepare_v2(m->db, "PRAGMA user_version", -1, &s, NULL);
+	if (rc != SQLITE_OK || sqlite3_step(s) != SQLITE_ROW) {
+		snprintf(err, errlen, "not a readable sqlite database: %s",
+			 sqlite3_errmsg(m->db));
+		sqlite3_finalize(s);
+		return -EUCLEAN;
+	}
+	version = sqlite3_column_int(s, 0);
+	sqlite3_finalize(s);
+
+	rc = sqlite3_prepare_v2(m->db, "SELECT v FROM store WHERE k = 'magic'", -1, &s, NULL);
+	if (rc != SQLITE_OK) {
+		snprintf(err, errlen, "not an offloadfs database (no store table)");
+		return -EUCLEAN;
+	}
+	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+		snprintf(magic, sizeof(magic), "%s", (const char *)sqlite3_column_text(s, 0));
+	sqlite3_finalize(s);
+	if (strcmp(magic, META_MAGIC) != 0) {
+		snprintf(err, errlen, "not an offloadfs database (magic '%s')", magic);
+		return -EUCLEAN;
+	}
+	if (version != META_SCHEMA_VERSION) {
+		snprintf(err, errlen, "unsupported schema version: found %d, expected %d",
+			 version, META_SCHEMA_VERSION);
+		return -EPROTONOSUPPORT;
+	}
+	ret = 0;
+	return ret;
+}
+
+static int meta_create_schema(struct meta *m, char *err, size_t errlen)
+{
+	char sql[64];
+	int ret;
+
+	ret = meta_exec(m, "BEGIN IMMEDIATE");
+	if (!ret)
+		ret = meta_exec(m, meta_schema);
+	if (!ret) {
+		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", META_SCHEMA_VERSION);
+		ret = meta_exec(m, sql);
+	}
+	if (!ret)
+		ret = meta_exec(m, "INSERT INTO store (k, v) VALUES ('magic', '" META_MAGIC "')");
+	if (!ret)
+		ret = meta_exec(m, "COMMIT");
+	if (ret) {
+		snprintf(err, errlen, "cannot create schema: %s", sqlite3_errmsg(m->db));
+		meta_exec(m, "ROLLBACK");
+	}
+	return ret;
+}
+
+int meta_open(const char *path, int create, struct meta **out, char *err, size_t errlen)
+{
+	struct meta *m;
+	struct stat st;
+	int exists, rc, ret, i;
+
+	*out = NULL;
+	exists = stat(path, &st) == 0;
+	if (exists && !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s is not a regular file", path);
+		return -EINVAL;
+	}
+	if (!exists && !create) {
+		snprintf(err, errlen, "%s does not exist", path);
+		return -ENOENT;
+	}
+	/* An empty file is not a database we made; sqlite would adopt it. */
+	if (exists && st.st_size == 0) {
+		snprintf(err, errlen, "%s is an empty file, not an offloadfs database", path);
+		return -EUCLEAN;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	rc = sqlite3_open_v2(path, &m->db,
+			     SQLITE_OPEN_READWRITE | (exists ? 0 : SQLITE_OPEN_CREATE) |
+				     SQLITE_OPEN_NOMUTEX,
+			     NULL);
+	if (rc != SQLITE_OK) {
+		snprintf(err, errlen, "cannot open %s: %s", path,
+			 m->db ? sqlite3_errmsg(m->db) : sqlite3_errstr(rc));
+		ret = meta_errno(rc);
+		goto out_close;
+	}
+	sqlite3_busy_timeout(m->db, 5000);
+	sqlite3_extended_result_codes(m->db, 0);
+
+	if (exists) {
+		ret = meta_check_ours(m, err, errlen);
+		if (ret)
+			goto out_close;
+	}
+	/*
+	 * WAL with synchronous=NORMAL: a commit reaches the OS before it
+	 * returns (it survives a daemon kill -9) without an fsync; meta_sync
+	 * is the point of durability against power loss.
+	 */
+	ret = meta_exec(m, "PRAGMA journal_mode=WAL");
+	if (!ret)
+		ret = meta_exec(m, "PRAGMA synchronous=NORMAL");
+	if (ret) {
+		snprintf(err, errlen, "cannot set WAL mode on %s: %s", path, sqlite3_errmsg(m->db));
+		goto out_close;
+	}
+	if (!exists) {
+		ret = meta_create_schema(m, err, errlen);
+		if (ret)
+			goto out_close;
+	}
+	for (i = 0; i < ST_N; i++) {
+		rc = sqlite3_prepare_v3(m->db, meta_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+					&m->st[i], NULL);
+		if (rc != SQLITE_OK) {
+			snprintf(err, errlen, "%s: cannot prepare statement %d: %s", path, i,
+				 sqlite3_errmsg(m->db));
+			ret = -EUCLEAN;
+			goto out_close;
+		}
+	}
+	*out = m;
+	return exists ? 0 : 1;
+
+out_close:
+	meta_close(m);
+	/* Never leave behind a half-made database we created ourselves. */
+	if (!exists) {
+		char aux[4096];
+
+		unlink(path);
+		snprintf(aux, sizeof(aux), "%s-wal", path);
+		unlink(aux);
+		snprintf(aux, sizeof(aux), "%s-shm", path);
+		unlink(aux);
+	}
+	return ret;
+}
+
+void meta_close(struct meta *m)
+{
+	int i;
+
+	if (!m)
+		return;
+	for (i = 0; i < ST_N; i++)
+		sqlite3_finalize(m->st[i]);
+	sqlite3_close(m->db);
+	free(m);
+}
+
+int meta_format(struct meta *m, const struct meta_geom *g, const char *backend,
+		uint32_t root_mode, uint32_t uid, uint32_t gid)
+{
+	struct meta_inode root = { 0 };
+	struct timespec ts;
+	sqlite3_stmt *s;
+	int ret;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ret = meta_begin(m);
+	if (ret)
+		return ret;
+	ret = meta_kv_set_int(m, "page_size", (sqlite3_int64)g->page_size);
+	if (!ret)
+		ret = meta_kv_set_int(m, "bucket_size", (sqlite3_int64)g->bucket_size);
+	if (!ret)
+		ret = meta_kv_set_int(m, "bucket_count", g->bucket_count);
+	if (!ret)
+		ret = meta_kv_set_text(m, "backend", backend);
+	if (!ret)
+		ret = meta_kv_set_int(m, "clean", 0);
+	if (!ret)
+		ret = meta_kv_set_int(m, "created", ts.tv_sec);
+	if (!ret) {
+		/* The root row gets ino 1 by being first; insist on it. */
+		root.mode = root_mode;
+		root.uid = uid;
+		root.gid = gid;
+		root.atime = root.mtime = root.ctime =
+			(int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+		root.bucket = -1;
+		s = m->st[ST_INSERT];
+		sqlite3_bind_int64(s, 1, 0);
+		sqlite3_bind_blob(s, 2, "", 0, SQLITE_STATIC);
+		sqlite3_bind_int(s, 3, (int)root.mode);
+		sqlite3_bind_int64(s, 4, root.uid);
+		sqlite3_bind_int64(s, 5, root.gid);
+		sqlite3_bind_int64(s, 6, root.atime);
+		sqlite3_bind_int64(s, 7, root.mtime);
+		sqlite3_bind_int64(s, 8, root.ctime);
+		sqlite3_bind_int64(s, 9, 0);
+		sqlite3_bind_int(s, 10, -1);
+		sqlite3_bind_int64(s, 11, 0);
+		sqlite3_bind_int64(s, 12, 0);
+		sqlite3_bind_int64(s, 13, 0);
+		sqlite3_bind_int(s, 14, META_COMMITTED);
+		ret = meta_step_done(m, s);
+		if (!ret && sqlite3_last_insert_rowid(m->db) != META_ROOT_INO)
+			ret = -EUCLEAN;
+	}
+	if (ret) {
+		meta_rollback(m);
+		return ret;
+	}
+	return meta_commit(m);
+}
+
+int meta_geom_get(struct meta *m, struct meta_geom *g, char *backend, size_t blen)
+{
+	sqlite3_int64 ps, bs, bc;
+	int ret;
+
+	ret = meta_kv_get(m, "page_size", &ps, NULL, 0);
+	if (!ret)
+		ret = meta_kv_get(m, "bucket_size", &bs, NULL, 0);
+	if (!ret)
+		ret = meta_kv_get(m, "bucket_count", &bc, NULL, 0);
+	if (!ret && backend)
+		ret = meta_kv_get(m, "backend", NULL, backend, blen);
+	if (ret)
+		return ret;
+	if (ps <= 0 || bs <= 0 || bc <= 0 || bc > 256)
+		return -EUCLEAN;
+	g->page_size = (uint64_t)ps;
+	g->bucket_size = (uint64_t)bs;
+	g->bucket_count = (uint32_t)bc;
+	return 0;
+}
+
+int meta_clean_get(struct meta *m, int *clean)
+{
+	sqlite3_int64 v = 0;
+	int ret = meta_kv_get(m, "clean", &v, NULL, 0);
+
+	*clean = ret == 0 && v == 1;
+	return ret == -ENOENT ? 0 : ret;
+}
+
+int meta_clean_set(struct meta *m, int clean)
+{
+	return meta_kv_set_int(m, "clean", clean ? 1 : 0);
+}
+
+int meta_begin(struct meta *m)
+{
+	return meta_step_done(m, m->st[ST_BEGIN]);
+}
+
+int meta_commit(struct meta *m)
+{
+	int ret = meta_step_done(m, m->st[ST_COMMIT]);
+
+	if (ret)
+		meta_rollback(m);
+	return ret;
+}
+
+void meta_rollback(struct meta *m)
+{
+	if (!sqlite3_get_autocommit(m->db))
+		meta_step_done(m, m->st[ST_ROLLBACK]);
+}
+
+int meta_sync(struct meta *m)
+{
+	int ret;
+
+	/*
+	 * A commit under synchronous=FULL fsyncs the WAL, and with it every
+	 * transaction committed before it: one fsync covers them all.
+	 */
+	ret = meta_exec(m, "PRAGMA synchronous=FULL");
+	if (ret)
+		return ret;
+	ret = meta_begin(m);
+	if (!ret) {
+		ret = meta_exec(m, "INSERT OR REPLACE INTO store (k, v) VALUES "
+				   "('synced', unixepoch())");
+		if (!ret)
+			ret = meta_commit(m);
+		else
+			meta_rollback(m);
+	}
+	meta_exec(m, "PRAGMA synchronous=NORMAL");
+	return ret;
+}
+
+int meta_checkpoint(struct meta *m)
+{
+	int rc = sqlite3_wal_checkpoint_v2(m->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+
+	return meta_errno(rc);
+}
+
+static void meta_row_inode(sqlite3_stmt *s, struct meta_inode *in)
+{
+	in->ino = (uint64_t)sqlite3_column_int64(s, 0);
+	in->parent = (uint64_t)sqlite3_column_int64(s, 1);
+	in->mode = (uint32_t)sqlite3_column_int64(s, 2);
+	in->uid = (uint32_t)sqlite3_column_int64(s, 3);
+	in->gid = (uint32_t)sqlite3_column_int64(s, 4);
+	in->atime = sqlite3_column_int64(s, 5);
+	in->mtime = sqlite3_column_int64(s, 6);
+	in->ctime = sqlite3_column_int64(s, 7);
+	in->size = (uint64_t)sqlite3_column_int64(s, 8);
+	in->bucket = sqlite3_column_int(s, 9);
+	in->page = (uint64_t)sqlite3_column_int64(s, 10);
+	in->npages = (uint64_t)sqlite3_column_int64(s, 11);
+	in->csum = (uint64_t)sqlite3_column_int64(s, 12);
+	in->state = sqlite3_column_int(s, 13);
+}
+
+static int meta_one_inode(sqlite3_stmt *s, struct meta_inode *out)
+{
+	int rc = sqlite3_step(s), ret;
+
+	if (rc == SQLITE_ROW) {
+		meta_row_inode(s, out);
+		ret = 0;
+	} else {
+		ret = rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
+	}
+	meta_finish(s);
+	return ret;
+}
+
+int meta_get(struct meta *m, uint64_t ino, struct meta_inode *out)
+{
+	sqlite3_stmt *s = m->st[ST_GET];
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	return meta_one_inode(s, out);
+}
+
+int meta_lookup(struct meta *m, uint64_t parent, const char *name, size_t len,
+		struct meta_inode *out)
+{
+	sqlite3_stmt *s = m->st[ST_LOOKUP];
+
+	if (len > META_NAME_MAX)
+		return -ENAMETOOLONG;
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)parent);
+	sqlite3_bind_blob(s, 2, name, (int)len, SQLITE_STATIC);
+	return meta_one_inode(s, out);
+}
+
+int meta_name(struct meta *m, uint64_t ino, uint64_t *parent, char *name, size_t *len)
+{
+	sqlite3_stmt *s = m->st[ST_NAME];
+	int rc, ret = 0;
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL) {
+		int n = sqlite3_column_bytes(s, 1);
+		const void *p = sqlite3_column_blob(s, 1);
+
+		*parent = (uint64_t)sqlite3_column_int64(s, 0);
+		if (n > META_NAME_MAX) {
+			ret = -EUCLEAN;
+		} else {
+			if (n)
+				memcpy(name, p, (size_t)n);
+			*len = (size_t)n;
+		}
+	} else {
+		ret = rc == SQLITE_ROW || rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
+	}
+	meta_finish(s);
+	return ret;
+}
+
+int meta_insert(struct meta *m, struct meta_inode *in, const char *name, size_t len)
+{
+	sqlite3_stmt *s = m->st[ST_INSERT];
+	int ret;
+
+	if (len == 0 || len > META_NAME_MAX)
+		return len ? -ENAMETOOLONG : -EINVAL;
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)in->parent);
+	sqlite3_bind_blob(s, 2, name, (int)len, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, in->mode);
+	sqlite3_bind_int64(s, 4, in->uid);
+	sqlite3_bind_int64(s, 5, in->gid);
+	sqlite3_bind_int64(s, 6, in->atime);
+	sqlite3_bind_int64(s, 7, in->mtime);
+	sqlite3_bind_int64(s, 8, in->ctime);
+	sqlite3_bind_int64(s, 9, (sqlite3_int64)in->size);
+	sqlite3_bind_int(s, 10, in->bucket);
+	sqlite3_bind_int64(s, 11, (sqlite3_int64)in->page);
+	sqlite3_bind_int64(s, 12, (sqlite3_int64)in->npages);
+	sqlite3_bind_int64(s, 13, (sqlite3_int64)in->csum);
+	sqlite3_bind_int(s, 14, in->state);
+	ret = meta_step_done(m, s);
+	if (!ret)
+		in->ino = (uint64_t)sqlite3_last_insert_rowid(m->db);
+	return ret;
+}
+
+static int meta_changed_one(struct meta *m, int ret)
+{
+	if (!ret && sqlite3_changes(m->db) == 0)
+		return -ENOENT;
+	return ret;
+}
+
+int meta_update(struct meta *m, const struct meta_inode *in)
+{
+	sqlite3_stmt *s = m->st[ST_UPDATE];
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)in->ino);
+	sqlite3_bind_int64(s, 2, in->mode);
+	sqlite3_bind_int64(s, 3, in->uid);
+	sqlite3_bind_int64(s, 4, in->gid);
+	sqlite3_bind_int64(s, 5, in->atime);
+	sqlite3_bind_int64(s, 6, in->mtime);
+	sqlite3_bind_int64(s, 7, in->ctime);
+	sqlite3_bind_int64(s, 8, (sqlite3_int64)in->size);
+	sqlite3_bind_int(s, 9, in->bucket);
+	sqlite3_bind_int64(s, 10, (sqlite3_int64)in->page);
+	sqlite3_bind_int64(s, 11, (sqlite3_int64)in->npages);
+	sqlite3_bind_int64(s, 12, (sqlite3_int64)in->csum);
+	sqlite3_bind_int(s, 13, in->state);
+	return meta_changed_one(m, meta_step_done(m, s));
+}
+
+int meta_delete(struct meta *m, uint64_t ino)
+{
+	sqlite3_stmt *s = m->st[ST_DELETE];
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	return meta_changed_one(m, meta_step_done(m, s));
+}
+
+int meta_detach(struct meta *m, uint64_t ino)
+{
+	sqlite3_stmt *s = m->st[ST_DETACH];
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	return meta_changed_one(m, meta_step_done(m, s));
+}
+
+int meta_move(struct meta *m, uint64_t ino, uint64_t newparent, const char *name, size_t len)
+{
+	sqlite3_stmt *s = m->st[ST_MOVE];
+
+	if (len == 0 || len > META_NAME_MAX)
+		return len ? -ENAMETOOLONG : -EINVAL;
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64)newparent);
+	sqlite3_bind_blob(s, 3, name, (int)len, SQLITE_STATIC);
+	return meta_changed_one(m, meta_step_done(m, s));
+}
+
+int meta_has_children(struct meta *m, uint64_t dir)
+{
+	sqlite3_stmt *s = m->st[ST_HAS_CHILDREN];
+	int rc;
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)dir);
+	rc = sqlite3_step(s);
+	meta_finish(s);
+	if (rc == SQLITE_ROW)
+		return 1;
+	return rc == SQLITE_DONE ? 0 : meta_errno(rc);
+}
+
+int meta_readdir(struct meta *m, uint64_t dir, uint64_t after, meta_dirent_fn fn, void *ctx)
+{
+	sqlite3_stmt *s = m->st[ST_READDIR];
+	struct meta_inode in;
+	int rc, ret = 0;
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)dir);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64)after);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		meta_row_inode(s, &in);
+		ret = fn(ctx, &in, sqlite3_column_blob(s, 14),
+			 (size_t)sqlite3_column_bytes(s, 14));
+		if (ret)
+			break;
+	}
+	if (!ret && rc != SQLITE_DONE)
+		ret = meta_errno(rc);
+	meta_finish(s);
+	return ret;
+}
+
+int meta_foreach_mapping(struct meta *m, meta_map_fn fn, void *ctx)
+{
+	sqlite3_stmt *s = m->st[ST_MAPPINGS];
+	int rc, ret = 0;
+
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		ret = fn(ctx, (uint64_t)sqlite3_column_int64(s, 0), sqlite3_column_int(s, 1),
+			 (uint64_t)sqlite3_column_int64(s, 2),
+			 (uint64_t)sqlite3_column_int64(s, 3));
+		if (ret)
+			break;
+	}
+	if (!ret && rc != SQLITE_DONE)
+		ret = meta_errno(rc);
+	meta_finish(s);
+	return ret;
+}
+
+int meta_recover(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphans)
+{
+	int ret;
+
+	*dropped_new = *dropped_orphans = 0;
+	ret = meta_begin(m);
+	if (ret)
+		return ret;
+	ret = meta_exec(m, "DELETE FROM inodes WHERE parent IS NULL");
+	if (!ret) {
+		*dropped_orphans = (uint64_t)sqlite3_changes(m->db);
+		ret = meta_exec(m, "DELETE FROM inodes WHERE state <> 0");
+	}
+	if (!ret) {
+		*dropped_new = (uint64_t)sqlite3_changes(m->db);
+		return meta_commit(m);
+	}
+	meta_rollback(m);
+	return ret;
+}
+
+int meta_count_files(struct meta *m, uint64_t *n)
+{
+	sqlite3_stmt *s = m->st[ST_COUNT_FILES];
+	int rc = sqlite3_step(s);
+
+	if (rc == SQLITE_ROW)
+		*n = (uint64_t)sqlite3_column_int64(s, 0);
+	meta_finish(s);
+	return rc == SQLITE_ROW ? 0 : meta_errno(rc);
+}
+
+int meta_bitmap_save(struct meta *m, uint32_t bucket, uint64_t npages,
+		     const uint64_t *words, uint64_t nwords)
+{
+	sqlite3_stmt *s = m->st[ST_BITMAP_SAVE];
+
+	sqlite3_bind_int64(s, 1, bucket);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64)npages);
+	sqlite3_bind_blob64(s, 3, words, nwords * sizeof(uint64_t), SQLITE_STATIC);
+	return meta_step_done(m, s);
+}
+
+int meta_bitmap_load(struct meta *m, uint32_t bucket, uint64_t npages,
+		     uint64_t *words, uint64_t nwords)
+{
+	sqlite3_stmt *s = m->st[ST_BITMAP_LOAD];
+	int rc, ret;
+
+	sqlite3_bind_int64(s, 1, bucket);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		if ((uint64_t)sqlite3_column_int64(s, 0) != npages ||
+		    (uint64_t)sqlite3_column_bytes(s, 1) != nwords * sizeof(uint64_t)) {
+			ret = -EINVAL;
+		} else {
+			memcpy(words, sqlite3_column_blob(s, 1), nwords * sizeof(uint64_t));
+			ret = 0;
+		}
+	} else {
+		ret = rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
+	}
+	meta_finish(s);
+	return ret;
+}
+
+int meta_bitmap_clear(struct meta *m)
+{
+	return meta_step_done(m, m->st[ST_BITMAP_CLEAR]);
+}

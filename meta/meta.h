@@ -1,0 +1,123 @@
+/*
+ * meta: the sqlite metadata store.  The only code that speaks SQL.
+ *
+ * Holds the namespace (one row per file or directory), each object's
+ * mapping (bucket, first page, page count, size, checksum, state), the store
+ * geometry and the clean-unmount bitmap snapshot.  Every function returns 0
+ * or a negative errno.  One struct meta is used by one thread at a time (the
+ * caller serialises); nothing here knows about FUSE.
+ */
+#ifndef OFFLOADFS_META_H
+#define OFFLOADFS_META_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define META_SCHEMA_VERSION 1
+#define META_ROOT_INO 1
+#define META_NAME_MAX 255
+
+struct meta;
+
+struct meta_geom {
+	uint64_t page_size;
+	uint64_t bucket_size;
+	uint32_t bucket_count;
+};
+
+enum meta_state {
+	META_COMMITTED = 0, /* content was closed or fsynced at least once */
+	META_NEW = 1,       /* created, never committed: dropped by recovery */
+};
+
+struct meta_inode {
+	uint64_t ino;
+	uint64_t parent;    /* 0 for the root and for unlinked-but-open files */
+	uint32_t mode, uid, gid;
+	int64_t atime, mtime, ctime; /* nanoseconds since the epoch */
+	uint64_t size;
+	int32_t bucket;     /* -1: no pages */
+	uint64_t page, npages;
+	uint64_t csum;      /* XXH3-64 of [0, size) when committed */
+	int state;          /* enum meta_state */
+};
+
+/*
+ * Open (and with create set, create) the database at path.  A file that is not
+ * an offloadfs database, or has another schema version, is refused and never
+ * written: err gets a message such as "schema version: found 7, expected 1".
+ * Returns 1 when the database was created by this call, 0 when it existed.
+ */
+int meta_open(const char *path, int create, struct meta **out, char *err, size_t errlen);
+void meta_close(struct meta *m);
+
+/* Record the geometry and the root directory of a new store. */
+int meta_format(struct meta *m, const struct meta_geom *g, const char *backend,
+		uint32_t root_mode, uint32_t uid, uint32_t gid);
+/* Geometry and backend name of a formatted store; -ENOENT when unformatted. */
+int meta_geom_get(struct meta *m, struct meta_geom *g, char *backend, size_t blen);
+
+int meta_clean_get(struct meta *m, int *clean);
+int meta_clean_set(struct meta *m, int clean);
+
+/* Explicit transactions around several calls (BEGIN IMMEDIATE). */
+int meta_begin(struct meta *m);
+int meta_commit(struct meta *m);
+void meta_rollback(struct meta *m);
+/* Make every committed transaction durable against power loss (fsync WAL). */
+int meta_sync(struct meta *m);
+/* Checkpoint the WAL into the database file and truncate it. */
+int meta_checkpoint(struct meta *m);
+
+int meta_get(struct meta *m, uint64_t ino, struct meta_inode *out);
+int meta_lookup(struct meta *m, uint64_t parent, const char *name, size_t len,
+		struct meta_inode *out);
+/* Name and parent of ino (for building keys); -ENOENT. len gets the length. */
+int meta_name(struct meta *m, uint64_t ino, uint64_t *parent, char *name, size_t *len);
+/* Insert in->parent/name; sets in->ino.  -EEXIST when the name is taken. */
+int meta_insert(struct meta *m, struct meta_inode *in, const char *name, size_t len);
+/* Write every attribute and the mapping of in->ino. */
+int meta_update(struct meta *m, const struct meta_inode *in);
+int meta_delete(struct meta *m, uint64_t ino);
+/* Detach ino from the namespace, keeping its row (unlinked while open). */
+int meta_detach(struct meta *m, uint64_t ino);
+/* Move ino to newparent/name.  -EEXIST when the target name is taken. */
+int meta_move(struct meta *m, uint64_t ino, uint64_t newparent, const char *name, size_t len);
+/* 1 when dir has entries, 0 when empty. */
+int meta_has_children(struct meta *m, uint64_t dir);
+
+/*
+ * Call fn for each entry of dir with ino > after, in ino order, until fn
+ * returns non-zero (that value is returned) or the entries run out (0).
+ */
+typedef int (*meta_dirent_fn)(void *ctx, const struct meta_inode *in,
+			      const char *name, size_t len);
+int meta_readdir(struct meta *m, uint64_t dir, uint64_t after, meta_dirent_fn fn, void *ctx);
+
+/* Call fn for every committed object that holds pages. */
+typedef int (*meta_map_fn)(void *ctx, uint64_t ino, int32_t bucket, uint64_t page,
+			   uint64_t npages);
+int meta_foreach_mapping(struct meta *m, meta_map_fn fn, void *ctx);
+
+/*
+ * Recovery after an unclean stop: drop files that were never committed and
+ * files that were unlinked while open.  Counts of each are returned.
+ */
+int meta_recover(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphans);
+
+/* Regular files (objects) in the store. */
+int meta_count_files(struct meta *m, uint64_t *n);
+
+/* The clean-unmount bitmap snapshot, one row per bucket. */
+int meta_bitmap_save(struct meta *m, uint32_t bucket, uint64_t npages,
+		     const uint64_t *words, uint64_t nwords);
+/* -ENOENT when there is no snapshot for bucket, -EINVAL when its size differs. */
+int meta_bitmap_load(struct meta *m, uint32_t bucket, uint64_t npages,
+		     uint64_t *words, uint64_t nwords);
+int meta_bitmap_clear(struct meta *m);
+
+/* Last sqlite error text, for logs. */
+const char *meta_errmsg(struct meta *m);
+
+#endif

@@ -1,0 +1,411 @@
+/* Unit tests for meta/: the sqlite metadata store. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "meta.h"
+
+static char dir[256], dbpath[512];
+
+static void setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/ofs-test-meta-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(dbpath, sizeof(dbpath), "%s/offloadfs.db", dir);
+}
+
+static void teardown(void)
+{
+	char cmd[600];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static struct meta *open_new(void)
+{
+	struct meta_geom g = { 65536, 1 << 20, 4 };
+	struct meta *m;
+	char err[256];
+
+	ck_assert_int_eq(meta_open(dbpath, 1, &m, err, sizeof(err)), 1);
+	ck_assert_int_eq(meta_format(m, &g, "pages", 040755, 0, 0), 0);
+	return m;
+}
+
+static struct meta_inode file_in(uint64_t parent, int state)
+{
+	struct meta_inode in = { 0 };
+
+	in.parent = parent;
+	in.mode = 0100644;
+	in.bucket = -1;
+	in.state = state;
+	in.mtime = 123456789012345LL;
+	return in;
+}
+
+START_TEST(test_format_and_reopen)
+{
+	struct meta_geom g;
+	struct meta *m = open_new();
+	struct meta_inode root;
+	char err[256], backend[16];
+	int clean;
+
+	ck_assert_int_eq(meta_geom_get(m, &g, backend, sizeof(backend)), 0);
+	ck_assert_uint_eq(g.page_size, 65536);
+	ck_assert_uint_eq(g.bucket_size, 1 << 20);
+	ck_assert_uint_eq(g.bucket_count, 4);
+	ck_assert_str_eq(backend, "pages");
+	ck_assert_int_eq(meta_get(m, META_ROOT_INO, &root), 0);
+	ck_assert_uint_eq(root.mode, 040755);
+	ck_assert_int_eq(meta_clean_get(m, &clean), 0);
+	ck_assert_int_eq(clean, 0);
+	ck_assert_int_eq(meta_clean_set(m, 1), 0);
+	meta_close(m);
+
+	ck_assert_int_eq(meta_open(dbpath, 0, &m, err, sizeof(err)), 0);
+	ck_assert_int_eq(meta_clean_get(m, &clean), 0);
+	ck_assert_int_eq(clean, 1);
+	ck_assert_int_eq(meta_geom_get(m, &g, NULL, 0), 0);
+	ck_assert_uint_eq(g.bucket_count, 4);
+	meta_close(m);
+}
+END_TEST
+
+START_TEST(test_open_missing_without_create)
+{
+	struct meta *m;
+	char err[256];
+
+	ck_assert_int_eq(meta_open(dbpath, 0, &m, err, sizeof(err)), -ENOENT);
+	ck_assert_int_ne(access(dbpath, F_OK), 0);
+}
+END_TEST
+
+static void file_bytes(const char *path, char **buf, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+
+	ck_assert_ptr_nonnull(f);
+	fseek(f, 0, SEEK_END);
+	*len = (size_t)ftell(f);
+	rewind(f);
+	*buf = malloc(*len + 1);
+	ck_assert_uint_eq(fread(*buf, 1, *len, f), *len);
+	fclose(f);
+}
+
+START_TEST(test_foreign_db_untouched)
+{
+	struct meta *m;
+	sqlite3 *db;
+	char err[256], *before, *after;
+	size_t lb, la;
+
+	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, "CREATE TABLE users(name TEXT); "
+					  "INSERT INTO users VALUES('alice')",
+				      NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(db);
+	file_bytes(dbpath, &before, &lb);
+	ck_assert_int_eq(meta_open(dbpath, 1, &m, err, sizeof(err)), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(err, "not an offloadfs database"));
+	file_bytes(dbpath, &after, &la);
+	ck_assert_uint_eq(la, lb);
+	ck_assert_mem_eq(before, after, lb);
+	ck_assert_int_ne(access("/nonexistent", F_OK), 0);
+	free(before);
+	free(after);
+}
+END_TEST
+
+START_TEST(test_not_a_database)
+{
+	struct meta *m;
+	char err[256];
+	FILE *f = fopen(dbpath, "w");
+
+	fputs("this is a text file, not sqlite\n", f);
+	fclose(f);
+	ck_assert_int_lt(meta_open(dbpath, 1, &m, err, sizeof(err)), 0);
+	f = fopen(dbpath, "w");
+	fclose(f);
+	ck_assert_int_eq(meta_open(dbpath, 1, &m, err, sizeof(err)), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(err, "empty file"));
+}
+END_TEST
+
+START_TEST(test_newer_schema_refused)
+{
+	struct meta *m = open_new();
+	sqlite3 *db;
+	char err[256], *before, *after;
+	size_t lb, la;
+
+	meta_close(m);
+	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, "PRAGMA user_version = 7", NULL, NULL, NULL), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL,
+						   NULL),
+			 SQLITE_OK);
+	sqlite3_close(db);
+	file_bytes(dbpath, &before, &lb);
+	ck_assert_int_eq(meta_open(dbpath, 1, &m, err, sizeof(err)), -EPROTONOSUPPORT);
+	ck_assert_str_eq(err, "unsupported schema version: found 7, expected 1");
+	file_bytes(dbpath, &after, &la);
+	ck_assert_uint_eq(la, lb);
+	ck_assert_mem_eq(before, after, lb);
+	free(before);
+	free(after);
+}
+END_TEST
+
+START_TEST(test_insert_lookup_update_delete)
+{
+	struct meta *m = open_new();
+	struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED), b, got;
+	const char bin[] = { 'x', 1, (char)0xff, '\n', ' ', (char)0x80 };
+
+	ck_assert_int_eq(meta_insert(m, &a, "alpha", 5), 0);
+	ck_assert_uint_gt(a.ino, META_ROOT_INO);
+	ck_assert_int_eq(meta_lookup(m, META_ROOT_INO, "alpha", 5, &got), 0);
+	ck_assert_uint_eq(got.ino, a.ino);
+	ck_assert_int_eq(got.mtime, 123456789012345LL);
+	ck_assert_int_eq(got.bucket, -1);
+	b = a;
+	ck_assert_int_eq(meta_insert(m, &b, "alpha", 5), -EEXIST);
+	ck_assert_int_eq(meta_lookup(m, META_ROOT_INO, "alph", 4, &got), -ENOENT);
+
+	/* Names are bytes: anything but '/' and NUL, compared exactly. */
+	b = file_in(META_ROOT_INO, META_COMMITTED);
+	ck_assert_int_eq(meta_insert(m, &b, bin, sizeof(bin)), 0);
+	ck_assert_int_eq(meta_lookup(m, META_ROOT_INO, bin, sizeof(bin), &got), 0);
+	ck_assert_uint_eq(got.ino, b.ino);
+
+	a.size = 70000;
+	a.bucket = 3;
+	a.page = 12;
+	a.npages = 2;
+	a.csum = 0xfedcba9876543210ULL;
+	a.uid = 1000;
+	ck_assert_int_eq(meta_update(m, &a), 0);
+	ck_assert_int_eq(meta_get(m, a.ino, &got), 0);
+	ck_assert_uint_eq(got.size, 70000);
+	ck_assert_int_eq(got.bucket, 3);
+	ck_assert_uint_eq(got.page, 12);
+	ck_assert_uint_eq(got.npages, 2);
+	ck_assert_uint_eq(got.csum, 0xfedcba9876543210ULL);
+	ck_assert_uint_eq(got.uid, 1000);
+
+	ck_assert_int_eq(meta_delete(m, a.ino), 0);
+	ck_assert_int_eq(meta_get(m, a.ino, &got), -ENOENT);
+	ck_assert_int_eq(meta_delete(m, a.ino), -ENOENT);
+	meta_close(m);
+}
+END_TEST
+
+START_TEST(test_name_limits)
+{
+	struct meta *m = open_new();
+	struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED);
+	char name[300];
+	uint64_t parent;
+	size_t len;
+
+	memset(name, 'n', sizeof(name));
+	ck_assert_int_eq(meta_insert(m, &a, name, 255), 0);
+	ck_assert_int_eq(meta_name(m, a.ino, &parent, name, &len), 0);
+	ck_assert_uint_eq(len, 255);
+	ck_assert_uint_eq(parent, META_ROOT_INO);
+	ck_assert_int_eq(meta_insert(m, &a, name, 256), -ENAMETOOLONG);
+	ck_assert_int_eq(meta_insert(m, &a, name, 0), -EINVAL);
+	meta_close(m);
+}
+END_TEST
+
+struct collect {
+	uint64_t inos[16];
+	int n, stop_at;
+};
+
+static int collect_fn(void *ctx, const struct meta_inode *in, const char *name, size_t len)
+{
+	struct collect *c = ctx;
+
+	(void)name;
+	(void)len;
+	c->inos[c->n++] = in->ino;
+	return c->n == c->stop_at ? 42 : 0;
+}
+
+START_TEST(test_readdir_move_children)
+{
+	struct meta *m = open_new();
+	struct meta_inode d = file_in(META_ROOT_INO, META_COMMITTED), f[3];
+	struct collect c = { .stop_at = -1 };
+	int i;
+
+	d.mode = 040755;
+	ck_assert_int_eq(meta_insert(m, &d, "tenant", 6), 0);
+	ck_assert_int_eq(meta_has_children(m, d.ino), 0);
+	for (i = 0; i < 3; i++) {
+		char n[8];
+
+		snprintf(n, sizeof(n), "f%d", i);
+		f[i] = file_in(d.ino, META_COMMITTED);
+		ck_assert_int_eq(meta_insert(m, &f[i], n, strlen(n)), 0);
+	}
+	ck_assert_int_eq(meta_has_children(m, d.ino), 1);
+	ck_assert_int_eq(meta_readdir(m, d.ino, 0, collect_fn, &c), 0);
+	ck_assert_int_eq(c.n, 3);
+	ck_assert_uint_eq(c.inos[0], f[0].ino);
+	ck_assert_uint_eq(c.inos[2], f[2].ino);
+	/* Resume after an entry, and stop early with the callback's value. */
+	c.n = 0;
+	ck_assert_int_eq(meta_readdir(m, d.ino, f[0].ino, collect_fn, &c), 0);
+	ck_assert_int_eq(c.n, 2);
+	c.n = 0;
+	c.stop_at = 1;
+	ck_assert_int_eq(meta_readdir(m, d.ino, 0, collect_fn, &c), 42);
+
+	ck_assert_int_eq(meta_move(m, f[0].ino, d.ino, "f1", 2), -EEXIST);
+	ck_assert_int_eq(meta_move(m, f[0].ino, META_ROOT_INO, "moved", 5), 0);
+	{
+		struct meta_inode got;
+
+		ck_assert_int_eq(meta_lookup(m, META_ROOT_INO, "moved", 5, &got), 0);
+		ck_assert_uint_eq(got.ino, f[0].ino);
+		ck_assert_int_eq(meta_lookup(m, d.ino, "f0", 2, &got), -ENOENT);
+	}
+	meta_close(m);
+}
+END_TEST
+
+static int count_map(void *ctx, uint64_t ino, int32_t bucket, uint64_t page, uint64_t npages)
+{
+	uint64_t *n = ctx;
+
+	(void)ino;
+	(void)bucket;
+	(void)page;
+	*n += npages;
+	return 0;
+}
+
+START_TEST(test_recover_and_mappings)
+{
+	struct meta *m = open_new();
+	struct meta_inode done = file_in(META_ROOT_INO, META_COMMITTED);
+	struct meta_inode fresh = file_in(META_ROOT_INO, META_NEW);
+	struct meta_inode gone = file_in(META_ROOT_INO, META_COMMITTED), got;
+	uint64_t pages = 0, dn, dor, nfiles;
+
+	done.bucket = 0;
+	done.npages = 2;
+	fresh.bucket = 1;
+	fresh.npages = 4;
+	gone.bucket = 2;
+	gone.npages = 8;
+	ck_assert_int_eq(meta_insert(m, &done, "done", 4), 0);
+	ck_assert_int_eq(meta_insert(m, &fresh, "fresh", 5), 0);
+	ck_assert_int_eq(meta_insert(m, &gone, "gone", 4), 0);
+	ck_assert_int_eq(meta_detach(m, gone.ino), 0);
+	ck_assert_int_eq(meta_lookup(m, META_ROOT_INO, "gone", 4, &got), -ENOENT);
+	ck_assert_int_eq(meta_count_files(m, &nfiles), 0);
+	ck_assert_uint_eq(nfiles, 2);
+
+	/* Only committed, attached objects hold pages after a crash. */
+	ck_assert_int_eq(meta_foreach_mapping(m, count_map, &pages), 0);
+	ck_assert_uint_eq(pages, 2);
+
+	ck_assert_int_eq(meta_recover(m, &dn, &dor), 0);
+	ck_assert_uint_eq(dn, 1);
+	ck_assert_uint_eq(dor, 1);
+	ck_assert_int_eq(meta_get(m, fresh.ino, &got), -ENOENT);
+	ck_assert_int_eq(meta_get(m, gone.ino, &got), -ENOENT);
+	ck_assert_int_eq(meta_get(m, done.ino, &got), 0);
+	ck_assert_int_eq(meta_get(m, META_ROOT_INO, &got), 0);
+	meta_close(m);
+}
+END_TEST
+
+START_TEST(test_bitmaps)
+{
+	struct meta *m = open_new();
+	uint64_t w[3] = { 0x1, 0xff00ff00ff00ff00ULL, 0x3 }, r[3] = { 0 };
+
+	ck_assert_int_eq(meta_bitmap_load(m, 0, 130, r, 3), -ENOENT);
+	ck_assert_int_eq(meta_bitmap_save(m, 0, 130, w, 3), 0);
+	ck_assert_int_eq(meta_bitmap_load(m, 0, 130, r, 3), 0);
+	ck_assert_mem_eq(w, r, sizeof(w));
+	ck_assert_int_eq(meta_bitmap_load(m, 0, 129, r, 3), -EINVAL);
+	ck_assert_int_eq(meta_bitmap_load(m, 0, 130, r, 2), -EINVAL);
+	ck_assert_int_eq(meta_bitmap_clear(m), 0);
+	ck_assert_int_eq(meta_bitmap_load(m, 0, 130, r, 3), -ENOENT);
+	meta_close(m);
+}
+END_TEST
+
+START_TEST(test_transactions_and_sync)
+{
+	struct meta *m = open_new();
+	struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED), got;
+	char err[256];
+
+	ck_assert_int_eq(meta_begin(m), 0);
+	ck_assert_int_eq(meta_insert(m, &a, "rolled", 6), 0);
+	meta_rollback(m);
+	ck_assert_int_eq(meta_lookup(m, META_ROOT_INO, "rolled", 6, &got), -ENOENT);
+	ck_assert_int_eq(meta_begin(m), 0);
+	ck_assert_int_eq(meta_insert(m, &a, "kept", 4), 0);
+	ck_assert_int_eq(meta_commit(m), 0);
+	ck_assert_int_eq(meta_sync(m), 0);
+	ck_assert_int_eq(meta_checkpoint(m), 0);
+	meta_close(m);
+	ck_assert_int_eq(meta_open(dbpath, 0, &m, err, sizeof(err)), 0);
+	ck_assert_int_eq(meta_lookup(m, META_ROOT_INO, "kept", 4, &got), 0);
+	meta_close(m);
+}
+END_TEST
+
+static Suite *meta_suite(void)
+{
+	Suite *s = suite_create("meta");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_format_and_reopen);
+	tcase_add_test(tc, test_open_missing_without_create);
+	tcase_add_test(tc, test_foreign_db_untouched);
+	tcase_add_test(tc, test_not_a_database);
+	tcase_add_test(tc, test_newer_schema_refused);
+	tcase_add_test(tc, test_insert_lookup_update_delete);
+	tcase_add_test(tc, test_name_limits);
+	tcase_add_test(tc, test_readdir_move_children);
+	tcase_add_test(tc, test_recover_and_mappings);
+	tcase_add_test(tc, test_bitmaps);
+	tcase_add_test(tc, test_transactions_and_sync);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(meta_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

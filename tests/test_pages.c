@@ -1,0 +1,625 @@
+/*
+ * Unit tests for kvbackend/pages.c (over in-memory buckets with fault
+ * injection, and over real bucket files) and for fuse/store.c's opening
+ * rules.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "kvb.h"
+#include "meta.h"
+#include "store.h"
+
+#define PS 4096u
+
+static struct kvb kvb;
+static struct kvb_mem_faults faults;
+static char dir[256];
+
+static void mem_setup(void)
+{
+	struct kvb_pages_geom g = { PS, 64 * PS, 2 };
+
+	memset(&faults, 0, sizeof(faults));
+	ck_assert_int_eq(kvb_mem_init(&kvb, &g, &faults), 0);
+}
+
+static void mem_teardown(void)
+{
+	kvb_release(&kvb);
+}
+
+static uint64_t free_pages(void)
+{
+	struct kvb_statfs st;
+
+	ck_assert_int_eq(kvb.ops->statfs(kvb.arg, &st), 0);
+	ck_assert_uint_eq(st.block_size, PS);
+	return st.blocks_free;
+}
+
+static void fill(char *buf, size_t len, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		buf[i] = (char)(seed * 131 + i * 7 + (i >> 9));
+}
+
+/* Write len bytes of pattern seed at off through o. */
+static void put(struct kvb_obj *o, size_t len, uint64_t off, unsigned seed)
+{
+	char *buf = malloc(len);
+
+	fill(buf, len, seed);
+	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf, len, off), (ssize_t)len);
+	free(buf);
+}
+
+static void commit(struct kvb_obj *o, struct kvb_map *map, uint64_t *csum)
+{
+	ck_assert_int_eq(kvb.ops->obj_commit_prepare(kvb.arg, o, 0, map, csum), 0);
+	kvb.ops->obj_commit_done(kvb.arg, o, 1);
+}
+
+static void expect(const struct kvb_map *m, const char *want, size_t len)
+{
+	char *got = malloc(len + 1);
+
+	ck_assert_int_eq(kvb.ops->read(kvb.arg, m, got, len + 1, 0), (ssize_t)len);
+	ck_assert_mem_eq(got, want, len);
+	free(got);
+}
+
+/* A committed object of len bytes with pattern seed under key. */
+static struct kvb_map make(const char *key, size_t len, unsigned seed)
+{
+	struct kvb_map empty = KVB_MAP_EMPTY, map;
+	struct kvb_obj *o;
+	uint64_t csum;
+
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, key, strlen(key), &o), 0);
+	put(o, len, 0, seed);
+	commit(o, &map, &csum);
+	kvb.ops->obj_close(kvb.arg, o);
+	return map;
+}
+
+START_TEST(test_home_bucket)
+{
+	const char *k = "Qwen/Qwen3-32B/abc_0_k";
+
+	ck_assert_uint_eq(kvb_home_bucket(k, strlen(k), 256), XXH64(k, strlen(k), 0) % 256);
+	ck_assert_uint_eq(kvb_home_bucket(k, strlen(k), 7), XXH64(k, strlen(k), 0) % 7);
+}
+END_TEST
+
+START_TEST(test_write_commit_read)
+{
+	struct kvb_map empty = KVB_MAP_EMPTY, map;
+	struct kvb_obj *o;
+	char buf[3 * PS + 5];
+	uint64_t csum, csum2, before = free_pages();
+	const char *key = "k1";
+
+	fill(buf, sizeof(buf), 1);
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, key, 2, &o), 0);
+	/* Sequential pieces, as cp writes them. */
+	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf, 100, 0), 100);
+	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf + 100, sizeof(buf) - 100, 100),
+			 (ssize_t)(sizeof(buf) - 100));
+	ck_assert_int_eq(kvb.ops->obj_dirty(kvb.arg, o), 1);
+	commit(o, &map, &csum);
+	ck_assert_int_eq(kvb.ops->obj_dirty(kvb.arg, o), 0);
+	kvb.ops->obj_close(kvb.arg, o);
+
+	ck_assert_int_eq(map.bucket, (int32_t)kvb_home_bucket(key, 2, 2));
+	ck_assert_uint_eq(map.npages, 4);
+	ck_assert_uint_eq(map.size, sizeof(buf));
+	ck_assert_uint_eq(csum, XXH3_64bits(buf, sizeof(buf)));
+	ck_assert_int_eq(kvb.ops->checksum(kvb.arg, &map, &csum2), 0);
+	ck_assert_uint_eq(csum2, csum);
+	expect(&map, buf, sizeof(buf));
+	ck_assert_uint_eq(free_pages(), before - 4);
+	ck_assert_int_eq(kvb.ops->remove(kvb.arg, &map), 0);
+	ck_assert_uint_eq(free_pages(), before);
+	/* A second remove is a double free: refused, counts unchanged. */
+	ck_assert_int_ne(kvb.ops->remove(kvb.arg, &map), 0);
+	ck_assert_uint_eq(free_pages(), before);
+}
+END_TEST
+
+START_TEST(test_random_writes_checksum)
+{
+	struct kvb_map empty = KVB_MAP_EMPTY, map;
+	struct kvb_obj *o;
+	char buf[2 * PS];
+	uint64_t csum;
+
+	/* Out-of-order writes: the checksum is recomputed from the pages. */
+	fill(buf, sizeof(buf), 9);
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "r", 1, &o), 0);
+	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf + PS, PS, PS), PS);
+	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf, PS, 0), PS);
+	commit(o, &map, &csum);
+	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_uint_eq(csum, XXH3_64bits(buf, sizeof(buf)));
+	expect(&map, buf, sizeof(buf));
+}
+END_TEST
+
+START_TEST(test_hole_reads_zeros)
+{
+	struct kvb_map empty = KVB_MAP_EMPTY, map;
+	struct kvb_obj *o;
+	char want[PS + 10], got[PS + 10];
+	uint64_t csum;
+
+	/* The memory backend starts as 0xa5, so a missed zero-fill shows. */
+	memset(want, 0, sizeof(want));
+	memcpy(want + PS, "0123456789", 10);
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "h", 1, &o), 0);
+	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, "0123456789", 10, PS), 10);
+	commit(o, &map, &csum);
+	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_int_eq(kvb.ops->read(kvb.arg, &map, got, sizeof(got), 0), (ssize_t)sizeof(want));
+	ck_assert_mem_eq(got, want, sizeof(want));
+	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
+}
+END_TEST
+
+START_TEST(test_extend_in_place_then_move)
+{
+	struct kvb_pages_geom g = { PS, 8 * PS, 1 };
+	struct kvb_map a, b, a2;
+	struct kvb_obj *o;
+	char want[3 * PS];
+	uint64_t csum;
+
+	kvb_release(&kvb);
+	ck_assert_int_eq(kvb_mem_init(&kvb, &g, &faults), 0);
+	a = make("a", PS, 1);
+	ck_assert_uint_eq(a.page, 0);
+
+	/* Appending grows the run in place while the next page is free. */
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &a, "a", 1, &o), 0);
+	put(o, PS, PS, 2);
+	commit(o, &a2, &csum);
+	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_uint_eq(a2.page, 0);
+	ck_assert_uint_eq(a2.npages, 2);
+	ck_assert_uint_eq(free_pages(), 6);
+
+	/* Blocked by b, the next append moves the object and frees the old run. */
+	b = make("b", PS, 3);
+	ck_assert_uint_eq(b.page, 2);
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &a2, "a", 1, &o), 0);
+	put(o, PS, 2 * PS, 4);
+	ck_assert_uint_eq(free_pages(), 2); /* old run (2) + new run (3) + b (1) */
+	commit(o, &a, &csum);
+	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_uint_eq(a.page, 3);
+	ck_assert_uint_eq(a.npages, 3);
+	ck_assert_uint_eq(free_pages(), 4);
+	fill(want, PS, 1);
+	fill(want + PS, PS, 2);
+	fill(want + 2 * PS, PS, 4);
+	expect(&a, want, sizeof(want));
+	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
+}
+END_TEST
+
+START_TEST(test_copy_on_write)
+{
+	struct kvb_map c, view, n;
+	struct kvb_obj *o;
+	char old[2 * PS], neu[2 * PS];
+	uint64_t csum, before;
+
+	c = make("cow", sizeof(old), 5);
+	fill(old, sizeof(old), 5);
+	before = free_pages();
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &c, "cow", 3, &o), 0);
+	put(o, 10, 100, 6);
+	/* The committed pages are untouched while the overwrite is in progress. */
+	expect(&c, old, sizeof(old));
+	kvb.ops->obj_view(kvb.arg, o, &view);
+	ck_assert(view.page != c.page || view.bucket != c.bucket);
+	memcpy(neu, old, sizeof(neu));
+	fill(neu + 100, 10, 6);
+	expect(&view, neu, sizeof(neu));
+	ck_assert_uint_eq(free_pages(), before - 2);
+	commit(o, &n, &csum);
+	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_uint_eq(free_pages(), before);
+	expect(&n, neu, sizeof(neu));
+	ck_assert_uint_eq(csum, XXH3_64bits(neu, sizeof(neu)));
+}
+END_TEST
+
+START_TEST(test_abandoned_write_frees_pages)
+{
+	struct kvb_map c, view;
+	struct kvb_obj *o;
+	char old[PS];
+	uint64_t before;
+
+	c = make("keep", PS, 7);
+	fill(old, PS, 7);
+	before = free_pages();
+	/* Overwrite and append, then drop without committing. */
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &c, "keep", 4, &o), 0);
+	put(o, 3 * PS, 0, 8);
+	kvb.ops->obj_view(kvb.arg, o, &view);
+	ck_assert_uint_eq(view.size, 3 * PS);
+	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_uint_eq(free_pages(), before);
+	expect(&c, old, PS);
+
+	/* Appending in place then dropping frees only the appended pages. */
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &c, "keep", 4, &o), 0);
+	put(o, PS, PS, 9);
+	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_uint_eq(free_pages(), before);
+	expect(&c, old, PS);
+}
+END_TEST
+
+START_TEST(test_truncate)
+{
+	struct kvb_map c, n;
+	struct kvb_obj *o;
+	char want[3 * PS];
+	uint64_t csum, before;
+
+	c = make("t", 3 * PS, 1);
+	fill(want, sizeof(want), 1);
+	before = free_pages();
+	/* Shrink: committed pages stay until the commit, then the tail is freed. */
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &c, "t", 1, &o), 0);
+	ck_assert_int_eq(kvb.ops->obj_truncate(kvb.arg, o, PS + 1), 0);
+	ck_assert_uint_eq(free_pages(), before);
+	commit(o, &n, &csum);
+	ck_assert_uint_eq(n.npages, 2);
+	ck_assert_uint_eq(n.page, c.page);
+	ck_assert_uint_eq(free_pages(), before + 1);
+	expect(&n, want, PS + 1);
+	ck_assert_uint_eq(csum, XXH3_64bits(want, PS + 1));
+
+	/* Grow: the new bytes are zeros, the run is reserved exactly. */
+	ck_assert_int_eq(kvb.ops->obj_truncate(kvb.arg, o, 4 * PS), 0);
+	commit(o, &n, &csum);
+	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_uint_eq(n.npages, 4);
+	memset(want + PS + 1, 0, sizeof(want) - PS - 1);
+	{
+		char full[4 * PS];
+
+		memcpy(full, want, PS + 1);
+		memset(full + PS + 1, 0, sizeof(full) - PS - 1);
+		expect(&n, full, sizeof(full));
+		ck_assert_uint_eq(csum, XXH3_64bits(full, sizeof(full)));
+	}
+	/* To zero: no pages at all. */
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &n, "t", 1, &o), 0);
+	ck_assert_int_eq(kvb.ops->obj_truncate(kvb.arg, o, 0), 0);
+	commit(o, &c, &csum);
+	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_int_eq(c.bucket, -1);
+	ck_assert_uint_eq(free_pages(), 128);
+}
+END_TEST
+
+START_TEST(test_efbig_enospc_spill)
+{
+	struct kvb_map empty = KVB_MAP_EMPTY, m[4];
+	struct kvb_obj *o;
+	char *big = calloc(1, 64 * PS + 1);
+	int i;
+
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "big", 3, &o), 0);
+	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, big, 64 * PS + 1, 0), -EFBIG);
+	ck_assert_int_eq(kvb.ops->obj_truncate(kvb.arg, o, 64 * PS + 1), -EFBIG);
+	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_uint_eq(free_pages(), 128);
+
+	/* Two whole-bucket objects: the second spills into the other bucket. */
+	m[0] = make("x", 64 * PS, 1);
+	m[1] = make("x", 64 * PS, 2);
+	ck_assert_int_ne(m[0].bucket, m[1].bucket);
+	ck_assert_uint_eq(free_pages(), 0);
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "y", 1, &o), 0);
+	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, big, 1, 0), -ENOSPC);
+	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_int_eq(kvb.ops->remove(kvb.arg, &m[0]), 0);
+	for (i = 2; i < 4; i++)
+		m[i] = make("z", 32 * PS, (unsigned)i);
+	ck_assert_uint_eq(free_pages(), 0);
+	free(big);
+}
+END_TEST
+
+START_TEST(test_failed_write_leaks_nothing)
+{
+	struct kvb_map c, empty = KVB_MAP_EMPTY;
+	struct kvb_obj *o;
+	char old[PS], buf[2 * PS];
+	uint64_t before;
+
+	c = make("f", PS, 3);
+	fill(old, PS, 3);
+	before = free_pages();
+	/* The copy of a copy-on-write fails: the error reaches the writer, nothing leaks. */
+	faults.writes = 0;
+	faults.fail_write_at = 1;
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &c, "f", 1, &o), 0);
+	fill(buf, sizeof(buf), 4);
+	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf, 10, 0), -EIO);
+	ck_assert_uint_eq(free_pages(), before);
+	/* A later write succeeds; dropping it restores the counts. */
+	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_uint_eq(free_pages(), before);
+	expect(&c, old, PS);
+
+	/* A new object whose data write fails keeps its pages only until close. */
+	faults.writes = 0;
+	faults.fail_write_at = 1;
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "g", 1, &o), 0);
+	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf, sizeof(buf), 0), -EIO);
+	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_uint_eq(free_pages(), before);
+}
+END_TEST
+
+START_TEST(test_failed_commit_keeps_old)
+{
+	struct kvb_map c, n;
+	struct kvb_obj *o;
+	char old[PS];
+	uint64_t csum, before;
+
+	c = make("fc", PS, 3);
+	fill(old, PS, 3);
+	before = free_pages();
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &c, "fc", 2, &o), 0);
+	put(o, PS, 0, 4);
+	ck_assert_int_eq(kvb.ops->obj_commit_prepare(kvb.arg, o, 1, &n, &csum), 0);
+	/* The metadata commit failed: the old object stays, the new run is freed at close. */
+	kvb.ops->obj_commit_done(kvb.arg, o, 0);
+	ck_assert_int_eq(kvb.ops->obj_dirty(kvb.arg, o), 1);
+	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_uint_eq(free_pages(), before);
+	expect(&c, old, PS);
+}
+END_TEST
+
+START_TEST(test_describe)
+{
+	struct kvb_map m = { .bucket = 1, .page = 3, .npages = 1, .size = 10 };
+	char buf[256];
+
+	ck_assert_int_gt(kvb.ops->describe(kvb.arg, &m, buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "file_path=/bucket_01.data\noffset=12288\nobject_size=10\n");
+	ck_assert_int_eq(kvb.ops->describe(kvb.arg, &m, buf, 10), -ERANGE);
+}
+END_TEST
+
+/* ---- real bucket files, snapshot and rebuild, store opening rules ---- */
+
+static void dir_setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/ofs-test-pages-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void dir_teardown(void)
+{
+	char cmd[600];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static struct ofs_config cfg_small(void)
+{
+	struct ofs_config cfg = { 0 };
+
+	cfg.root = dir;
+	cfg.geom.page_size = PS;
+	cfg.geom.bucket_size = 32 * PS;
+	cfg.geom.bucket_count = 3;
+	cfg.set_page_size = cfg.set_bucket_size = cfg.set_bucket_count = 1;
+	return cfg;
+}
+
+START_TEST(test_store_create_snapshot_rebuild)
+{
+	struct ofs_config cfg = cfg_small();
+	struct ofs_store s;
+	struct kvb_statfs st1, st2;
+	struct meta_inode in = { 0 };
+	struct kvb_map empty = KVB_MAP_EMPTY, map;
+	struct kvb_obj *o;
+	char err[512], path[512], buf[5000];
+	uint64_t csum;
+	struct stat sb;
+	int i;
+
+	ck_assert_msg(ofs_store_open(&s, &cfg, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(s.created, 1);
+	for (i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/bucket_%02x.data", dir, i);
+		ck_assert_int_eq(stat(path, &sb), 0);
+		ck_assert_int_eq(sb.st_size, 32 * PS);
+	}
+	/* Three committed objects recorded in the metadata. */
+	for (i = 0; i < 3; i++) {
+		char key[8];
+
+		snprintf(key, sizeof(key), "obj%d", i);
+		ck_assert_int_eq(s.kvb.ops->obj_open(s.kvb.arg, &empty, key, strlen(key), &o), 0);
+		fill(buf, sizeof(buf), (unsigned)i);
+		ck_assert_int_eq(s.kvb.ops->obj_write(s.kvb.arg, o, buf, sizeof(buf), 0),
+				 (ssize_t)sizeof(buf));
+		ck_assert_int_eq(s.kvb.ops->obj_commit_prepare(s.kvb.arg, o, 1, &map, &csum), 0);
+		memset(&in, 0, sizeof(in));
+		in.parent = META_ROOT_INO;
+		in.mode = 0100644;
+		in.size = map.size;
+		in.bucket = map.bucket;
+		in.page = map.page;
+		in.npages = map.npages;
+		in.csum = csum;
+		ck_assert_int_eq(meta_insert(s.meta, &in, key, strlen(key)), 0);
+		s.kvb.ops->obj_commit_done(s.kvb.arg, o, 1);
+		s.kvb.ops->obj_close(s.kvb.arg, o);
+	}
+	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st1), 0);
+	ck_assert_uint_eq(st1.blocks, 96);
+	ck_assert_uint_eq(st1.blocks_free, 96 - 6);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+
+	/* Clean: the snapshot is loaded. */
+	ck_assert_msg(ofs_store_open(&s, &cfg, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(s.was_clean, 1);
+	ck_assert_ptr_nonnull(strstr(s.start_msg, "snapshot"));
+	ck_assert_uint_eq(s.nfiles, 3);
+	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st2), 0);
+	ck_assert_uint_eq(st2.blocks_free, st1.blocks_free);
+	/* Simulate a crash: drop the handles without the clean close. */
+	meta_close(s.meta);
+	kvb_release(&s.kvb);
+	close(s.lock_fd);
+	free(s.root);
+	free(s.meta_path);
+
+	ck_assert_msg(ofs_store_open(&s, &cfg, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(s.was_clean, 0);
+	ck_assert_ptr_nonnull(strstr(s.start_msg, "rebuilt from 3 mappings"));
+	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st2), 0);
+	ck_assert_uint_eq(st2.blocks_free, st1.blocks_free);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+START_TEST(test_store_refusals)
+{
+	struct ofs_config cfg = cfg_small();
+	struct ofs_store s, s2;
+	char err[512], path[512];
+	FILE *f;
+
+	/* A foreign file in ROOT: refused and left alone. */
+	snprintf(path, sizeof(path), "%s/notes.txt", dir);
+	f = fopen(path, "w");
+	fputs("mine", f);
+	fclose(f);
+	ck_assert_int_eq(ofs_store_open(&s, &cfg, err, sizeof(err)), -EEXIST);
+	ck_assert_ptr_nonnull(strstr(err, "did not create"));
+	ck_assert_ptr_nonnull(strstr(err, "notes.txt"));
+	snprintf(path, sizeof(path), "%s/offloadfs.db", dir);
+	ck_assert_int_ne(access(path, F_OK), 0);
+	snprintf(path, sizeof(path), "%s/notes.txt", dir);
+	unlink(path);
+
+	ck_assert_msg(ofs_store_open(&s, &cfg, err, sizeof(err)) == 0, "%s", err);
+	/* One process per store. */
+	ck_assert_int_eq(ofs_store_open(&s2, &cfg, err, sizeof(err)), -EBUSY);
+	ck_assert_ptr_nonnull(strstr(err, "in use"));
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+
+	/* Another geometry: refused, naming both values. */
+	cfg.geom.bucket_count = 4;
+	ck_assert_int_eq(ofs_store_open(&s, &cfg, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "geometry mismatch: bucket_count=4 requested, store has 3");
+	cfg.geom.bucket_count = 3;
+	cfg.geom.page_size = 2 * PS;
+	ck_assert_int_eq(ofs_store_open(&s, &cfg, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "page_size=8192 requested, store has 4096"));
+	/* Geometry not given: the store's own is used. */
+	cfg.set_page_size = cfg.set_bucket_size = cfg.set_bucket_count = 0;
+	ck_assert_msg(ofs_store_open(&s, &cfg, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(s.geom.page_size, PS);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+
+	/* A truncated bucket file is never silently re-extended. */
+	snprintf(path, sizeof(path), "%s/bucket_01.data", dir);
+	ck_assert_int_eq(truncate(path, PS), 0);
+	ck_assert_int_eq(ofs_store_open(&s, &cfg, err, sizeof(err)), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(err, "truncated"));
+
+	/* Bucket files without their database: refused. */
+	snprintf(path, sizeof(path), "%s/offloadfs.db", dir);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(ofs_store_open(&s, &cfg, err, sizeof(err)), -EEXIST);
+	ck_assert_ptr_nonnull(strstr(err, "no metadata"));
+}
+END_TEST
+
+START_TEST(test_parse_size)
+{
+	uint64_t v;
+
+	ck_assert_int_eq(ofs_parse_size("4G", &v), 0);
+	ck_assert_uint_eq(v, 4ULL << 30);
+	ck_assert_int_eq(ofs_parse_size("64k", &v), 0);
+	ck_assert_uint_eq(v, 65536);
+	ck_assert_int_eq(ofs_parse_size("1MiB", &v), 0);
+	ck_assert_uint_eq(v, 1 << 20);
+	ck_assert_int_eq(ofs_parse_size("65536", &v), 0);
+	ck_assert_uint_eq(v, 65536);
+	ck_assert_int_eq(ofs_parse_size("", &v), -EINVAL);
+	ck_assert_int_eq(ofs_parse_size("abc", &v), -EINVAL);
+	ck_assert_int_eq(ofs_parse_size("-1", &v), -EINVAL);
+	ck_assert_int_eq(ofs_parse_size("4X", &v), -EINVAL);
+	ck_assert_int_eq(ofs_parse_size("99999999999T", &v), -EINVAL);
+}
+END_TEST
+
+static Suite *pages_suite(void)
+{
+	Suite *s = suite_create("pages");
+	TCase *mem = tcase_create("mem"), *files = tcase_create("files");
+
+	tcase_add_checked_fixture(mem, mem_setup, mem_teardown);
+	tcase_add_test(mem, test_home_bucket);
+	tcase_add_test(mem, test_write_commit_read);
+	tcase_add_test(mem, test_random_writes_checksum);
+	tcase_add_test(mem, test_hole_reads_zeros);
+	tcase_add_test(mem, test_extend_in_place_then_move);
+	tcase_add_test(mem, test_copy_on_write);
+	tcase_add_test(mem, test_abandoned_write_frees_pages);
+	tcase_add_test(mem, test_truncate);
+	tcase_add_test(mem, test_efbig_enospc_spill);
+	tcase_add_test(mem, test_failed_write_leaks_nothing);
+	tcase_add_test(mem, test_failed_commit_keeps_old);
+	tcase_add_test(mem, test_describe);
+	suite_add_tcase(s, mem);
+
+	tcase_add_checked_fixture(files, dir_setup, dir_teardown);
+	tcase_add_test(files, test_store_create_snapshot_rebuild);
+	tcase_add_test(files, test_store_refusals);
+	tcase_add_test(files, test_parse_size);
+	suite_add_tcase(s, files);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(pages_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
