@@ -126,87 +126,112 @@ static inline void run_clear(struct alloc *a, uint64_t page, uint64_t count)
  * NOT_FOUND.  Bits outside [from, to) are treated as allocated, which also
  * keeps runs from crossing npages (callers pass to <= npages).
  */
-static inline uint64_t find_run(const struct alloc *a, uint64_t from,
-				uint64_t to, uint64_t count)
+static inline __attribute__((always_inline)) uint64_t
+find_run(const struct alloc *a, uint64_t from, uint64_t to, uint64_t count)
 {
 	if (from >= to || to - from < count)
 		return NOT_FOUND;
 
-	uint64_t wfirst = from / WORD_BITS;
+	/*
+	 * Shift plan for finding runs inside one word: AND the free bits
+	 * with themselves shifted down, doubling the covered length each
+	 * step, so that bit i survives only if bits i..i+count-1 are all
+	 * free.  log2(count) steps test all 64 start positions at once.
+	 * Worked out once per search, not once per word.
+	 */
+	unsigned shift[6], nshift = 0; /* 6 steps reach 63 */
+
+	if (count < WORD_BITS) {
+		for (unsigned have = 1; have < count; nshift++) {
+			unsigned step = (unsigned)(count - have);
+
+			if (step > have)
+				step = have;
+			shift[nshift] = step;
+			have += step;
+		}
+	}
+
+	uint64_t w = from / WORD_BITS;
 	uint64_t wlast = (to - 1) / WORD_BITS;
+	uint64_t last_mask = to % WORD_BITS ?
+			     ~low_mask((unsigned)(to % WORD_BITS)) : 0;
+	uint64_t x = a->words[w] | low_mask((unsigned)(from % WORD_BITS));
 	/*
 	 * Free pages just below the current word, i.e. a run carried in from
 	 * earlier words; it started at page w * 64 - run.  Always < count.
 	 */
 	uint64_t run = 0;
 
-	for (uint64_t w = wfirst; w <= wlast; w++) {
-		uint64_t x = a->words[w];
+	for (;;) {
 		uint64_t base = w * WORD_BITS;
 
-		if (w == wfirst)
-			x |= low_mask((unsigned)(from % WORD_BITS));
-		if (w == wlast && to % WORD_BITS)
-			x |= ~low_mask((unsigned)(to % WORD_BITS));
+		if (w == wlast)
+			x |= last_mask;
 
-		/* Full word: nothing starts, continues or ends here. */
 		if (x == ~0ULL) {
+			/* Full word: nothing starts, continues or ends here. */
 			run = 0;
-			continue;
-		}
-		/* Empty word: it only grows the run (long runs skip words). */
-		if (x == 0) {
+		} else if (x == 0) {
+			/* Empty word: only grows the run (long runs skip it). */
 			run += WORD_BITS;
 			if (run >= count)
 				return base + WORD_BITS - run;
-			continue;
-		}
+		} else {
+			/*
+			 * The carried run goes on up to the first allocated
+			 * bit; with nothing carried, this is a run at bit 0.
+			 */
+			uint64_t low = run + (unsigned)__builtin_ctzll(x);
+			/*
+			 * Runs wholly inside the word (a non-empty word has
+			 * none of 64 or more); for count 1 the survivors are
+			 * just ~x and this is plain ctz(~word).
+			 */
+			uint64_t starts = 0;
 
-		/*
-		 * The carried run goes on up to this word's first allocated
-		 * bit; with nothing carried this is a run starting at bit 0.
-		 */
-		uint64_t low = run + (unsigned)__builtin_ctzll(x);
-
-		/*
-		 * Runs lying wholly inside this word (a non-empty word holds
-		 * none of 64 or more, so long runs skip this).  AND the free
-		 * bits with themselves shifted down, doubling the covered
-		 * length each step: bit i survives only if bits i..i+count-1
-		 * are all free.  log2(count) steps test all 64 start positions
-		 * at once, and the lowest survivor is the first fit; for
-		 * count 1 this is plain ctz(~word).
-		 */
-		uint64_t starts = 0;
-
-		if (count < WORD_BITS) {
-			starts = ~x;
-			for (unsigned have = 1; have < count;) {
-				unsigned step = (unsigned)(count - have);
-
-				if (step > have)
-					step = have;
-
-				starts &= starts >> step;
-				have += step;
+			if (count < WORD_BITS) {
+				starts = ~x;
+				for (unsigned i = 0; i < nshift; i++)
+					starts &= starts >> shift[i];
 			}
-		}
-		/* One test for both, as it is the hard one to predict. */
-		if (low >= count || starts) {
-			/* The carried run starts earlier, so it wins. */
-			if (low >= count)
-				return base - run;
-			return base + (unsigned)__builtin_ctzll(starts);
+			/* One test for both: it is the hard one to predict. */
+			if (low >= count || starts) {
+				/* The carried run starts earlier, so it wins. */
+				if (low >= count)
+					return base - run;
+				return base + (unsigned)__builtin_ctzll(starts);
+			}
+			/*
+			 * No fit: every candidate is blocked by an allocated
+			 * bit, so resume past the highest one.  Only the free
+			 * bits above it can still begin a run, carried on.
+			 */
+			run = (unsigned)__builtin_clzll(x);
 		}
 
-		/*
-		 * No fit here: every candidate is blocked by an allocated bit,
-		 * so resume past the highest one.  Only the free bits above it
-		 * can still begin a run, carried into the next word.
-		 */
-		run = (unsigned)__builtin_clzll(x);
+		if (++w > wlast)
+			return NOT_FOUND;
+		x = a->words[w];
 	}
-	return NOT_FOUND;
+}
+
+/*
+ * find_run() with a compile-time count for the lengths that dominate
+ * (1 and 2 pages: a 64 KiB or 128 KiB block), so the shift plan folds
+ * into straight-line code in the hot loop.
+ */
+static uint64_t find_first_fit(const struct alloc *a, uint64_t from,
+			       uint64_t to, uint64_t count)
+{
+	switch (count) {
+	case 1:
+		return find_run(a, from, to, 1);
+	case 2:
+		return find_run(a, from, to, 2);
+	default:
+		return find_run(a, from, to, count);
+	}
 }
 
 int alloc_init(struct alloc *a, uint64_t npages)
@@ -244,7 +269,7 @@ int alloc_alloc(struct alloc *a, uint64_t count, uint64_t *page)
 		return -EINVAL;
 
 	uint64_t hint = a->hint < a->npages ? a->hint : 0;
-	uint64_t p = find_run(a, hint, a->npages, count);
+	uint64_t p = find_first_fit(a, hint, a->npages, count);
 
 	/*
 	 * Wrap around once: runs starting before the hint.  Such a run may
@@ -255,7 +280,7 @@ int alloc_alloc(struct alloc *a, uint64_t count, uint64_t *page)
 		uint64_t lim = count - 1 < a->npages - hint ? hint + count - 1
 							    : a->npages;
 
-		p = find_run(a, 0, lim, count);
+		p = find_first_fit(a, 0, lim, count);
 	}
 	if (p == NOT_FOUND)
 		return -ENOSPC;

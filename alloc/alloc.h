@@ -50,7 +50,8 @@ int alloc_mark(struct alloc *a, uint64_t page, uint64_t count);
 /*
  * Grow the allocated run [page, page+count) by `more` pages in place, i.e.
  * take [page+count, page+count+more) if all of it is free.  -EINVAL out of
- * range, -ENOSPC when those pages are not all free.
+ * range, -EFAULT when [page, page+count) is not wholly allocated (not a
+ * run this allocator handed out), -ENOSPC when the new pages are not all free.
  */
 int alloc_extend(struct alloc *a, uint64_t page, uint64_t count, uint64_t more);
 

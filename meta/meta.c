@@ -316,7 +316,14 @@ int meta_open(const char *path, int create, struct meta **out, char *err, size_t
 	 * returns (it survives a daemon kill -9) without an fsync; meta_sync
 	 * is the point of durability against power loss.
 	 */
-	ret = meta_exec(m, "PRAGMA journal_mode=WAL");
+	/*
+	 * The store has one user at a time (the ROOT lock): holding sqlite's
+	 * lock for the whole session saves the fcntl calls of every
+	 * transaction and the shared-memory WAL index.
+	 */
+	ret = meta_exec(m, "PRAGMA locking_mode=EXCLUSIVE");
+	if (!ret)
+		ret = meta_exec(m, "PRAGMA journal_mode=WAL");
 	if (!ret)
 		ret = meta_exec(m, "PRAGMA synchronous=NORMAL");
 	if (ret) {

@@ -303,6 +303,33 @@ START_TEST(test_alloc_skips_short_holes)
 }
 END_TEST
 
+/* A full word between two free ends breaks the run: it must not carry. */
+START_TEST(test_full_word_breaks_run)
+{
+	struct alloc a;
+	uint64_t page;
+
+	init_ok(&a, 256);
+	ck_assert_int_eq(alloc_mark(&a, 0, 256), 0);
+	ck_assert_int_eq(alloc_free(&a, 60, 4), 0);  /* top of word 0 */
+	ck_assert_int_eq(alloc_free(&a, 128, 4), 0); /* bottom of word 2 */
+	a.hint = 0;
+	struct snap s = snap_take(&a);
+
+	ck_assert_int_eq(alloc_alloc(&a, 5, &page), -ENOSPC);
+	ck_assert_int_eq(alloc_alloc(&a, 8, &page), -ENOSPC);
+	ck_assert_int_eq(alloc_alloc(&a, 70, &page), -ENOSPC);
+	snap_same(&s, &a);
+	ck_assert_uint_eq(alloc_largest_free(&a), 4);
+	/* The same with an empty word in between does join up. */
+	ck_assert_int_eq(alloc_free(&a, 64, 64), 0);
+	a.hint = 0;
+	ck_assert_uint_eq(alloc_largest_free(&a), 72);
+	ck_assert_uint_eq(alloc_ok(&a, 72), 60);
+	alloc_release(&a);
+}
+END_TEST
+
 START_TEST(test_alloc_reuse_after_free)
 {
 	struct alloc a;
@@ -1203,6 +1230,7 @@ static Suite *alloc_suite(void)
 	tcase_add_test(tc, test_alloc_cross_word_10_at_60);
 	tcase_add_test(tc, test_alloc_long_runs);
 	tcase_add_test(tc, test_alloc_skips_short_holes);
+	tcase_add_test(tc, test_full_word_breaks_run);
 	tcase_add_test(tc, test_alloc_reuse_after_free);
 	tcase_add_test(tc, test_hint_moves);
 	tcase_add_test(tc, test_wrap_around);
