@@ -13,7 +13,8 @@
 #include <string.h>
 
 struct ofs_cli {
-	char *page_size, *bucket_size, *bucket_count, *meta, *timeout;
+	char *page_size, *bucket_size, *bucket_count, *meta, *timeout, *sync_ms;
+	int verify;
 	const char *root;
 	int npos;
 	int help, version;
@@ -30,6 +31,9 @@ static const struct fuse_opt ofs_opts[] = {
 	CLI_OPT("bucket_count=%s", bucket_count),
 	CLI_OPT("meta=%s", meta),
 	CLI_OPT("cache_timeout=%s", timeout),
+	CLI_OPT("sync_interval=%s", sync_ms),
+	{ "verify", offsetof(struct ofs_cli, verify), 1 },
+	{ "noverify", offsetof(struct ofs_cli, verify), 2 },
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -79,6 +83,9 @@ static void ofs_usage(const char *prog)
 	       "other offloadfs options:\n"
 	       "    meta=PATH         the sqlite metadata store (default ROOT/offloadfs.db)\n"
 	       "    cache_timeout=S   kernel entry/attribute cache, seconds (default 3600)\n"
+	       "    sync_interval=MS  group commit: make closed files durable against power\n"
+	       "                      loss every MS milliseconds (default 1000; 0: only fsync)\n"
+	       "    verify|noverify   check every read against per-page checksums (default verify)\n"
 	       "environment defaults (-o wins): MOONCAKE_DISTRIBUTED_ROOT_DIR (ROOT, when only\n"
 	       "MOUNTPOINT is given), MOONCAKE_DISTRIBUTED_PAGE_SIZE, _BUCKET_SIZE, _BUCKET_COUNT\n\n",
 	       prog);
@@ -211,6 +218,22 @@ int main(int argc, char *argv[])
 			goto out_args;
 		}
 	}
+	ofs.verify = cli.verify != 2;
+	ofs.sync_ms = 1000;
+	if (cli.sync_ms) {
+		uint64_t v;
+		char *end;
+
+		errno = 0;
+		v = strtoull(cli.sync_ms, &end, 10);
+		if (errno || *end || end == cli.sync_ms || cli.sync_ms[0] == '-' || v > 3600000) {
+			fprintf(stderr, "offloadfs: invalid sync_interval '%s': milliseconds, "
+					"0..3600000\n",
+				cli.sync_ms);
+			goto out_args;
+		}
+		ofs.sync_ms = (unsigned)v;
+	}
 	/* The kernel enforces modes and owners: we store them, it checks them. */
 	if (asprintf(&fsname, "-ofsname=%s,subtype=offloadfs,default_permissions", cli.root) < 0 ||
 	    fuse_opt_add_arg(&args, fsname) == -1)
@@ -242,14 +265,20 @@ int main(int argc, char *argv[])
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_signals;
 	ofs_log("%s: %s store %s at %s; %s; %llu objects; recovery dropped %llu unfinished "
-		"writes and %llu unlinked-open files",
+		"writes and %llu unlinked-open files, reverted %llu and dropped %llu unsynced "
+		"versions that failed their checksum",
 		ofs.store.created ? "created" : "mounted",
 		ofs.store.was_clean ? "clean" : "unclean", ofs.store.root, opts.mountpoint,
 		ofs.store.start_msg, (unsigned long long)ofs.store.nfiles,
 		(unsigned long long)ofs.store.dropped_new,
-		(unsigned long long)ofs.store.dropped_orphans);
+		(unsigned long long)ofs.store.dropped_orphans,
+		(unsigned long long)ofs.store.reverted,
+		(unsigned long long)ofs.store.dropped_corrupt);
 	fuse_daemonize(opts.foreground);
 	ofs_log_to_syslog(!opts.foreground);
+	/* After daemonize: a thread does not survive its fork. */
+	if (ofs_syncer_start(&ofs))
+		ofs_log("cannot start the group-commit thread: only fsync makes data durable");
 	if (opts.singlethread) {
 		ret = fuse_session_loop(se);
 	} else {
@@ -259,6 +288,7 @@ int main(int argc, char *argv[])
 		ret = fuse_session_loop_mt(se, loop);
 		fuse_loop_cfg_destroy(loop);
 	}
+	ofs_syncer_stop(&ofs);
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);

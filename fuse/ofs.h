@@ -30,6 +30,7 @@ struct ofs_inode {
 	pthread_rwlock_t rw;  /* data: readers shared, writers and commits exclusive */
 	struct meta_inode m;
 	struct kvb_obj *obj;
+	uint64_t *pcs;        /* per-page checksums of the committed version, loaded for verify */
 	struct ofs_inode *next;
 };
 
@@ -40,7 +41,19 @@ struct ofs {
 	size_t tabsize, tabcount;
 	double timeout;        /* entry and attr cache timeout, seconds */
 	int foreground;
+	int verify;            /* check every byte read against its page checksum */
+	unsigned sync_ms;      /* group-commit interval; 0: only fsync makes durable */
+	pthread_t syncer;
+	int syncer_running, stopping;
+	pthread_mutex_t slock; /* stopping, with scond */
+	pthread_cond_t scond;
+	uint64_t commits;      /* commits since start (under lock) */
+	uint64_t csum_failures;
 };
+
+/* Start and stop the group-commit thread. */
+int ofs_syncer_start(struct ofs *ofs);
+void ofs_syncer_stop(struct ofs *ofs);
 
 void ofs_init_ops(struct fuse_lowlevel_ops *ops);
 /* The inode table, with the root pinned in it for the whole mount. */

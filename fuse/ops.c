@@ -138,6 +138,7 @@ static void ofs_iremove(struct ofs *ofs, struct ofs_inode *in)
 		*pp = in->next;
 	ofs->tabcount--;
 	pthread_rwlock_destroy(&in->rw);
+	free(in->pcs);
 	free(in);
 }
 
@@ -167,6 +168,7 @@ void ofs_table_release(struct ofs *ofs)
 
 			ofs->tab[i] = in->next;
 			pthread_rwlock_destroy(&in->rw);
+			free(in->pcs);
 			free(in);
 		}
 	}
@@ -353,56 +355,140 @@ static void ofs_obj_close(struct ofs *ofs, struct ofs_inode *in)
 	ofs->store.kvb.ops->obj_close(ofs->store.kvb.arg, obj);
 }
 
+/* The durability barrier (store.c), under our metadata lock. */
+static int ofs_durable(struct ofs *ofs, uint64_t *released)
+{
+	int ret = ofs_store_sync(&ofs->store, &ofs->lock, released);
+
+	if (ret)
+		ofs_log("sync failed: %s", strerror(-ret));
+	return ret;
+}
+
 /*
- * Commit the working state: data stable first, then the metadata record,
- * then the old pages freed.  With sync, also make both durable.
+ * ENOSPC may only mean that freed pages wait for the next barrier: run it
+ * and say whether a retry can succeed.
+ */
+static int ofs_reclaim(struct ofs *ofs)
+{
+	uint64_t released = 0;
+
+	return ofs_durable(ofs, &released) == 0 && released > 0;
+}
+
+/*
+ * Commit the working state: data, checksums, then the metadata record,
+ * then the old pages freed (at the next barrier).  With sync, run the
+ * barrier too: everything committed so far survives a power cut.
  */
 static int ofs_commit(struct ofs *ofs, struct ofs_inode *in, int sync)
 {
 	const struct kvb_ops *ops = ofs->store.kvb.ops;
-	void *arg = ofs->store.kvb.arg;
+	struct ofs_store *st = &ofs->store;
+	void *arg = st->kvb.arg;
+	const uint64_t *pcsums = NULL;
 	struct meta_inode m;
 	struct kvb_map map;
 	uint64_t csum;
 	int ret, recorded;
 
-	if (!in->obj || (!ops->obj_dirty(arg, in->obj) && in->m.state == META_COMMITTED)) {
-		if (!sync)
-			return 0;
-		map = ofs_committed(&in->m);
-		ret = ops->sync(arg, &map);
-		if (!ret) {
-			pthread_mutex_lock(&ofs->lock);
-			ret = meta_sync(ofs->store.meta);
-			pthread_mutex_unlock(&ofs->lock);
-		}
-		return ret;
-	}
-	ret = ops->obj_commit_prepare(arg, in->obj, sync, &map, &csum);
+	if (!in->obj || (!ops->obj_dirty(arg, in->obj) && in->m.state == META_COMMITTED))
+		return sync ? ofs_durable(ofs, NULL) : 0;
+	ret = ops->obj_commit_prepare(arg, in->obj, 0, &map, &csum, &pcsums);
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&ofs->lock);
 	m = in->m;
+	/* Keep the last version a barrier made durable, for recovery after a power cut. */
+	if (in->m.state == META_COMMITTED && in->m.gen <= st->synced_gen) {
+		m.prev_bucket = in->m.bucket >= 0 ? in->m.bucket : -1;
+		m.prev_page = in->m.page;
+		m.prev_npages = in->m.npages;
+		m.prev_size = in->m.size;
+		m.prev_csum = in->m.csum;
+	}
 	m.size = map.size;
 	m.bucket = map.bucket;
 	m.page = map.page;
 	m.npages = map.npages;
 	m.csum = csum;
 	m.state = META_COMMITTED;
-	ret = meta_update(ofs->store.meta, &m);
+	m.gen = st->gen;
+	ret = meta_commit_object(st->meta, &m, pcsums, map.bucket >= 0 ? map.npages : 0);
 	recorded = ret == 0;
 	if (recorded) {
 		in->m = m;
-		if (sync)
-			ret = meta_sync(ofs->store.meta);
+		free(in->pcs);
+		in->pcs = NULL;
+		ofs->commits++;
 	} else {
 		ofs_log("commit of inode %llu failed: %s", (unsigned long long)in->ino,
-			meta_errmsg(ofs->store.meta));
+			meta_errmsg(st->meta));
 	}
 	pthread_mutex_unlock(&ofs->lock);
-	/* Once recorded (even if the sync failed) the old pages are unreachable. */
 	ops->obj_commit_done(arg, in->obj, recorded);
+	if (recorded && sync)
+		ret = ofs_durable(ofs, NULL);
 	return ret;
+}
+
+static void *ofs_syncer(void *arg)
+{
+	struct ofs *ofs = arg;
+	uint64_t seen = 0;
+
+	pthread_mutex_lock(&ofs->slock);
+	while (!ofs->stopping) {
+		struct timespec ts;
+		uint64_t now_commits;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += ofs->sync_ms / 1000;
+		ts.tv_nsec += (long)(ofs->sync_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&ofs->scond, &ofs->slock, &ts);
+		if (ofs->stopping)
+			break;
+		pthread_mutex_unlock(&ofs->slock);
+		pthread_mutex_lock(&ofs->lock);
+		now_commits = ofs->commits;
+		pthread_mutex_unlock(&ofs->lock);
+		/* Group commit: one barrier covers every commit of the interval. */
+		if (now_commits != seen) {
+			seen = now_commits;
+			ofs_durable(ofs, NULL);
+		}
+		pthread_mutex_lock(&ofs->slock);
+	}
+	pthread_mutex_unlock(&ofs->slock);
+	return NULL;
+}
+
+int ofs_syncer_start(struct ofs *ofs)
+{
+	pthread_mutex_init(&ofs->slock, NULL);
+	pthread_cond_init(&ofs->scond, NULL);
+	if (!ofs->sync_ms)
+		return 0;
+	if (pthread_create(&ofs->syncer, NULL, ofs_syncer, ofs))
+		return -EAGAIN;
+	ofs->syncer_running = 1;
+	return 0;
+}
+
+void ofs_syncer_stop(struct ofs *ofs)
+{
+	if (!ofs->syncer_running)
+		return;
+	pthread_mutex_lock(&ofs->slock);
+	ofs->stopping = 1;
+	pthread_cond_signal(&ofs->scond);
+	pthread_mutex_unlock(&ofs->slock);
+	pthread_join(ofs->syncer, NULL);
+	ofs->syncer_running = 0;
 }
 
 /* ---- operations ---- */
@@ -540,6 +626,8 @@ static int ofs_setattr_size(struct ofs *ofs, struct ofs_inode *in, uint64_t size
 			return ret;
 	}
 	ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj, size);
+	if (ret == -ENOSPC && ofs_reclaim(ofs))
+		ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj, size);
 	/* truncate(2) by path holds once it returns; ftruncate joins its writer's commit. */
 	if (!ret && (!from_fd || temporary))
 		ret = ofs_commit(ofs, in, 0);
@@ -956,6 +1044,58 @@ static void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, m
 	fuse_reply_create(req, &e, fi);
 }
 
+/* The committed version's per-page checksums, loaded once per inode. */
+static int ofs_load_pcs(struct ofs *ofs, struct ofs_inode *in)
+{
+	uint64_t *pcs;
+	int ret = 0;
+
+	pthread_mutex_lock(&ofs->lock);
+	if (!in->pcs) {
+		pcs = malloc(in->m.npages * sizeof(*pcs));
+		ret = pcs ? meta_pcsums_get(ofs->store.meta, in->ino, pcs, in->m.npages) : -ENOMEM;
+		if (ret)
+			free(pcs);
+		else
+			in->pcs = pcs;
+	}
+	pthread_mutex_unlock(&ofs->lock);
+	return ret;
+}
+
+/* A read checked page by page; a mismatch is EIO, never wrong bytes. */
+static void ofs_read_verified(struct ofs *ofs, fuse_req_t req, struct ofs_inode *in,
+			      const struct kvb_map *map, size_t size, uint64_t off)
+{
+	char *buf = malloc(size), key[OFS_KEY_MAX + 1];
+	uint64_t bad = 0;
+	size_t klen = 0;
+	ssize_t n;
+
+	n = buf ? ofs->store.kvb.ops->read_verified(ofs->store.kvb.arg, map, in->pcs, buf, size,
+						    off, &bad)
+		: -ENOMEM;
+	if (n == -EBADMSG) {
+		pthread_mutex_lock(&ofs->lock);
+		ofs->csum_failures++;
+		if (ofs_key(ofs, in->ino, key, &klen))
+			klen = 0;
+		pthread_mutex_unlock(&ofs->lock);
+		key[klen] = '\0';
+		ofs_log("checksum mismatch: inode %llu key '%s' bucket %d page %llu (bucket offset "
+			"%llu): returning EIO",
+			(unsigned long long)in->ino, key, map->bucket,
+			(unsigned long long)(map->page + bad),
+			(unsigned long long)((map->page + bad) * ofs->store.geom.page_size));
+		n = -EIO;
+	}
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
 static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			struct fuse_file_info *fi)
 {
@@ -964,7 +1104,7 @@ static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct ofs_inode *in = ofs_iget(ofs, ino);
 	struct kvb_map map;
 	off_t pos;
-	int fd, ret;
+	int fd;
 
 	(void)fi;
 	if (!in) {
@@ -981,8 +1121,9 @@ static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	} else {
 		if (size > map.size - (uint64_t)off)
 			size = (size_t)(map.size - (uint64_t)off);
-		ret = ops->read_fd(ofs->store.kvb.arg, &map, (uint64_t)off, &fd, &pos);
-		if (ret == 0) {
+		if (ofs->verify && !in->obj && map.bucket >= 0 && ofs_load_pcs(ofs, in) == 0)
+			ofs_read_verified(ofs, req, in, &map, size, (uint64_t)off);
+		else if (ops->read_fd(ofs->store.kvb.arg, &map, (uint64_t)off, &fd, &pos) == 0) {
 			/* Straight from the bucket file: no copy through our memory. */
 			struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
 
@@ -1021,6 +1162,9 @@ static void ofs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t
 	if (!in->obj)
 		n = -EBADF;
 	else
+		n = ofs->store.kvb.ops->obj_write(ofs->store.kvb.arg, in->obj, buf, size,
+						 (uint64_t)off);
+	if (n == -ENOSPC && ofs_reclaim(ofs))
 		n = ofs->store.kvb.ops->obj_write(ofs->store.kvb.arg, in->obj, buf, size,
 						 (uint64_t)off);
 	if (n > 0) {
@@ -1104,9 +1248,7 @@ static void ofs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	(void)ino;
 	(void)datasync;
 	(void)fi;
-	pthread_mutex_lock(&ofs->lock);
-	ret = meta_sync(ofs->store.meta);
-	pthread_mutex_unlock(&ofs->lock);
+	ret = ofs_durable(ofs, NULL);
 	fuse_reply_err(req, -ret);
 }
 
@@ -1134,9 +1276,13 @@ static void ofs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off
 	} else {
 		ops->obj_view(ofs->store.kvb.arg, in->obj, &view);
 		/* Mode 0 grows the file: the run is reserved, and the new bytes are zeros. */
-		if ((uint64_t)off + (uint64_t)len > view.size)
+		if ((uint64_t)off + (uint64_t)len > view.size) {
 			ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj,
 						(uint64_t)off + (uint64_t)len);
+			if (ret == -ENOSPC && ofs_reclaim(ofs))
+				ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj,
+							(uint64_t)off + (uint64_t)len);
+		}
 	}
 	pthread_rwlock_unlock(&in->rw);
 	fuse_reply_err(req, -ret);

@@ -137,6 +137,99 @@ static int store_geom_check(const struct ofs_config *cfg, const struct meta_geom
 	return 0;
 }
 
+int ofs_store_sync(struct ofs_store *s, pthread_mutex_t *meta_lock, uint64_t *released)
+{
+	uint64_t g, mark, n = 0;
+	int ret;
+
+	pthread_mutex_lock(&s->sync_lock);
+	/* Commits from here on get a newer generation: this barrier may miss their data. */
+	if (meta_lock)
+		pthread_mutex_lock(meta_lock);
+	g = s->gen++;
+	if (meta_lock)
+		pthread_mutex_unlock(meta_lock);
+	/* Data first: a durable record must never point at bytes that are not. */
+	ret = s->kvb.ops->barrier(s->kvb.arg, &mark);
+	if (!ret) {
+		if (meta_lock)
+			pthread_mutex_lock(meta_lock);
+		ret = meta_sync(s->meta, g);
+		if (!ret)
+			s->synced_gen = g;
+		if (meta_lock)
+			pthread_mutex_unlock(meta_lock);
+	}
+	if (!ret)
+		n = s->kvb.ops->release(s->kvb.arg, mark);
+	pthread_mutex_unlock(&s->sync_lock);
+	if (released)
+		*released = n;
+	return ret;
+}
+
+struct store_unsynced {
+	struct meta_inode *v;
+	size_t n, cap;
+};
+
+static int store_collect(void *ctx, const struct meta_inode *in)
+{
+	struct store_unsynced *u = ctx;
+
+	if (u->n == u->cap) {
+		size_t cap = u->cap ? u->cap * 2 : 64;
+		struct meta_inode *v = realloc(u->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		u->v = v;
+		u->cap = cap;
+	}
+	u->v[u->n++] = *in;
+	return 0;
+}
+
+/*
+ * After an unclean stop, a version committed after the last barrier may
+ * have lost its data to a power cut while its record survived.  Check each
+ * one against its checksum; fall back to the last durable version, or drop
+ * the file when it had none.  After a daemon kill every check passes.
+ */
+static int store_verify_unsynced(struct ofs_store *s)
+{
+	struct store_unsynced u = { 0 };
+	size_t i;
+	int ret;
+
+	ret = meta_foreach_unsynced(s->meta, s->synced_gen, store_collect, &u);
+	for (i = 0; !ret && i < u.n; i++) {
+		struct meta_inode *in = &u.v[i];
+		struct kvb_map map = { in->bucket, in->page, in->npages, in->size };
+		uint64_t csum;
+
+		if (s->kvb.ops->checksum(s->kvb.arg, &map, &csum) == 0 && csum == in->csum)
+			continue;
+		if (in->prev_bucket >= 0) {
+			in->bucket = in->prev_bucket;
+			in->page = in->prev_page;
+			in->npages = in->prev_npages;
+			in->size = in->prev_size;
+			in->csum = in->prev_csum;
+			in->prev_bucket = -1;
+			ret = meta_commit_object(s->meta, in, NULL, 0);
+			s->reverted++;
+		} else {
+			ret = meta_delete(s->meta, in->ino);
+			s->dropped_corrupt++;
+		}
+	}
+	free(u.v);
+	if (!ret)
+		ret = meta_prev_clear(s->meta);
+	return ret;
+}
+
 int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err, size_t errlen)
 {
 	struct kvb_pages_geom pg;
@@ -146,6 +239,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 
 	memset(s, 0, sizeof(*s));
 	s->lock_fd = -1;
+	pthread_mutex_init(&s->sync_lock, NULL);
 	if (!cfg->root) {
 		snprintf(err, errlen, "no ROOT given");
 		return -EINVAL;
@@ -228,7 +322,12 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	}
 	ret = meta_clean_get(s->meta, &s->was_clean);
 	if (!ret)
+		ret = meta_synced_gen(s->meta, &s->synced_gen);
+	s->gen = s->synced_gen + 1;
+	if (!ret)
 		ret = meta_recover(s->meta, &s->dropped_new, &s->dropped_orphans);
+	if (!ret && !s->was_clean)
+		ret = store_verify_unsynced(s);
 	if (ret) {
 		snprintf(err, errlen, "recovery failed: %s", meta_errmsg(s->meta));
 		goto out;
@@ -267,8 +366,13 @@ int ofs_store_close(struct ofs_store *s)
 
 	if (!s->meta)
 		return 0;
+	/* Every freed run reusable, every record durable, before the snapshot. */
+	ret = ofs_store_sync(s, NULL, NULL);
+	if (!ret)
+		ret = meta_prev_clear(s->meta);
 	/* Bitmaps and the clean flag in one transaction: both or neither. */
-	ret = meta_begin(s->meta);
+	if (!ret)
+		ret = meta_begin(s->meta);
 	if (!ret)
 		ret = s->kvb.ops->stop(s->kvb.arg, s->meta);
 	if (!ret)

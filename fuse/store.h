@@ -9,6 +9,7 @@
 #ifndef OFFLOADFS_STORE_H
 #define OFFLOADFS_STORE_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "kvb.h"
@@ -39,13 +40,29 @@ struct ofs_store {
 	int was_clean;
 	uint64_t dropped_new;  /* recovery counts */
 	uint64_t dropped_orphans;
+	uint64_t reverted;     /* unsynced versions that failed their checksum */
+	uint64_t dropped_corrupt;
 	char start_msg[256];
+	/*
+	 * Sync generations: commits record gen; a barrier makes every commit
+	 * of gen <= synced_gen durable.  Both under the caller's metadata lock.
+	 */
+	uint64_t gen, synced_gen;
+	pthread_mutex_t sync_lock; /* one barrier at a time */
 };
 
 /* Parse "4G", "64K", "1048576"; -EINVAL on anything else or overflow. */
 int ofs_parse_size(const char *s, uint64_t *out);
 
 int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err, size_t errlen);
+/*
+ * The durability barrier: every commit recorded before it, data and
+ * metadata, survives a power cut once it returns; pages freed before it
+ * become reusable.  meta_lock serialises the metadata connection (the
+ * daemon's lock; NULL when single-threaded).  Returns pages released.
+ */
+int ofs_store_sync(struct ofs_store *s, pthread_mutex_t *meta_lock, uint64_t *released);
+
 /* Save the clean snapshot and close.  Returns the first error met. */
 int ofs_store_close(struct ofs_store *s);
 

@@ -59,12 +59,14 @@ struct kvb_ops {
 	int (*obj_dirty)(void *arg, struct kvb_obj *o);
 	/*
 	 * Make the working data stable (fsync it when sync is set) and give
-	 * the mapping and XXH3-64 checksum to record.  Then exactly one
-	 * commit_done: ok=1 once the record is committed (the old pages are
-	 * freed), ok=0 when it failed (the committed mapping stays).
+	 * the mapping, the XXH3-64 checksum and the per-page checksums
+	 * (map->npages of them, valid until commit_done) to record.  Then
+	 * exactly one commit_done: ok=1 once the record is committed (the old
+	 * pages are freed at the next barrier), ok=0 when it failed (the
+	 * committed mapping stays).
 	 */
 	int (*obj_commit_prepare)(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,
-				  uint64_t *csum);
+				  uint64_t *csum, const uint64_t **pcsums);
 	void (*obj_commit_done)(void *arg, struct kvb_obj *o, int ok);
 	/* Drop the working state, freeing what was never committed. */
 	void (*obj_close)(void *arg, struct kvb_obj *o);
@@ -78,8 +80,23 @@ struct kvb_ops {
 	int (*read_fd)(void *arg, const struct kvb_map *m, uint64_t off, int *fd, off_t *pos);
 	/* Make the bytes of m durable (fsync their bucket). */
 	int (*sync)(void *arg, const struct kvb_map *m);
-	/* Free the pages of a committed object whose record is gone. */
+	/* Free the pages of a committed object whose record is gone (at the next barrier). */
 	int (*remove)(void *arg, const struct kvb_map *m);
+	/*
+	 * Durability barrier, in two halves around the metadata sync: barrier
+	 * makes every byte written so far durable and returns a mark of the
+	 * runs freed so far; once the metadata sync that follows has
+	 * returned, release(mark) makes those runs reusable and returns how
+	 * many pages it gave back.
+	 */
+	int (*barrier)(void *arg, uint64_t *mark);
+	uint64_t (*release)(void *arg, uint64_t mark);
+	/*
+	 * Read committed bytes checking every page they touch against the
+	 * per-page checksums; -EBADMSG with *bad_page set on a mismatch.
+	 */
+	ssize_t (*read_verified)(void *arg, const struct kvb_map *m, const uint64_t *pcsums,
+				 void *buf, size_t len, uint64_t off, uint64_t *bad_page);
 	int (*statfs)(void *arg, struct kvb_statfs *st);
 	/* The external descriptor of a committed object (see DESIGN.md). */
 	int (*describe)(void *arg, const struct kvb_map *m, char *buf, size_t len);

@@ -44,7 +44,14 @@ struct pages_bucket {
 	pthread_mutex_t lock;
 	struct alloc a;
 	int fd;
+	int dirty;          /* written since the last barrier (atomic) */
 	unsigned char *mem;
+};
+
+/* A committed run whose record is gone: reusable after the next barrier. */
+struct pages_freed {
+	int32_t bucket;
+	uint64_t page, npages;
 };
 
 struct pages {
@@ -56,6 +63,17 @@ struct pages {
 	uint32_t nbuckets;
 	struct pages_bucket *b;
 	struct kvb_mem_faults *faults;
+	pthread_mutex_t flock;  /* the freed list */
+	struct pages_freed *freed;
+	uint64_t nfreed, freed_cap;
+};
+
+/* Whole-object and per-page XXH3-64 of a byte stream fed in order. */
+struct pages_hasher {
+	XXH3_state_t *whole, *page;
+	uint64_t done;     /* bytes fed */
+	uint64_t *pcs;     /* sums of the completed pages */
+	uint64_t cap;
 };
 
 struct kvb_obj {
@@ -63,9 +81,10 @@ struct kvb_obj {
 	struct kvb_map w;  /* working run and size */
 	struct kvb_map pending; /* mapping handed out by commit_prepare */
 	int dirty;
-	XXH3_state_t *hs;  /* streaming checksum of [0, hashed) */
-	uint64_t hashed;
+	/* Sequential writes from 0 are hashed as they arrive; else re-read at commit. */
+	struct pages_hasher h;
 	int hash_ok;
+	uint64_t *pcs;     /* per-page sums handed out by commit_prepare */
 	size_t klen;
 	char key[];
 };
@@ -106,6 +125,35 @@ static int pages_free_run(struct pages *p, int32_t b, uint64_t page, uint64_t n)
 	if (ret)
 		fprintf(stderr, "offloadfs: BUG: free of bucket %d pages %llu+%llu: %s\n", b,
 			(unsigned long long)page, (unsigned long long)n, strerror(-ret));
+	return ret;
+}
+
+/*
+ * A run a committed record pointed at: its bits stay set until the next
+ * barrier has made the record change durable, so a power cut can never
+ * bring back a mapping whose pages were handed to someone else.
+ */
+static int pages_free_later(struct pages *p, int32_t b, uint64_t page, uint64_t n)
+{
+	int ret = 0;
+
+	if (b < 0 || n == 0)
+		return 0;
+	pthread_mutex_lock(&p->flock);
+	if (p->nfreed == p->freed_cap) {
+		uint64_t cap = p->freed_cap ? p->freed_cap * 2 : 64;
+		struct pages_freed *f = realloc(p->freed, cap * sizeof(*f));
+
+		if (f) {
+			p->freed = f;
+			p->freed_cap = cap;
+		}
+	}
+	if (p->nfreed < p->freed_cap)
+		p->freed[p->nfreed++] = (struct pages_freed){ b, page, n };
+	else
+		ret = -ENOMEM; /* the pages stay allocated: leaked until the next rebuild */
+	pthread_mutex_unlock(&p->flock);
 	return ret;
 }
 
@@ -154,6 +202,7 @@ static int pages_extend_run(struct pages *p, struct kvb_map *m, uint64_t n)
 
 static int pages_write_all(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off)
 {
+	__atomic_store_n(&p->b[b].dirty, 1, __ATOMIC_RELAXED);
 	while (len) {
 		ssize_t n = p->io->pwrite(p, b, buf, len, off);
 
@@ -211,37 +260,109 @@ static int pages_copy(struct pages *p, const struct kvb_map *from, const struct 
 	return ret;
 }
 
-static int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum)
+static int hasher_init(struct pages_hasher *h)
 {
-	XXH3_state_t *st;
+	memset(h, 0, sizeof(*h));
+	h->whole = XXH3_createState();
+	h->page = XXH3_createState();
+	if (!h->whole || !h->page) {
+		XXH3_freeState(h->whole);
+		XXH3_freeState(h->page);
+		h->whole = h->page = NULL;
+		return -ENOMEM;
+	}
+	XXH3_64bits_reset(h->whole);
+	XXH3_64bits_reset(h->page);
+	return 0;
+}
+
+static void hasher_release(struct pages_hasher *h)
+{
+	XXH3_freeState(h->whole);
+	XXH3_freeState(h->page);
+	free(h->pcs);
+	memset(h, 0, sizeof(*h));
+}
+
+static int hasher_feed(struct pages_hasher *h, uint64_t ps, const char *buf, size_t len)
+{
+	XXH3_64bits_update(h->whole, buf, len);
+	while (len) {
+		uint64_t in_page = h->done % ps;
+		size_t n = ps - in_page < len ? (size_t)(ps - in_page) : len;
+
+		XXH3_64bits_update(h->page, buf, n);
+		h->done += n;
+		buf += n;
+		len -= n;
+		if (h->done % ps == 0) {
+			uint64_t idx = h->done / ps - 1;
+
+			if (idx >= h->cap) {
+				uint64_t cap = h->cap ? h->cap * 2 : 16;
+				uint64_t *pcs = realloc(h->pcs, cap * sizeof(*pcs));
+
+				if (!pcs)
+					return -ENOMEM;
+				h->pcs = pcs;
+				h->cap = cap;
+			}
+			h->pcs[idx] = XXH3_64bits_digest(h->page);
+			XXH3_64bits_reset(h->page);
+		}
+	}
+	return 0;
+}
+
+/* The sums so far, without ending the stream: more appends may follow. */
+static void hasher_result(const struct pages_hasher *h, uint64_t ps, uint64_t *csum,
+			  uint64_t *pcs)
+{
+	uint64_t full = h->done / ps;
+
+	*csum = XXH3_64bits_digest(h->whole);
+	if (full)
+		memcpy(pcs, h->pcs, full * sizeof(*pcs));
+	if (h->done % ps)
+		pcs[full] = XXH3_64bits_digest(h->page);
+}
+
+/* Hash an object's bytes as stored: whole and, when pcs is set, per page. */
+static int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum, uint64_t *pcs)
+{
+	struct pages_hasher h;
 	char *buf;
 	uint64_t done = 0;
-	int ret = 0;
+	int ret;
 
 	if (m->size == 0 || m->bucket < 0) {
 		*csum = XXH3_64bits(NULL, 0);
 		return 0;
 	}
 	buf = malloc(PAGES_COPY_CHUNK);
-	st = XXH3_createState();
-	if (!buf || !st) {
-		free(buf);
-		XXH3_freeState(st);
+	if (!buf)
 		return -ENOMEM;
-	}
-	XXH3_64bits_reset(st);
-	while (done < m->size && !ret) {
+	ret = hasher_init(&h);
+	while (!ret && done < m->size) {
 		size_t n = m->size - done < PAGES_COPY_CHUNK ? (size_t)(m->size - done)
 							     : PAGES_COPY_CHUNK;
 
 		ret = pages_read_all(p, (uint32_t)m->bucket, buf, n, pages_byte(p, m, done));
 		if (!ret)
-			XXH3_64bits_update(st, buf, n);
+			ret = hasher_feed(&h, p->page_size, buf, n);
 		done += n;
 	}
-	if (!ret)
-		*csum = XXH3_64bits_digest(st);
-	XXH3_freeState(st);
+	if (!ret) {
+		uint64_t *tmp = pcs ? pcs : malloc((m->npages + 1) * sizeof(*tmp));
+
+		if (tmp)
+			hasher_result(&h, p->page_size, csum, tmp);
+		else
+			ret = -ENOMEM;
+		if (!pcs)
+			free(tmp);
+	}
+	hasher_release(&h);
 	free(buf);
 	return ret;
 }
@@ -333,12 +454,10 @@ static int pages_obj_open(void *arg, const struct kvb_map *c, const char *key, s
 	o = calloc(1, sizeof(*o) + klen + 1);
 	if (!o)
 		return -ENOMEM;
-	o->hs = XXH3_createState();
-	if (!o->hs) {
+	if (hasher_init(&o->h)) {
 		free(o);
 		return -ENOMEM;
 	}
-	XXH3_64bits_reset(o->hs);
 	o->hash_ok = 1;
 	o->c = *c;
 	o->w = *c;
@@ -371,10 +490,10 @@ static ssize_t pages_obj_write(void *arg, struct kvb_obj *o, const void *buf, si
 	if (end > o->w.size)
 		o->w.size = end;
 	/* Sequential writes from 0 keep a running checksum; anything else re-reads. */
-	if (o->hash_ok && off == o->hashed) {
-		XXH3_64bits_update(o->hs, buf, len);
-		o->hashed = end;
-	} else if (off < o->hashed) {
+	if (o->hash_ok && off == o->h.done) {
+		if (hasher_feed(&o->h, p->page_size, buf, len))
+			o->hash_ok = 0;
+	} else if (off < o->h.done) {
 		o->hash_ok = 0;
 	}
 	o->dirty = 1;
@@ -400,7 +519,7 @@ static int pages_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size)
 		if (ret)
 			return ret;
 	} else {
-		if (size < o->hashed)
+		if (size < o->h.done)
 			o->hash_ok = 0;
 		/* Give back what the smaller size no longer needs, but never committed pages. */
 		if (o->w.bucket >= 0) {
@@ -434,9 +553,10 @@ static int pages_obj_dirty(void *arg, struct kvb_obj *o)
 }
 
 static int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,
-				    uint64_t *csum)
+				    uint64_t *csum, const uint64_t **pcsums)
 {
 	struct pages *p = arg;
+	uint64_t *pcs;
 	int ret;
 
 	*map = o->w;
@@ -450,19 +570,38 @@ static int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, stru
 				return ret;
 		}
 	}
-	if (o->hash_ok && o->hashed == map->size) {
-		XXH3_state_t copy;
-
-		/* Digest a copy: more appends may follow this commit. */
-		XXH3_copyState(&copy, o->hs);
-		*csum = XXH3_64bits_digest(&copy);
+	pcs = realloc(o->pcs, (map->npages + 1) * sizeof(*pcs));
+	if (!pcs)
+		return -ENOMEM;
+	o->pcs = pcs;
+	if (o->hash_ok && o->h.done == map->size) {
+		hasher_result(&o->h, p->page_size, csum, pcs);
 	} else {
-		ret = pages_hash_map(p, map, csum);
+		ret = pages_hash_map(p, map, csum, pcs);
 		if (ret)
 			return ret;
 	}
+	*pcsums = pcs;
 	o->pending = *map;
 	return 0;
+}
+
+/*
+ * The pages [keep, owned) of a shared run after a commit: those below the
+ * old committed length were committed (free later), the rest never were.
+ */
+static void pages_free_tail(struct pages *p, const struct kvb_obj *o, uint64_t keep,
+			    uint64_t owned)
+{
+	uint64_t committed_end = o->c.npages < owned ? o->c.npages : owned;
+
+	if (committed_end > keep)
+		pages_free_later(p, o->c.bucket, o->c.page + keep, committed_end - keep);
+	if (owned > committed_end && owned > keep) {
+		uint64_t from = keep > committed_end ? keep : committed_end;
+
+		pages_free_run(p, o->c.bucket, o->c.page + from, owned - from);
+	}
 }
 
 static void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
@@ -480,9 +619,9 @@ static void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 		uint64_t owned = o->c.npages > o->w.npages ? o->c.npages : o->w.npages;
 
 		if (owned > n->npages)
-			pages_free_run(p, o->c.bucket, o->c.page + n->npages, owned - n->npages);
+			pages_free_tail(p, o, n->npages, owned);
 	} else {
-		pages_free_run(p, o->c.bucket, o->c.page, o->c.npages);
+		pages_free_later(p, o->c.bucket, o->c.page, o->c.npages);
 		if (o->w.bucket >= 0 && o->w.npages > n->npages)
 			pages_free_run(p, o->w.bucket, o->w.page + n->npages,
 				       o->w.npages - n->npages);
@@ -499,7 +638,8 @@ static void pages_obj_close(void *arg, struct kvb_obj *o)
 	if (!o)
 		return;
 	pages_drop_working(p, o);
-	XXH3_freeState(o->hs);
+	hasher_release(&o->h);
+	free(o->pcs);
 	free(o);
 }
 
@@ -552,7 +692,84 @@ static int pages_remove(void *arg, const struct kvb_map *m)
 		return 0;
 	if (pages_check_map(p, m))
 		return -EUCLEAN;
-	return pages_free_run(p, m->bucket, m->page, m->npages);
+	return pages_free_later(p, m->bucket, m->page, m->npages);
+}
+
+static int pages_barrier(void *arg, uint64_t *mark)
+{
+	struct pages *p = arg;
+	uint32_t i;
+	int ret = 0;
+
+	/* The freed list first: only frees recorded before the data sync are covered. */
+	pthread_mutex_lock(&p->flock);
+	*mark = p->nfreed;
+	pthread_mutex_unlock(&p->flock);
+	for (i = 0; i < p->nbuckets && !ret; i++) {
+		if (__atomic_exchange_n(&p->b[i].dirty, 0, __ATOMIC_ACQ_REL)) {
+			ret = p->io->sync(p, i);
+			if (ret)
+				__atomic_store_n(&p->b[i].dirty, 1, __ATOMIC_RELAXED);
+		}
+	}
+	return ret;
+}
+
+static uint64_t pages_release(void *arg, uint64_t mark)
+{
+	struct pages *p = arg;
+	uint64_t i, pages = 0;
+
+	pthread_mutex_lock(&p->flock);
+	if (mark > p->nfreed)
+		mark = p->nfreed;
+	for (i = 0; i < mark; i++) {
+		pages_free_run(p, p->freed[i].bucket, p->freed[i].page, p->freed[i].npages);
+		pages += p->freed[i].npages;
+	}
+	memmove(p->freed, p->freed + mark, (p->nfreed - mark) * sizeof(*p->freed));
+	p->nfreed -= mark;
+	pthread_mutex_unlock(&p->flock);
+	return pages;
+}
+
+static ssize_t pages_read_verified(void *arg, const struct kvb_map *m, const uint64_t *pcsums,
+				   void *buf, size_t len, uint64_t off, uint64_t *bad_page)
+{
+	struct pages *p = arg;
+	uint64_t first, last, from, to, pg;
+	char *tmp;
+	int ret;
+
+	if (off >= m->size || m->bucket < 0)
+		return 0;
+	ret = pages_check_map(p, m);
+	if (ret)
+		return ret;
+	if (len > m->size - off)
+		len = (size_t)(m->size - off);
+	/* Whole pages: a page's sum covers its bytes below the object size. */
+	first = off / p->page_size;
+	last = (off + len - 1) / p->page_size;
+	from = first * p->page_size;
+	to = (last + 1) * p->page_size < m->size ? (last + 1) * p->page_size : m->size;
+	tmp = malloc(to - from);
+	if (!tmp)
+		return -ENOMEM;
+	ret = pages_read_all(p, (uint32_t)m->bucket, tmp, to - from, pages_byte(p, m, from));
+	for (pg = first; !ret && pg <= last; pg++) {
+		uint64_t a = pg * p->page_size - from;
+		uint64_t b = pg * p->page_size + p->page_size < to ? a + p->page_size : to - from;
+
+		if (XXH3_64bits(tmp + a, b - a) != pcsums[pg]) {
+			*bad_page = pg;
+			ret = -EBADMSG;
+		}
+	}
+	if (!ret)
+		memcpy(buf, tmp + (off - from), len);
+	free(tmp);
+	return ret ? ret : (ssize_t)len;
 }
 
 static int pages_sync(void *arg, const struct kvb_map *m)
@@ -605,7 +822,7 @@ static int pages_checksum(void *arg, const struct kvb_map *m, uint64_t *csum)
 	struct pages *p = arg;
 	int ret = pages_check_map(p, m);
 
-	return ret ? ret : pages_hash_map(p, m, csum);
+	return ret ? ret : pages_hash_map(p, m, csum, NULL);
 }
 
 /* ---- mount and unmount ---- */
@@ -719,6 +936,8 @@ static void pages_free(void *arg)
 		pthread_mutex_destroy(&p->b[i].lock);
 	}
 	free(p->b);
+	free(p->freed);
+	pthread_mutex_destroy(&p->flock);
 	free(p->root);
 	free(p);
 }
@@ -739,6 +958,9 @@ static const struct kvb_ops pages_ops = {
 	.read_fd = pages_read_fd,
 	.sync = pages_sync,
 	.remove = pages_remove,
+	.barrier = pages_barrier,
+	.release = pages_release,
+	.read_verified = pages_read_verified,
 	.statfs = pages_statfs,
 	.describe = pages_describe,
 	.checksum = pages_checksum,
@@ -815,6 +1037,7 @@ static int pages_alloc(struct pages **out, const struct kvb_pages_geom *g, char 
 	p->bucket_size = g->bucket_size;
 	p->npages = g->bucket_size / g->page_size;
 	p->nbuckets = g->bucket_count;
+	pthread_mutex_init(&p->flock, NULL);
 	p->b = calloc(p->nbuckets, sizeof(*p->b));
 	if (!p->b) {
 		free(p);

@@ -37,6 +37,9 @@ enum {
 	ST_BITMAP_SAVE,
 	ST_BITMAP_LOAD,
 	ST_BITMAP_CLEAR,
+	ST_COMMIT_OBJECT,
+	ST_PCSUMS_GET,
+	ST_UNSYNCED,
 	ST_BEGIN,
 	ST_COMMIT,
 	ST_ROLLBACK,
@@ -44,7 +47,9 @@ enum {
 };
 
 #define INODE_COLS "ino, parent, mode, uid, gid, atime, mtime, ctime, size, " \
-		   "bucket, page, npages, csum, state"
+		   "bucket, page, npages, csum, state, gen, prev_bucket, prev_page, " \
+		   "prev_npages, prev_size, prev_csum"
+#define INODE_NCOLS 20
 
 static const char *const meta_sql[ST_N] = {
 	[ST_GET] = "SELECT " INODE_COLS " FROM inodes WHERE ino = ?1",
@@ -55,7 +60,17 @@ static const char *const meta_sql[ST_N] = {
 		      "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
 	[ST_UPDATE] = "UPDATE inodes SET mode = ?2, uid = ?3, gid = ?4, atime = ?5, "
 		      "mtime = ?6, ctime = ?7, size = ?8, bucket = ?9, page = ?10, "
-		      "npages = ?11, csum = ?12, state = ?13 WHERE ino = ?1",
+		      "npages = ?11, csum = ?12, state = ?13, gen = ?14, prev_bucket = ?15, "
+		      "prev_page = ?16, prev_npages = ?17, prev_size = ?18, prev_csum = ?19 "
+		      "WHERE ino = ?1",
+	[ST_COMMIT_OBJECT] = "UPDATE inodes SET mode = ?2, uid = ?3, gid = ?4, atime = ?5, "
+			     "mtime = ?6, ctime = ?7, size = ?8, bucket = ?9, page = ?10, "
+			     "npages = ?11, csum = ?12, state = ?13, gen = ?14, "
+			     "prev_bucket = ?15, prev_page = ?16, prev_npages = ?17, "
+			     "prev_size = ?18, prev_csum = ?19, pcsums = ?20 WHERE ino = ?1",
+	[ST_PCSUMS_GET] = "SELECT pcsums FROM inodes WHERE ino = ?1",
+	[ST_UNSYNCED] = "SELECT " INODE_COLS " FROM inodes WHERE gen > ?1 AND state = 0 "
+			"AND parent IS NOT NULL AND npages > 0",
 	[ST_DELETE] = "DELETE FROM inodes WHERE ino = ?1",
 	[ST_DETACH] = "UPDATE inodes SET parent = NULL, name = NULL WHERE ino = ?1",
 	[ST_MOVE] = "UPDATE inodes SET parent = ?2, name = ?3 WHERE ino = ?1",
@@ -94,7 +109,14 @@ static const char meta_schema[] =
 	" page INTEGER NOT NULL DEFAULT 0,"
 	" npages INTEGER NOT NULL DEFAULT 0,"
 	" csum INTEGER NOT NULL DEFAULT 0,"
-	" state INTEGER NOT NULL DEFAULT 0);"
+	" state INTEGER NOT NULL DEFAULT 0,"
+	" gen INTEGER NOT NULL DEFAULT 0,"
+	" prev_bucket INTEGER NOT NULL DEFAULT -1,"
+	" prev_page INTEGER NOT NULL DEFAULT 0,"
+	" prev_npages INTEGER NOT NULL DEFAULT 0,"
+	" prev_size INTEGER NOT NULL DEFAULT 0,"
+	" prev_csum INTEGER NOT NULL DEFAULT 0,"
+	" pcsums BLOB);"
 	"CREATE UNIQUE INDEX inodes_dentry ON inodes (parent, name);"
 	"CREATE INDEX inodes_unsettled ON inodes (state) WHERE state <> 0 OR parent IS NULL;"
 	"CREATE TABLE bitmaps (bucket INTEGER PRIMARY KEY, npages INTEGER NOT NULL,"
@@ -488,7 +510,7 @@ void meta_rollback(struct meta *m)
 		meta_step_done(m, m->st[ST_ROLLBACK]);
 }
 
-int meta_sync(struct meta *m)
+int meta_sync(struct meta *m, uint64_t synced_gen)
 {
 	int ret;
 
@@ -501,8 +523,7 @@ int meta_sync(struct meta *m)
 		return ret;
 	ret = meta_begin(m);
 	if (!ret) {
-		ret = meta_exec(m, "INSERT OR REPLACE INTO store (k, v) VALUES "
-				   "('synced', unixepoch())");
+		ret = meta_kv_set_int(m, "synced_gen", (sqlite3_int64)synced_gen);
 		if (!ret)
 			ret = meta_commit(m);
 		else
@@ -510,6 +531,15 @@ int meta_sync(struct meta *m)
 	}
 	meta_exec(m, "PRAGMA synchronous=NORMAL");
 	return ret;
+}
+
+int meta_synced_gen(struct meta *m, uint64_t *gen)
+{
+	sqlite3_int64 v = 0;
+	int ret = meta_kv_get(m, "synced_gen", &v, NULL, 0);
+
+	*gen = ret ? 0 : (uint64_t)v;
+	return ret == -ENOENT ? 0 : ret;
 }
 
 int meta_checkpoint(struct meta *m)
@@ -535,6 +565,12 @@ static void meta_row_inode(sqlite3_stmt *s, struct meta_inode *in)
 	in->npages = (uint64_t)sqlite3_column_int64(s, 11);
 	in->csum = (uint64_t)sqlite3_column_int64(s, 12);
 	in->state = sqlite3_column_int(s, 13);
+	in->gen = (uint64_t)sqlite3_column_int64(s, 14);
+	in->prev_bucket = sqlite3_column_int(s, 15);
+	in->prev_page = (uint64_t)sqlite3_column_int64(s, 16);
+	in->prev_npages = (uint64_t)sqlite3_column_int64(s, 17);
+	in->prev_size = (uint64_t)sqlite3_column_int64(s, 18);
+	in->prev_csum = (uint64_t)sqlite3_column_int64(s, 19);
 }
 
 static int meta_one_inode(sqlite3_stmt *s, struct meta_inode *out)
@@ -631,10 +667,8 @@ static int meta_changed_one(struct meta *m, int ret)
 	return ret;
 }
 
-int meta_update(struct meta *m, const struct meta_inode *in)
+static void meta_bind_update(sqlite3_stmt *s, const struct meta_inode *in)
 {
-	sqlite3_stmt *s = m->st[ST_UPDATE];
-
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)in->ino);
 	sqlite3_bind_int64(s, 2, in->mode);
 	sqlite3_bind_int64(s, 3, in->uid);
@@ -648,7 +682,79 @@ int meta_update(struct meta *m, const struct meta_inode *in)
 	sqlite3_bind_int64(s, 11, (sqlite3_int64)in->npages);
 	sqlite3_bind_int64(s, 12, (sqlite3_int64)in->csum);
 	sqlite3_bind_int(s, 13, in->state);
+	sqlite3_bind_int64(s, 14, (sqlite3_int64)in->gen);
+	sqlite3_bind_int(s, 15, in->prev_bucket);
+	sqlite3_bind_int64(s, 16, (sqlite3_int64)in->prev_page);
+	sqlite3_bind_int64(s, 17, (sqlite3_int64)in->prev_npages);
+	sqlite3_bind_int64(s, 18, (sqlite3_int64)in->prev_size);
+	sqlite3_bind_int64(s, 19, (sqlite3_int64)in->prev_csum);
+}
+
+int meta_update(struct meta *m, const struct meta_inode *in)
+{
+	sqlite3_stmt *s = m->st[ST_UPDATE];
+
+	meta_bind_update(s, in);
 	return meta_changed_one(m, meta_step_done(m, s));
+}
+
+int meta_commit_object(struct meta *m, const struct meta_inode *in, const uint64_t *pcsums,
+		       uint64_t n)
+{
+	sqlite3_stmt *s = m->st[ST_COMMIT_OBJECT];
+
+	meta_bind_update(s, in);
+	if (n)
+		sqlite3_bind_blob64(s, 20, pcsums, n * sizeof(uint64_t), SQLITE_STATIC);
+	else
+		sqlite3_bind_null(s, 20);
+	return meta_changed_one(m, meta_step_done(m, s));
+}
+
+int meta_pcsums_get(struct meta *m, uint64_t ino, uint64_t *pcsums, uint64_t n)
+{
+	sqlite3_stmt *s = m->st[ST_PCSUMS_GET];
+	int rc, ret = -ENOENT;
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW && sqlite3_column_type(s, 0) == SQLITE_BLOB) {
+		if ((uint64_t)sqlite3_column_bytes(s, 0) == n * sizeof(uint64_t)) {
+			memcpy(pcsums, sqlite3_column_blob(s, 0), n * sizeof(uint64_t));
+			ret = 0;
+		} else {
+			ret = -EUCLEAN;
+		}
+	} else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		ret = meta_errno(rc);
+	}
+	meta_finish(s);
+	return ret;
+}
+
+int meta_foreach_unsynced(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ctx)
+{
+	sqlite3_stmt *s = m->st[ST_UNSYNCED];
+	struct meta_inode in;
+	int rc, ret = 0;
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)gen);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		meta_row_inode(s, &in);
+		ret = fn(ctx, &in);
+		if (ret)
+			break;
+	}
+	if (!ret && rc != SQLITE_DONE)
+		ret = meta_errno(rc);
+	meta_finish(s);
+	return ret;
+}
+
+int meta_prev_clear(struct meta *m)
+{
+	return meta_exec(m, "UPDATE inodes SET prev_bucket = -1, prev_npages = 0 "
+			    "WHERE prev_bucket <> -1");
 }
 
 int meta_delete(struct meta *m, uint64_t ino)
@@ -702,8 +808,8 @@ int meta_readdir(struct meta *m, uint64_t dir, uint64_t after, meta_dirent_fn fn
 	sqlite3_bind_int64(s, 2, (sqlite3_int64)after);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		meta_row_inode(s, &in);
-		ret = fn(ctx, &in, sqlite3_column_blob(s, 14),
-			 (size_t)sqlite3_column_bytes(s, 14));
+		ret = fn(ctx, &in, sqlite3_column_blob(s, INODE_NCOLS),
+			 (size_t)sqlite3_column_bytes(s, INODE_NCOLS));
 		if (ret)
 			break;
 	}

@@ -41,6 +41,14 @@ struct meta_inode {
 	uint64_t page, npages;
 	uint64_t csum;      /* XXH3-64 of [0, size) when committed */
 	int state;          /* enum meta_state */
+	uint64_t gen;       /* sync generation of the last commit (meta_sync) */
+	/*
+	 * The last version known durable, while the current one may not be:
+	 * recovery after a power cut falls back to it when the current
+	 * version's pages do not match its checksum.  prev_bucket -1: none.
+	 */
+	int32_t prev_bucket;
+	uint64_t prev_page, prev_npages, prev_size, prev_csum;
 };
 
 /*
@@ -65,8 +73,13 @@ int meta_clean_set(struct meta *m, int clean);
 int meta_begin(struct meta *m);
 int meta_commit(struct meta *m);
 void meta_rollback(struct meta *m);
-/* Make every committed transaction durable against power loss (fsync WAL). */
-int meta_sync(struct meta *m);
+/*
+ * Make every committed transaction durable against power loss (fsync WAL),
+ * recording that every commit of generation <= synced_gen is durable.
+ */
+int meta_sync(struct meta *m, uint64_t synced_gen);
+/* The generation recorded by the last meta_sync (0 if none). */
+int meta_synced_gen(struct meta *m, uint64_t *gen);
 /* Checkpoint the WAL into the database file and truncate it. */
 int meta_checkpoint(struct meta *m);
 
@@ -79,6 +92,14 @@ int meta_name(struct meta *m, uint64_t ino, uint64_t *parent, char *name, size_t
 int meta_insert(struct meta *m, struct meta_inode *in, const char *name, size_t len);
 /* Write every attribute and the mapping of in->ino. */
 int meta_update(struct meta *m, const struct meta_inode *in);
+/*
+ * Record a new committed version: meta_update plus the per-page checksums
+ * (XXH3-64 of each page's bytes below size; n = npages).
+ */
+int meta_commit_object(struct meta *m, const struct meta_inode *in, const uint64_t *pcsums,
+		       uint64_t n);
+/* The per-page checksums of ino: -ENOENT when none are recorded. */
+int meta_pcsums_get(struct meta *m, uint64_t ino, uint64_t *pcsums, uint64_t n);
 int meta_delete(struct meta *m, uint64_t ino);
 /* Detach ino from the namespace, keeping its row (unlinked while open). */
 int meta_detach(struct meta *m, uint64_t ino);
@@ -105,6 +126,15 @@ int meta_foreach_mapping(struct meta *m, meta_map_fn fn, void *ctx);
  * files that were unlinked while open.  Counts of each are returned.
  */
 int meta_recover(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphans);
+
+/*
+ * Call fn for each committed object whose last commit is newer than gen
+ * (not known durable).  fn may not change the store; collect and act after.
+ */
+typedef int (*meta_ino_fn)(void *ctx, const struct meta_inode *in);
+int meta_foreach_unsynced(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ctx);
+/* Forget every previous version (all current versions are durable now). */
+int meta_prev_clear(struct meta *m);
 
 /* Regular files (objects) in the store. */
 int meta_count_files(struct meta *m, uint64_t *n);

@@ -369,7 +369,13 @@ START_TEST(test_transactions_and_sync)
 	ck_assert_int_eq(meta_begin(m), 0);
 	ck_assert_int_eq(meta_insert(m, &a, "kept", 4), 0);
 	ck_assert_int_eq(meta_commit(m), 0);
-	ck_assert_int_eq(meta_sync(m), 0);
+	ck_assert_int_eq(meta_sync(m, 5), 0);
+	{
+		uint64_t g;
+
+		ck_assert_int_eq(meta_synced_gen(m, &g), 0);
+		ck_assert_uint_eq(g, 5);
+	}
 	ck_assert_int_eq(meta_checkpoint(m), 0);
 	meta_close(m);
 	ck_assert_int_eq(meta_open(dbpath, 0, &m, err, sizeof(err)), 0);

@@ -64,10 +64,23 @@ static void put(struct kvb_obj *o, size_t len, uint64_t off, unsigned seed)
 	free(buf);
 }
 
+/* A durability barrier with nothing to sync: freed runs become reusable. */
+static uint64_t settle(void)
+{
+	uint64_t mark;
+
+	ck_assert_int_eq(kvb.ops->barrier(kvb.arg, &mark), 0);
+	return kvb.ops->release(kvb.arg, mark);
+}
+
 static void commit(struct kvb_obj *o, struct kvb_map *map, uint64_t *csum)
 {
-	ck_assert_int_eq(kvb.ops->obj_commit_prepare(kvb.arg, o, 0, map, csum), 0);
+	const uint64_t *pcs;
+
+	ck_assert_int_eq(kvb.ops->obj_commit_prepare(kvb.arg, o, 0, map, csum, &pcs), 0);
+	ck_assert_ptr_nonnull(pcs);
 	kvb.ops->obj_commit_done(kvb.arg, o, 1);
+	settle();
 }
 
 static void expect(const struct kvb_map *m, const char *want, size_t len)
@@ -130,9 +143,13 @@ START_TEST(test_write_commit_read)
 	expect(&map, buf, sizeof(buf));
 	ck_assert_uint_eq(free_pages(), before - 4);
 	ck_assert_int_eq(kvb.ops->remove(kvb.arg, &map), 0);
+	/* Held until the record change is durable. */
+	ck_assert_uint_eq(free_pages(), before - 4);
+	ck_assert_uint_eq(settle(), 4);
 	ck_assert_uint_eq(free_pages(), before);
-	/* A second remove is a double free: refused, counts unchanged. */
-	ck_assert_int_ne(kvb.ops->remove(kvb.arg, &map), 0);
+	/* A second remove is a double free: refused at release, counts unchanged. */
+	ck_assert_int_eq(kvb.ops->remove(kvb.arg, &map), 0);
+	settle();
 	ck_assert_uint_eq(free_pages(), before);
 }
 END_TEST
@@ -340,6 +357,7 @@ START_TEST(test_efbig_enospc_spill)
 	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, big, 1, 0), -ENOSPC);
 	kvb.ops->obj_close(kvb.arg, o);
 	ck_assert_int_eq(kvb.ops->remove(kvb.arg, &m[0]), 0);
+	settle();
 	for (i = 2; i < 4; i++)
 		m[i] = make("z", 32 * PS, (unsigned)i);
 	ck_assert_uint_eq(free_pages(), 0);
@@ -392,13 +410,96 @@ START_TEST(test_failed_commit_keeps_old)
 	before = free_pages();
 	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &c, "fc", 2, &o), 0);
 	put(o, PS, 0, 4);
-	ck_assert_int_eq(kvb.ops->obj_commit_prepare(kvb.arg, o, 1, &n, &csum), 0);
+	{
+		const uint64_t *pcs;
+
+		ck_assert_int_eq(kvb.ops->obj_commit_prepare(kvb.arg, o, 1, &n, &csum, &pcs), 0);
+	}
 	/* The metadata commit failed: the old object stays, the new run is freed at close. */
 	kvb.ops->obj_commit_done(kvb.arg, o, 0);
 	ck_assert_int_eq(kvb.ops->obj_dirty(kvb.arg, o), 1);
 	kvb.ops->obj_close(kvb.arg, o);
 	ck_assert_uint_eq(free_pages(), before);
 	expect(&c, old, PS);
+}
+END_TEST
+
+START_TEST(test_freed_pages_wait_for_barrier)
+{
+	struct kvb_pages_geom g = { PS, 4 * PS, 1 };
+	struct kvb_map a, empty = KVB_MAP_EMPTY, n;
+	struct kvb_obj *o;
+	const uint64_t *pcs;
+	uint64_t csum;
+
+	kvb_release(&kvb);
+	ck_assert_int_eq(kvb_mem_init(&kvb, &g, &faults), 0);
+	a = make("a", 4 * PS, 1);
+	ck_assert_int_eq(kvb.ops->remove(kvb.arg, &a), 0);
+	/* Before the barrier the old pages cannot be handed out again. */
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "b", 1, &o), 0);
+	{
+		char c = 'x';
+
+		ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, &c, 1, 0), -ENOSPC);
+		ck_assert_uint_eq(settle(), 4);
+		ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, &c, 1, 0), 1);
+	}
+	ck_assert_int_eq(kvb.ops->obj_commit_prepare(kvb.arg, o, 0, &n, &csum, &pcs), 0);
+	kvb.ops->obj_commit_done(kvb.arg, o, 1);
+	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_uint_eq(free_pages(), 3);
+}
+END_TEST
+
+START_TEST(test_page_checksums_and_verified_read)
+{
+	struct kvb_map empty = KVB_MAP_EMPTY, map, rnd;
+	struct kvb_obj *o;
+	const uint64_t *pcs;
+	uint64_t csum, keep[4], bad = 99;
+	char buf[3 * PS + 100], got[3 * PS + 100];
+	int i;
+
+	fill(buf, sizeof(buf), 11);
+	/* Streamed (sequential) and re-read (random order) give the same sums. */
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "p", 1, &o), 0);
+	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf, 5000, 0), 5000);
+	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf + 5000, sizeof(buf) - 5000, 5000),
+			 (ssize_t)(sizeof(buf) - 5000));
+	ck_assert_int_eq(kvb.ops->obj_commit_prepare(kvb.arg, o, 0, &map, &csum, &pcs), 0);
+	ck_assert_uint_eq(map.npages, 4);
+	for (i = 0; i < 4; i++) {
+		size_t len = i < 3 ? PS : 100;
+
+		ck_assert_uint_eq(pcs[i], XXH3_64bits(buf + (size_t)i * PS, len));
+	}
+	memcpy(keep, pcs, sizeof(keep));
+	kvb.ops->obj_commit_done(kvb.arg, o, 1);
+	kvb.ops->obj_close(kvb.arg, o);
+
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "q", 1, &o), 0);
+	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf + PS, sizeof(buf) - PS, PS),
+			 (ssize_t)(sizeof(buf) - PS));
+	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf, PS, 0), PS);
+	ck_assert_int_eq(kvb.ops->obj_commit_prepare(kvb.arg, o, 0, &rnd, &csum, &pcs), 0);
+	ck_assert_mem_eq(pcs, keep, sizeof(keep));
+	kvb.ops->obj_commit_done(kvb.arg, o, 1);
+	kvb.ops->obj_close(kvb.arg, o);
+
+	/* Partial and unaligned verified reads return the right bytes. */
+	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &map, keep, got, 10, PS - 5, &bad), 10);
+	ck_assert_mem_eq(got, buf + PS - 5, 10);
+	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &map, keep, got, sizeof(got), 0, &bad),
+			 (ssize_t)sizeof(buf));
+	ck_assert_mem_eq(got, buf, sizeof(buf));
+	/* A checksum that does not match is an error naming the page, never the bytes. */
+	keep[2] ^= 1;
+	memset(got, 0, sizeof(got));
+	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &map, keep, got, 10, 2 * PS + 3, &bad),
+			 -EBADMSG);
+	ck_assert_uint_eq(bad, 2);
+	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &map, keep, got, 10, PS, &bad), 10);
 }
 END_TEST
 
@@ -470,7 +571,13 @@ START_TEST(test_store_create_snapshot_rebuild)
 		fill(buf, sizeof(buf), (unsigned)i);
 		ck_assert_int_eq(s.kvb.ops->obj_write(s.kvb.arg, o, buf, sizeof(buf), 0),
 				 (ssize_t)sizeof(buf));
-		ck_assert_int_eq(s.kvb.ops->obj_commit_prepare(s.kvb.arg, o, 1, &map, &csum), 0);
+		{
+			const uint64_t *pcs;
+
+			ck_assert_int_eq(s.kvb.ops->obj_commit_prepare(s.kvb.arg, o, 1, &map, &csum,
+								       &pcs),
+					 0);
+		}
 		memset(&in, 0, sizeof(in));
 		in.parent = META_ROOT_INO;
 		in.mode = 0100644;
@@ -603,6 +710,8 @@ static Suite *pages_suite(void)
 	tcase_add_test(mem, test_failed_write_leaks_nothing);
 	tcase_add_test(mem, test_failed_commit_keeps_old);
 	tcase_add_test(mem, test_describe);
+	tcase_add_test(mem, test_freed_pages_wait_for_barrier);
+	tcase_add_test(mem, test_page_checksums_and_verified_read);
 	suite_add_tcase(s, mem);
 
 	tcase_add_checked_fixture(files, dir_setup, dir_teardown);
