@@ -1,97 +1,245 @@
 /*
  * offloadctl: operator commands for an offloadfs store.
  *
- *   offloadctl fsck ROOT [--meta PATH]   check an unmounted store (read-only)
+ *   offloadctl fsck ROOT [--meta PATH] [--repair]   check an unmounted store
+ *   offloadctl scrub MOUNTPOINT                      checksum pass on a mounted store
  *
- * fsck never writes: it takes the same exclusive lock on ROOT as the daemon
- * (so it refuses a mounted store), opens the metadata read-only, rebuilds
- * the bitmaps from the mappings, compares them with the clean-unmount
- * snapshot, and verifies every committed object's checksum.
+ * fsck takes the same exclusive lock on ROOT as the daemon (so it refuses a
+ * mounted store), never touches a database that is not ours, and without
+ * --repair writes nothing.  It checks invariant 1 (committed runs disjoint,
+ * in range and inside their bucket files; the clean snapshot equal to the
+ * bitmaps rebuilt from the mappings, i.e. no leaked pages) and invariant 2
+ * (every committed object's checksum), plus the schema version, the
+ * geometry and the bucket file sizes.  Exit 0 only when clean, 1 when
+ * problems were found, 2 when the check could not run.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <xxhash.h>
 
 #include "alloc.h"
 #include "kvb.h"
 #include "meta.h"
 #include "store.h"
 
+#define LOST_FOUND "lost+found"
+
+/* ---- progress: a bar on a terminal, a line every few seconds otherwise ---- */
+
+struct progress {
+	const char *what;
+	uint64_t total, done;
+	int tty;
+	time_t last;
+};
+
+static void progress_show(struct progress *p, int final)
+{
+	time_t now = time(NULL);
+
+	if (p->tty) {
+		int width = 40, fill = p->total ? (int)(p->done * (uint64_t)width / p->total) : width;
+
+		if (!final && now == p->last && p->done != p->total)
+			return;
+		fprintf(stderr, "\r%s [%.*s%*s] %" PRIu64 "/%" PRIu64 "%s", p->what, fill,
+			"########################################", width - fill, "", p->done,
+			p->total, final ? "\n" : "");
+	} else {
+		if (!final && now - p->last < 5)
+			return;
+		fprintf(stderr, "%s: %" PRIu64 "/%" PRIu64 "\n", p->what, p->done, p->total);
+	}
+	p->last = now;
+	fflush(stderr);
+}
+
+/* ---- fsck ---- */
+
 struct fsck {
 	struct meta *meta;
 	struct meta_geom geom;
 	struct alloc *rebuilt;
+	uint64_t *bucket_bytes; /* actual size of each bucket file */
 	struct kvb kvb;
-	uint64_t objects, overlaps, out_of_range, bad_csum, io_errors;
 	int have_kvb;
+	uint64_t synced_gen;
+	struct progress prog;
+	uint64_t objects, overlaps, out_of_range, past_eof, bad_csum, unsynced_bad, io_errors,
+		quarantined;
+	uint64_t *corrupt;      /* inos to quarantine on --repair */
+	size_t ncorrupt, capcorrupt;
 };
 
-static int fsck_map(void *ctx, uint64_t ino, int32_t bucket, uint64_t page, uint64_t npages)
+/* The object's key below its tenant, and its tenant's ino, for messages and repair. */
+static void fsck_key(struct meta *m, uint64_t ino, char *out, size_t outlen, uint64_t *tenant)
+{
+	char name[META_NAME_MAX + 1], buf[8192];
+	size_t pos = sizeof(buf) - 1, len;
+	uint64_t parent;
+	int first = 1, depth = 0;
+
+	buf[pos] = '\0';
+	*tenant = 0;
+	while (depth++ < 1024 && meta_name(m, ino, &parent, name, &len) == 0) {
+		if (parent == META_ROOT_INO) {
+			*tenant = ino;
+			break;
+		}
+		if (len + 1 > pos)
+			break;
+		if (!first)
+			buf[--pos] = '/';
+		pos -= len;
+		memcpy(buf + pos, name, len);
+		first = 0;
+		ino = parent;
+	}
+	snprintf(out, outlen, "%s", buf + pos);
+}
+
+static void fsck_note_corrupt(struct fsck *f, uint64_t ino)
+{
+	if (f->ncorrupt == f->capcorrupt) {
+		size_t cap = f->capcorrupt ? f->capcorrupt * 2 : 16;
+		uint64_t *v = realloc(f->corrupt, cap * sizeof(*v));
+
+		if (!v)
+			return;
+		f->corrupt = v;
+		f->capcorrupt = cap;
+	}
+	f->corrupt[f->ncorrupt++] = ino;
+}
+
+static int fsck_map(void *ctx, const struct meta_inode *in)
 {
 	struct fsck *f = ctx;
+	char key[4096];
+	uint64_t tenant;
 	int ret;
 
 	f->objects++;
-	if (bucket < 0 || (uint32_t)bucket >= f->geom.bucket_count) {
-		printf("inode %llu: bucket %d out of range\n", (unsigned long long)ino, bucket);
+	f->prog.done++;
+	progress_show(&f->prog, 0);
+	if (in->state == META_QUARANTINED) {
+		f->quarantined++;
+		/* It yields shared pages to their intact owner, as the mount does. */
+		if (in->bucket >= 0 && (uint32_t)in->bucket < f->geom.bucket_count)
+			alloc_mark(&f->rebuilt[in->bucket], in->page, in->npages);
+		return 0;
+	}
+	if (in->bucket < 0 || (uint32_t)in->bucket >= f->geom.bucket_count) {
+		printf("inode %" PRIu64 ": bucket %d out of range\n", in->ino, in->bucket);
 		f->out_of_range++;
 		return 0;
 	}
-	ret = alloc_mark(&f->rebuilt[bucket], page, npages);
-	if (ret == -EEXIST) {
-		printf("inode %llu: bucket %d pages %llu+%llu overlap another object\n",
-		       (unsigned long long)ino, bucket, (unsigned long long)page,
-		       (unsigned long long)npages);
-		f->overlaps++;
-	} else if (ret) {
-		printf("inode %llu: bucket %d pages %llu+%llu past the end of the bucket\n",
-		       (unsigned long long)ino, bucket, (unsigned long long)page,
-		       (unsigned long long)npages);
-		f->out_of_range++;
-	} else if (f->have_kvb) {
-		struct meta_inode m;
-		struct kvb_map map;
+	ret = alloc_mark(&f->rebuilt[in->bucket], in->page, in->npages);
+	if (ret) {
+		fsck_key(f->meta, in->ino, key, sizeof(key), &tenant);
+		printf("inode %" PRIu64 " '%s': bucket %d pages %" PRIu64 "+%" PRIu64 " %s\n",
+		       in->ino, key, in->bucket, in->page, in->npages,
+		       ret == -EEXIST ? "overlap another object" : "are past the end of the bucket");
+		if (ret == -EEXIST)
+			f->overlaps++;
+		else
+			f->out_of_range++;
+	}
+	if ((in->page + in->npages) * f->geom.page_size > f->bucket_bytes[in->bucket]) {
+		fsck_key(f->meta, in->ino, key, sizeof(key), &tenant);
+		printf("inode %" PRIu64 " '%s': ends past the end of bucket file %02x (%" PRIu64
+		       " bytes)\n",
+		       in->ino, key, in->bucket, f->bucket_bytes[in->bucket]);
+		f->past_eof++;
+		fsck_note_corrupt(f, in->ino);
+		return 0;
+	}
+	if (f->have_kvb && ret != -EINVAL) {
+		struct kvb_map map = { in->bucket, in->page, in->npages, in->size };
 		uint64_t csum;
 
-		if (meta_get(f->meta, ino, &m))
-			return 0;
-		map = (struct kvb_map){ m.bucket, m.page, m.npages, m.size };
 		ret = f->kvb.ops->checksum(f->kvb.arg, &map, &csum);
 		if (ret) {
-			printf("inode %llu: cannot read: %s\n", (unsigned long long)ino,
-			       strerror(-ret));
+			printf("inode %" PRIu64 ": cannot read: %s\n", in->ino, strerror(-ret));
 			f->io_errors++;
-		} else if (csum != m.csum) {
-			printf("inode %llu: checksum mismatch (bucket %d offset %llu size %llu)\n",
-			       (unsigned long long)ino, bucket,
-			       (unsigned long long)(page * f->geom.page_size),
-			       (unsigned long long)m.size);
-			f->bad_csum++;
+		} else if (csum != in->csum) {
+			fsck_key(f->meta, in->ino, key, sizeof(key), &tenant);
+			if (in->gen > f->synced_gen && in->prev_bucket >= 0) {
+				/* Lost to a power cut before its barrier: the mount reverts it. */
+				printf("inode %" PRIu64 " '%s': unsynced version does not match its "
+				       "checksum; the next mount falls back to the last synced version\n",
+				       in->ino, key);
+				f->unsynced_bad++;
+			} else {
+				printf("inode %" PRIu64 " '%s': checksum mismatch (bucket %d offset %" PRIu64
+				       " size %" PRIu64 ")\n",
+				       in->ino, key, in->bucket, in->page * f->geom.page_size, in->size);
+				f->bad_csum++;
+				fsck_note_corrupt(f, in->ino);
+			}
 		}
 	}
 	return 0;
 }
 
-static int cmd_fsck(const char *root, const char *meta_path)
+/* Move ino into <tenant>/lost+found as quarantined; never deletes it. */
+static int fsck_quarantine(struct fsck *f, uint64_t ino)
 {
-	struct fsck f = { 0 };
-	struct kvb_pages_geom pg;
-	char err[1024], path[4096], backend[32];
-	uint64_t npages, snap_diff = 0, leaked = 0, missing = 0;
-	int lock_fd, clean = 0, problems = 0, ret, have_snapshot = 1;
-	uint32_t b;
+	struct meta_inode in, lf;
+	char key[4096], name[META_NAME_MAX + 1];
+	uint64_t tenant;
+	int ret;
 
-	lock_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (lock_fd < 0) {
-		fprintf(stderr, "offloadctl: ROOT %s: %s\n", root, strerror(errno));
+	fsck_key(f->meta, ino, key, sizeof(key), &tenant);
+	if (!tenant || meta_get(f->meta, ino, &in))
+		return -ENOENT;
+	ret = meta_lookup(f->meta, tenant, LOST_FOUND, strlen(LOST_FOUND), &lf);
+	if (ret == -ENOENT) {
+		memset(&lf, 0, sizeof(lf));
+		lf.parent = tenant;
+		lf.mode = 040700;
+		lf.atime = lf.mtime = lf.ctime = (int64_t)time(NULL) * 1000000000;
+		lf.bucket = -1;
+		lf.prev_bucket = -1;
+		ret = meta_insert(f->meta, &lf, LOST_FOUND, strlen(LOST_FOUND));
+	}
+	if (ret)
+		return ret;
+	snprintf(name, sizeof(name), "%" PRIu64, ino);
+	in.state = META_QUARANTINED;
+	ret = meta_update(f->meta, &in);
+	if (!ret)
+		ret = meta_move(f->meta, ino, lf.ino, name, strlen(name));
+	if (!ret)
+		printf("repair: '%s' moved to %s/%s\n", key, LOST_FOUND, name);
+	return ret;
+}
+
+static int fsck_open(const char *root, const char *meta_path, struct fsck *f, int *lock_fd)
+{
+	char err[1024], path[4096], backend[32];
+	struct stat st;
+	int ret;
+
+	if (stat(root, &st) || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "offloadctl: ROOT %s: %s\n", root,
+			errno && stat(root, &st) ? strerror(errno) : "not a directory");
 		return 2;
 	}
-	if (flock(lock_fd, LOCK_EX | LOCK_NB)) {
+	*lock_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX | LOCK_NB)) {
 		fprintf(stderr, "offloadctl: ROOT %s is in use (mounted?); unmount it first\n",
 			root);
 		return 2;
@@ -100,49 +248,79 @@ static int cmd_fsck(const char *root, const char *meta_path)
 		snprintf(path, sizeof(path), "%s/%s", root, OFS_DB_NAME);
 		meta_path = path;
 	}
-	ret = meta_open(meta_path, 0, &f.meta, err, sizeof(err));
+	ret = meta_open(meta_path, 0, &f->meta, err, sizeof(err));
 	if (ret < 0) {
-		fprintf(stderr, "offloadctl: %s: %s\n", meta_path, err);
+		fprintf(stderr, "offloadctl: %s: %s; not touched\n", meta_path, err);
 		return 2;
 	}
-	if (meta_geom_get(f.meta, &f.geom, backend, sizeof(backend))) {
+	if (meta_geom_get(f->meta, &f->geom, backend, sizeof(backend))) {
 		fprintf(stderr, "offloadctl: %s: the store was never formatted\n", meta_path);
-		meta_close(f.meta);
 		return 2;
 	}
+	return 0;
+}
+
+static int cmd_fsck(const char *root, const char *meta_path, int repair)
+{
+	struct fsck f = { 0 };
+	struct kvb_pages_geom pg;
+	char err[1024], path[4096];
+	uint64_t npages, snap_diff = 0, leaked = 0, missing = 0, n_new = 0, n_orphans = 0;
+	uint64_t files = 0;
+	int lock_fd = -1, clean = 0, problems = 0, ret, have_snapshot = 1, bucket_problems = 0;
+	uint32_t b;
+
+	ret = fsck_open(root, meta_path, &f, &lock_fd);
+	if (ret)
+		goto out;
 	meta_clean_get(f.meta, &clean);
-	printf("store %s: page_size %llu, bucket_size %llu, bucket_count %u, schema %d, %s\n",
-	       root, (unsigned long long)f.geom.page_size,
-	       (unsigned long long)f.geom.bucket_size, f.geom.bucket_count,
-	       META_SCHEMA_VERSION, clean ? "clean" : "not cleanly unmounted");
+	meta_synced_gen(f.meta, &f.synced_gen);
+	meta_count_files(f.meta, &files);
+	printf("store %s: page_size %" PRIu64 ", bucket_size %" PRIu64 ", bucket_count %u, "
+	       "schema %d, %s\n",
+	       root, f.geom.page_size, f.geom.bucket_size, f.geom.bucket_count,
+	       META_SCHEMA_VERSION, clean ? "cleanly unmounted" : "not cleanly unmounted");
+	if (!clean && meta_count_unsettled(f.meta, &n_new, &n_orphans) == 0 && (n_new || n_orphans))
+		printf("unfinished writes %" PRIu64 ", unlinked-open files %" PRIu64
+		       ": the next mount drops them\n",
+		       n_new, n_orphans);
 
 	/* Bucket files: present, regular, at least bucket_size. */
+	f.bucket_bytes = calloc(f.geom.bucket_count, sizeof(*f.bucket_bytes));
 	for (b = 0; b < f.geom.bucket_count; b++) {
 		struct stat st;
 		char name[32];
 
 		kvb_bucket_name(b, name, sizeof(name));
 		snprintf(path, sizeof(path), "%s/%s", root, name);
-		if (stat(path, &st)) {
+		if (stat(path, &st) || !S_ISREG(st.st_mode)) {
 			printf("%s: missing\n", name);
-			problems++;
-		} else if ((uint64_t)st.st_size < f.geom.bucket_size) {
-			printf("%s: %lld bytes, expected %llu (truncated)\n", name,
-			       (long long)st.st_size, (unsigned long long)f.geom.bucket_size);
-			problems++;
+			bucket_problems++;
+		} else {
+			f.bucket_bytes[b] = (uint64_t)st.st_size;
+			if ((uint64_t)st.st_size < f.geom.bucket_size) {
+				printf("%s: %lld bytes, expected %" PRIu64 " (truncated)\n", name,
+				       (long long)st.st_size, f.geom.bucket_size);
+				bucket_problems++;
+			}
 		}
 	}
+	problems += bucket_problems;
 	pg.page_size = f.geom.page_size;
 	pg.bucket_size = f.geom.bucket_size;
 	pg.bucket_count = f.geom.bucket_count;
-	if (!problems && kvb_pages_init(&f.kvb, root, &pg, 0, err, sizeof(err)) == 0)
+	if (!bucket_problems && kvb_pages_init(&f.kvb, root, &pg, 0, err, sizeof(err)) == 0)
 		f.have_kvb = 1;
 
 	npages = f.geom.bucket_size / f.geom.page_size;
 	f.rebuilt = calloc(f.geom.bucket_count, sizeof(*f.rebuilt));
 	for (b = 0; b < f.geom.bucket_count; b++)
 		alloc_init(&f.rebuilt[b], npages);
+	f.prog.what = "fsck";
+	f.prog.total = files;
+	f.prog.tty = isatty(2);
 	ret = meta_foreach_mapping(f.meta, fsck_map, &f);
+	progress_show(&f.prog, 1);
 	if (ret) {
 		printf("cannot read the mappings: %s\n", meta_errmsg(f.meta));
 		problems++;
@@ -150,17 +328,17 @@ static int cmd_fsck(const char *root, const char *meta_path)
 
 	/* The snapshot a clean unmount left must equal the rebuild, bit for bit. */
 	if (clean) {
-		struct alloc snap;
 		uint64_t *w = malloc(f.rebuilt[0].nwords * sizeof(uint64_t));
 
 		for (b = 0; b < f.geom.bucket_count && w; b++) {
+			struct alloc snap;
 			uint64_t p;
 
-			if (meta_bitmap_load(f.meta, b, npages, w, f.rebuilt[b].nwords)) {
+			if (meta_bitmap_load(f.meta, b, npages, w, f.rebuilt[b].nwords) ||
+			    alloc_init(&snap, npages)) {
 				have_snapshot = 0;
 				break;
 			}
-			alloc_init(&snap, npages);
 			if (alloc_load(&snap, w, f.rebuilt[b].nwords)) {
 				have_snapshot = 0;
 				alloc_release(&snap);
@@ -179,43 +357,253 @@ static int cmd_fsck(const char *root, const char *meta_path)
 		}
 		free(w);
 		if (!have_snapshot) {
-			printf("clean flag set but no bitmap snapshot\n");
+			printf("clean flag set but the bitmap snapshot is missing or malformed\n");
 			problems++;
 		} else if (snap_diff) {
-			printf("bitmap snapshot differs from the mappings in %llu bucket(s): %llu "
-			       "leaked page(s), %llu allocated page(s) not marked\n",
-			       (unsigned long long)snap_diff, (unsigned long long)leaked,
-			       (unsigned long long)missing);
+			printf("bitmap snapshot differs from the mappings in %" PRIu64 " bucket(s): %" PRIu64
+			       " leaked page(s), %" PRIu64 " page(s) in use but free in the snapshot\n",
+			       snap_diff, leaked, missing);
 			problems++;
 		} else {
 			printf("bitmap snapshot: identical to the bitmaps rebuilt from the mappings\n");
 		}
 	}
-	problems += (int)(f.overlaps + f.out_of_range + f.bad_csum + f.io_errors);
-	printf("objects %llu, overlaps %llu, out of range %llu, checksum mismatches %llu, "
-	       "read errors %llu%s\n",
-	       (unsigned long long)f.objects, (unsigned long long)f.overlaps,
-	       (unsigned long long)f.out_of_range, (unsigned long long)f.bad_csum,
-	       (unsigned long long)f.io_errors, f.have_kvb ? "" : " (checksums not checked)");
-	printf("%s\n", problems ? "fsck: PROBLEMS FOUND" : "fsck: clean");
+	problems += (int)(f.overlaps + f.out_of_range + f.past_eof + f.bad_csum + f.io_errors);
+	printf("objects %" PRIu64 ", overlaps %" PRIu64 ", out of range %" PRIu64
+	       ", past end of bucket file %" PRIu64 ", checksum mismatches %" PRIu64
+	       ", read errors %" PRIu64 ", leaked pages %" PRIu64 ", quarantined %" PRIu64 "%s\n",
+	       f.objects, f.overlaps, f.out_of_range, f.past_eof, f.bad_csum, f.io_errors, leaked,
+	       f.quarantined, f.have_kvb ? "" : " (checksums not checked)");
 
-	for (b = 0; b < f.geom.bucket_count; b++)
+	if (repair && problems) {
+		size_t i;
+		int fixed = 1;
+
+		ret = meta_begin(f.meta);
+		for (i = 0; !ret && i < f.ncorrupt; i++)
+			ret = fsck_quarantine(&f, f.corrupt[i]);
+		/* Leaked pages: the snapshot is replaced by the rebuild (or the mount rebuilds). */
+		if (!ret && clean && (snap_diff || !have_snapshot)) {
+			for (b = 0; !ret && b < f.geom.bucket_count; b++)
+				ret = meta_bitmap_save(f.meta, b, npages, f.rebuilt[b].words,
+						       f.rebuilt[b].nwords);
+			if (!ret)
+				printf("repair: freed %" PRIu64 " leaked page(s)\n", leaked);
+		}
+		if (!ret)
+			ret = meta_commit(f.meta);
+		else
+			meta_rollback(f.meta);
+		if (ret) {
+			printf("repair failed: %s; nothing changed\n", meta_errmsg(f.meta));
+			fixed = 0;
+		}
+		if (f.overlaps && fixed)
+			printf("repair: overlapping objects that failed their checksum are in "
+			       "lost+found; they yield the shared pages to the intact object\n");
+		if (bucket_problems)
+			printf("repair: missing or truncated bucket files cannot be repaired; "
+			       "objects past their end were moved to lost+found\n");
+		if (fixed && !bucket_problems && !f.io_errors &&
+		    f.overlaps + f.out_of_range <= f.ncorrupt)
+			problems = 0;
+	}
+	printf("%s\n", problems ? "fsck: PROBLEMS FOUND" : "fsck: clean");
+	ret = problems ? 1 : 0;
+out:
+	for (b = 0; f.rebuilt && b < f.geom.bucket_count; b++)
 		alloc_release(&f.rebuilt[b]);
 	free(f.rebuilt);
+	free(f.bucket_bytes);
+	free(f.corrupt);
 	kvb_release(&f.kvb);
 	meta_close(f.meta);
-	close(lock_fd);
-	return problems ? 1 : 0;
+	if (lock_fd >= 0)
+		close(lock_fd);
+	return ret;
+}
+
+/* ---- scrub: read every object's pages straight from its bucket file ---- */
+
+struct scrub {
+	uint64_t files, bytes, bad, errors, skipped;
+	struct progress prog;
+};
+
+static int scrub_parse(const char *d, char *path, size_t plen, uint64_t *off, uint64_t *size)
+{
+	const char *fp = strstr(d, "file_path="), *o = strstr(d, "offset="),
+		   *s = strstr(d, "object_size=");
+	size_t n;
+
+	if (!fp || !o || !s)
+		return -EINVAL;
+	fp += strlen("file_path=");
+	n = strcspn(fp, "\n");
+	if (n >= plen)
+		return -ENAMETOOLONG;
+	memcpy(path, fp, n);
+	path[n] = '\0';
+	*off = strtoull(o + strlen("offset="), NULL, 10);
+	*size = strtoull(s + strlen("object_size="), NULL, 10);
+	return 0;
+}
+
+static void scrub_file(struct scrub *sc, const char *file)
+{
+	char desc[8192], sumtxt[64], bucket[4096];
+	uint64_t off, size, want, done = 0;
+	XXH3_state_t *st;
+	ssize_t n;
+	char *buf;
+	int fd;
+
+	n = getxattr(file, "user.offload.descriptor", desc, sizeof(desc) - 1);
+	if (n < 0) {
+		/* Being written, or quarantined: nothing committed to check. */
+		sc->skipped++;
+		return;
+	}
+	desc[n] = '\0';
+	n = getxattr(file, "user.offload.checksum", sumtxt, sizeof(sumtxt) - 1);
+	if (n < 0 || scrub_parse(desc, bucket, sizeof(bucket), &off, &size)) {
+		printf("%s: unreadable descriptor\n", file);
+		sc->errors++;
+		return;
+	}
+	sumtxt[n] = '\0';
+	want = strtoull(sumtxt, NULL, 16);
+	sc->files++;
+	if (size == 0)
+		return;
+	fd = open(bucket, O_RDONLY | O_CLOEXEC);
+	buf = malloc(1 << 20);
+	st = XXH3_createState();
+	if (fd < 0 || !buf || !st) {
+		printf("%s: cannot open %s: %s\n", file, bucket, strerror(errno));
+		sc->errors++;
+		goto out;
+	}
+	XXH3_64bits_reset(st);
+	while (done < size) {
+		size_t len = size - done < (1 << 20) ? (size_t)(size - done) : (1 << 20);
+
+		n = pread(fd, buf, len, (off_t)(off + done));
+		if (n <= 0) {
+			printf("%s: read error at %s offset %" PRIu64 "\n", file, bucket, off + done);
+			sc->errors++;
+			goto out;
+		}
+		XXH3_64bits_update(st, buf, (size_t)n);
+		done += (uint64_t)n;
+	}
+	sc->bytes += size;
+	if (XXH3_64bits_digest(st) != want) {
+		/* A writer may have committed a new version meanwhile: check again. */
+		char again[64];
+
+		n = getxattr(file, "user.offload.checksum", again, sizeof(again) - 1);
+		if (n > 0) {
+			again[n] = '\0';
+			if (strcmp(again, sumtxt)) {
+				sc->files--;
+				sc->bytes -= size;
+				sc->skipped++;
+				goto out;
+			}
+		}
+		printf("%s: checksum mismatch (%s offset %" PRIu64 " size %" PRIu64 ")\n", file,
+		       bucket, off, size);
+		sc->bad++;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	XXH3_freeState(st);
+}
+
+static void scrub_dir(struct scrub *sc, const char *dir)
+{
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d) {
+		printf("%s: %s\n", dir, strerror(errno));
+		sc->errors++;
+		return;
+	}
+	while ((de = readdir(d))) {
+		char path[8192];
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (lstat(path, &st))
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			scrub_dir(sc, path);
+		} else if (S_ISREG(st.st_mode)) {
+			scrub_file(sc, path);
+			sc->prog.done++;
+			progress_show(&sc->prog, 0);
+		}
+	}
+	closedir(d);
+}
+
+static int cmd_scrub(const char *mnt)
+{
+	struct scrub sc = { 0 };
+	char real[4096], line[8192];
+	int found = 0;
+	FILE *mounts;
+
+	if (!realpath(mnt, real)) {
+		fprintf(stderr, "offloadctl: %s: %s\n", mnt, strerror(errno));
+		return 2;
+	}
+	mounts = fopen("/proc/mounts", "r");
+	while (mounts && fgets(line, sizeof(line), mounts)) {
+		char dev[4096], dir[4096], type[256];
+
+		if (sscanf(line, "%4095s %4095s %255s", dev, dir, type) == 3 &&
+		    !strcmp(dir, real) && !strcmp(type, "fuse.offloadfs"))
+			found = 1;
+	}
+	if (mounts)
+		fclose(mounts);
+	if (!found) {
+		fprintf(stderr, "offloadctl: %s is not an offloadfs mount point\n", mnt);
+		return 2;
+	}
+	sc.prog.what = "scrub";
+	sc.prog.tty = isatty(2);
+	scrub_dir(&sc, mnt);
+	progress_show(&sc.prog, 1);
+	printf("scrub %s: %" PRIu64 " files, %" PRIu64 " bytes checked, %" PRIu64
+	       " checksum mismatches, %" PRIu64 " errors, %" PRIu64 " skipped (being written)\n",
+	       mnt, sc.files, sc.bytes, sc.bad, sc.errors, sc.skipped);
+	printf("%s\n", sc.bad || sc.errors ? "scrub: PROBLEMS FOUND" : "scrub: clean");
+	return sc.bad || sc.errors ? 1 : 0;
 }
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: offloadctl fsck ROOT [--meta PATH]\n"
-		     "       offloadctl --version\n");
+	fprintf(out, "usage: offloadctl fsck ROOT [--meta PATH] [--repair]\n"
+		     "       offloadctl scrub MOUNTPOINT\n"
+		     "       offloadctl --version\n"
+		     "fsck checks an unmounted store (read-only unless --repair, which frees\n"
+		     "leaked pages and moves corrupted objects to <tenant>/lost+found);\n"
+		     "scrub re-reads every committed object of a mounted store from its\n"
+		     "bucket file and checks its checksum.  Exit 0: clean, 1: problems, 2: error.\n");
 }
 
 int main(int argc, char **argv)
 {
+	int i;
+
 	if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) {
 		printf("offloadctl 0.1.0 (schema %d)\n", META_SCHEMA_VERSION);
 		return 0;
@@ -225,16 +613,30 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc >= 3 && !strcmp(argv[1], "fsck")) {
-		const char *meta = NULL;
+		const char *meta = NULL, *root = NULL;
+		int repair = 0;
 
-		if (argc == 5 && !strcmp(argv[3], "--meta"))
-			meta = argv[4];
-		else if (argc != 3) {
+		for (i = 2; i < argc; i++) {
+			if (!strcmp(argv[i], "--repair"))
+				repair = 1;
+			else if (!strcmp(argv[i], "--meta") && i + 1 < argc)
+				meta = argv[++i];
+			else if (argv[i][0] != '-' && !root)
+				root = argv[i];
+			else {
+				fprintf(stderr, "offloadctl: unknown argument '%s'\n", argv[i]);
+				usage(stderr);
+				return 2;
+			}
+		}
+		if (!root) {
 			usage(stderr);
 			return 2;
 		}
-		return cmd_fsck(argv[2], meta);
+		return cmd_fsck(root, meta, repair);
 	}
+	if (argc == 3 && !strcmp(argv[1], "scrub"))
+		return cmd_scrub(argv[2]);
 	usage(stderr);
 	return 2;
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #define DESCRIPTOR_XATTR "user.offload.descriptor"
+#define CHECKSUM_XATTR "user.offload.checksum"
 
 static struct ofs *ofs_of(fuse_req_t req)
 {
@@ -502,7 +503,14 @@ static void ofs_op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_readahead = 1u << 20;
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
-	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
+	/*
+	 * O_TRUNC arrives with the open and truncates the writer's working
+	 * state.  Without it the kernel sends a SETATTR without a file handle,
+	 * which we must treat as truncate(2) and commit at once: a crash before
+	 * the close would then leave the file empty instead of as it was.
+	 */
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	(void)ofs;
 }
 
@@ -1390,9 +1398,10 @@ static void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, si
 	struct ofs *ofs = ofs_of(req);
 	struct ofs_inode *in;
 	char buf[4096 + 128];
-	int ret = -ENODATA;
+	int ret = -ENODATA, desc = !strcmp(name, DESCRIPTOR_XATTR);
 
-	if (strcmp(name, DESCRIPTOR_XATTR) != 0) {
+	/* Anything else (security.capability on every write) is answered at once. */
+	if (!desc && strcmp(name, CHECKSUM_XATTR)) {
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
@@ -1402,7 +1411,11 @@ static void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, si
 	if (in && S_ISREG(in->m.mode) && in->m.state == META_COMMITTED) {
 		struct kvb_map map = ofs_committed(&in->m);
 
-		ret = ofs->store.kvb.ops->describe(ofs->store.kvb.arg, &map, buf, sizeof(buf));
+		if (desc)
+			ret = ofs->store.kvb.ops->describe(ofs->store.kvb.arg, &map, buf,
+							   sizeof(buf));
+		else
+			ret = snprintf(buf, sizeof(buf), "%016llx", (unsigned long long)in->m.csum);
 	}
 	pthread_mutex_unlock(&ofs->lock);
 	if (ret < 0)
@@ -1417,6 +1430,7 @@ static void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, si
 
 static void ofs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	static const char names[] = DESCRIPTOR_XATTR "\0" CHECKSUM_XATTR;
 	struct ofs *ofs = ofs_of(req);
 	struct ofs_inode *in;
 	size_t len = 0;
@@ -1424,14 +1438,14 @@ static void ofs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	pthread_mutex_lock(&ofs->lock);
 	in = ofs_ifind(ofs, ino);
 	if (in && S_ISREG(in->m.mode) && in->m.state == META_COMMITTED)
-		len = sizeof(DESCRIPTOR_XATTR);
+		len = sizeof(names);
 	pthread_mutex_unlock(&ofs->lock);
 	if (size == 0)
 		fuse_reply_xattr(req, len);
 	else if (size < len)
 		fuse_reply_err(req, ERANGE);
 	else
-		fuse_reply_buf(req, DESCRIPTOR_XATTR, len);
+		fuse_reply_buf(req, names, len);
 }
 
 static void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
@@ -1441,13 +1455,15 @@ static void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, co
 	(void)value;
 	(void)size;
 	(void)flags;
-	fuse_reply_err(req, strcmp(name, DESCRIPTOR_XATTR) ? ENOTSUP : EPERM);
+	fuse_reply_err(req, strcmp(name, DESCRIPTOR_XATTR) && strcmp(name, CHECKSUM_XATTR) ? ENOTSUP
+											     : EPERM);
 }
 
 static void ofs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	(void)ino;
-	fuse_reply_err(req, strcmp(name, DESCRIPTOR_XATTR) ? ENODATA : EPERM);
+	fuse_reply_err(req, strcmp(name, DESCRIPTOR_XATTR) && strcmp(name, CHECKSUM_XATTR) ? ENODATA
+											     : EPERM);
 }
 
 void ofs_init_ops(struct fuse_lowlevel_ops *ops)

@@ -834,22 +834,25 @@ struct pages_rebuild {
 	size_t msglen;
 };
 
-static int pages_rebuild_one(void *ctx, uint64_t ino, int32_t bucket, uint64_t page,
-			     uint64_t npages)
+static int pages_rebuild_one(void *ctx, const struct meta_inode *in)
 {
 	struct pages_rebuild *r = ctx;
 	int ret;
 
-	if (bucket < 0 || (uint32_t)bucket >= r->p->nbuckets) {
+	if (in->bucket < 0 || (uint32_t)in->bucket >= r->p->nbuckets) {
 		snprintf(r->msg, r->msglen, "inode %llu maps to bucket %d, store has %u",
-			 (unsigned long long)ino, bucket, r->p->nbuckets);
+			 (unsigned long long)in->ino, in->bucket, r->p->nbuckets);
 		return -EUCLEAN;
 	}
-	ret = alloc_mark(&r->p->b[bucket].a, page, npages);
+	ret = alloc_mark(&r->p->b[in->bucket].a, in->page, in->npages);
+	/* A quarantined object yields pages it shares to the intact owner. */
+	if (ret == -EEXIST && in->state == META_QUARANTINED)
+		return 0;
 	if (ret) {
-		snprintf(r->msg, r->msglen, "inode %llu maps bucket %d pages %llu+%llu, which %s",
-			 (unsigned long long)ino, bucket, (unsigned long long)page,
-			 (unsigned long long)npages,
+		snprintf(r->msg, r->msglen,
+			 "inode %llu maps bucket %d pages %llu+%llu, which %s; run offloadctl fsck",
+			 (unsigned long long)in->ino, in->bucket, (unsigned long long)in->page,
+			 (unsigned long long)in->npages,
 			 ret == -EEXIST ? "overlap another object" : "are out of range");
 		return -EUCLEAN;
 	}

@@ -77,8 +77,8 @@ static const char *const meta_sql[ST_N] = {
 	[ST_HAS_CHILDREN] = "SELECT 1 FROM inodes WHERE parent = ?1 LIMIT 1",
 	[ST_READDIR] = "SELECT " INODE_COLS ", name FROM inodes WHERE parent = ?1 "
 		       "AND ino > ?2 ORDER BY ino",
-	[ST_MAPPINGS] = "SELECT ino, bucket, page, npages FROM inodes "
-			"WHERE npages > 0 AND state = 0 AND parent IS NOT NULL",
+	[ST_MAPPINGS] = "SELECT " INODE_COLS " FROM inodes "
+			"WHERE npages > 0 AND state IN (0, 2) AND parent IS NOT NULL ORDER BY ino",
 	[ST_COUNT_FILES] = "SELECT count(*) FROM inodes WHERE (mode & 61440) = 32768 "
 			   "AND parent IS NOT NULL",
 	[ST_KV_GET] = "SELECT v FROM store WHERE k = ?1",
@@ -819,15 +819,15 @@ int meta_readdir(struct meta *m, uint64_t dir, uint64_t after, meta_dirent_fn fn
 	return ret;
 }
 
-int meta_foreach_mapping(struct meta *m, meta_map_fn fn, void *ctx)
+int meta_foreach_mapping(struct meta *m, meta_ino_fn fn, void *ctx)
 {
 	sqlite3_stmt *s = m->st[ST_MAPPINGS];
+	struct meta_inode in;
 	int rc, ret = 0;
 
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		ret = fn(ctx, (uint64_t)sqlite3_column_int64(s, 0), sqlite3_column_int(s, 1),
-			 (uint64_t)sqlite3_column_int64(s, 2),
-			 (uint64_t)sqlite3_column_int64(s, 3));
+		meta_row_inode(s, &in);
+		ret = fn(ctx, &in);
 		if (ret)
 			break;
 	}
@@ -835,6 +835,26 @@ int meta_foreach_mapping(struct meta *m, meta_map_fn fn, void *ctx)
 		ret = meta_errno(rc);
 	meta_finish(s);
 	return ret;
+}
+
+int meta_count_unsettled(struct meta *m, uint64_t *new_files, uint64_t *orphans)
+{
+	sqlite3_stmt *s = NULL;
+	int rc;
+
+	*new_files = *orphans = 0;
+	rc = sqlite3_prepare_v2(m->db,
+				"SELECT count(*) FILTER (WHERE parent IS NOT NULL AND state = 1), "
+				"count(*) FILTER (WHERE parent IS NULL) FROM inodes "
+				"WHERE state = 1 OR parent IS NULL",
+				-1, &s, NULL);
+	if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		*new_files = (uint64_t)sqlite3_column_int64(s, 0);
+		*orphans = (uint64_t)sqlite3_column_int64(s, 1);
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(s);
+	return meta_errno(rc);
 }
 
 int meta_recover(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphans)
@@ -848,7 +868,7 @@ int meta_recover(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphan
 	ret = meta_exec(m, "DELETE FROM inodes WHERE parent IS NULL");
 	if (!ret) {
 		*dropped_orphans = (uint64_t)sqlite3_changes(m->db);
-		ret = meta_exec(m, "DELETE FROM inodes WHERE state <> 0");
+		ret = meta_exec(m, "DELETE FROM inodes WHERE state = 1");
 	}
 	if (!ret) {
 		*dropped_new = (uint64_t)sqlite3_changes(m->db);

@@ -29,6 +29,7 @@ struct meta_geom {
 enum meta_state {
 	META_COMMITTED = 0, /* content was closed or fsynced at least once */
 	META_NEW = 1,       /* created, never committed: dropped by recovery */
+	META_QUARANTINED = 2, /* failed its checksum; moved to lost+found by fsck --repair */
 };
 
 struct meta_inode {
@@ -116,10 +117,12 @@ typedef int (*meta_dirent_fn)(void *ctx, const struct meta_inode *in,
 			      const char *name, size_t len);
 int meta_readdir(struct meta *m, uint64_t dir, uint64_t after, meta_dirent_fn fn, void *ctx);
 
-/* Call fn for every committed object that holds pages. */
-typedef int (*meta_map_fn)(void *ctx, uint64_t ino, int32_t bucket, uint64_t page,
-			   uint64_t npages);
-int meta_foreach_mapping(struct meta *m, meta_map_fn fn, void *ctx);
+typedef int (*meta_ino_fn)(void *ctx, const struct meta_inode *in);
+/*
+ * Call fn for every object in the namespace that holds pages (committed or
+ * quarantined), in ino order, until fn returns non-zero (returned).
+ */
+int meta_foreach_mapping(struct meta *m, meta_ino_fn fn, void *ctx);
 
 /*
  * Recovery after an unclean stop: drop files that were never committed and
@@ -131,10 +134,12 @@ int meta_recover(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphan
  * Call fn for each committed object whose last commit is newer than gen
  * (not known durable).  fn may not change the store; collect and act after.
  */
-typedef int (*meta_ino_fn)(void *ctx, const struct meta_inode *in);
 int meta_foreach_unsynced(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ctx);
 /* Forget every previous version (all current versions are durable now). */
 int meta_prev_clear(struct meta *m);
+
+/* Rows left by an unclean stop: never committed, and unlinked while open. */
+int meta_count_unsettled(struct meta *m, uint64_t *new_files, uint64_t *orphans);
 
 /* Regular files (objects) in the store. */
 int meta_count_files(struct meta *m, uint64_t *n);

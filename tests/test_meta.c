@@ -291,14 +291,11 @@ START_TEST(test_readdir_move_children)
 }
 END_TEST
 
-static int count_map(void *ctx, uint64_t ino, int32_t bucket, uint64_t page, uint64_t npages)
+static int count_map(void *ctx, const struct meta_inode *in)
 {
 	uint64_t *n = ctx;
 
-	(void)ino;
-	(void)bucket;
-	(void)page;
-	*n += npages;
+	*n += in->npages;
 	return 0;
 }
 
