@@ -385,52 +385,23 @@ static int ofs_reclaim(struct ofs *ofs)
 static int ofs_commit(struct ofs *ofs, struct ofs_inode *in, int sync)
 {
 	const struct kvb_ops *ops = ofs->store.kvb.ops;
-	struct ofs_store *st = &ofs->store;
-	void *arg = st->kvb.arg;
-	const uint64_t *pcsums = NULL;
-	struct meta_inode m;
-	struct kvb_map map;
-	uint64_t csum;
-	int ret, recorded;
+	int ret;
 
-	if (!in->obj || (!ops->obj_dirty(arg, in->obj) && in->m.state == META_COMMITTED))
+	if (!in->obj || (!ops->obj_dirty(ofs->store.kvb.arg, in->obj) &&
+			 in->m.state == META_COMMITTED))
 		return sync ? ofs_durable(ofs, NULL) : 0;
-	ret = ops->obj_commit_prepare(arg, in->obj, 0, &map, &csum, &pcsums);
-	if (ret)
-		return ret;
-	pthread_mutex_lock(&ofs->lock);
-	m = in->m;
-	/* Keep the last version a barrier made durable, for recovery after a power cut. */
-	if (in->m.state == META_COMMITTED && in->m.gen <= st->synced_gen) {
-		m.prev_bucket = in->m.bucket >= 0 ? in->m.bucket : -1;
-		m.prev_page = in->m.page;
-		m.prev_npages = in->m.npages;
-		m.prev_size = in->m.size;
-		m.prev_csum = in->m.csum;
-	}
-	m.size = map.size;
-	m.bucket = map.bucket;
-	m.page = map.page;
-	m.npages = map.npages;
-	m.csum = csum;
-	m.state = META_COMMITTED;
-	m.gen = st->gen;
-	ret = meta_commit_object(st->meta, &m, pcsums, map.bucket >= 0 ? map.npages : 0);
-	recorded = ret == 0;
-	if (recorded) {
-		in->m = m;
-		free(in->pcs);
-		in->pcs = NULL;
-		ofs->commits++;
-	} else {
+	ret = ofs_store_commit(&ofs->store, &ofs->lock, &in->m, in->obj);
+	if (ret) {
 		ofs_log("commit of inode %llu failed: %s", (unsigned long long)in->ino,
-			meta_errmsg(st->meta));
+			strerror(-ret));
+		return ret;
 	}
+	pthread_mutex_lock(&ofs->lock);
+	free(in->pcs);
+	in->pcs = NULL;
+	ofs->commits++;
 	pthread_mutex_unlock(&ofs->lock);
-	ops->obj_commit_done(arg, in->obj, recorded);
-	if (recorded && sync)
-		ret = ofs_durable(ofs, NULL);
-	return ret;
+	return sync ? ofs_durable(ofs, NULL) : 0;
 }
 
 static void *ofs_syncer(void *arg)

@@ -14,6 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* prev_bucket of a durable previous version that was empty (no pages). */
+#define STORE_PREV_EMPTY (-2)
+
 int ofs_parse_size(const char *s, uint64_t *out)
 {
 	unsigned long long v;
@@ -168,6 +171,46 @@ int ofs_store_sync(struct ofs_store *s, pthread_mutex_t *meta_lock, uint64_t *re
 	return ret;
 }
 
+int ofs_store_commit(struct ofs_store *s, pthread_mutex_t *meta_lock, struct meta_inode *cur,
+		     struct kvb_obj *obj)
+{
+	const struct kvb_ops *ops = s->kvb.ops;
+	const uint64_t *pcsums = NULL;
+	struct meta_inode m;
+	struct kvb_map map;
+	uint64_t csum;
+	int ret;
+
+	ret = ops->obj_commit_prepare(s->kvb.arg, obj, 0, &map, &csum, &pcsums);
+	if (ret)
+		return ret;
+	if (meta_lock)
+		pthread_mutex_lock(meta_lock);
+	m = *cur;
+	/* Keep the last version a barrier made durable, for recovery after a power cut. */
+	if (cur->state == META_COMMITTED && cur->gen <= s->synced_gen) {
+		m.prev_bucket = cur->bucket >= 0 ? cur->bucket : STORE_PREV_EMPTY;
+		m.prev_page = cur->page;
+		m.prev_npages = cur->npages;
+		m.prev_size = cur->size;
+		m.prev_csum = cur->csum;
+	}
+	m.size = map.size;
+	m.bucket = map.bucket;
+	m.page = map.page;
+	m.npages = map.npages;
+	m.csum = csum;
+	m.state = META_COMMITTED;
+	m.gen = s->gen;
+	ret = meta_commit_object(s->meta, &m, pcsums, map.bucket >= 0 ? map.npages : 0);
+	if (!ret)
+		*cur = m;
+	if (meta_lock)
+		pthread_mutex_unlock(meta_lock);
+	ops->obj_commit_done(s->kvb.arg, obj, ret == 0);
+	return ret;
+}
+
 struct store_unsynced {
 	struct meta_inode *v;
 	size_t n, cap;
@@ -210,8 +253,8 @@ static int store_verify_unsynced(struct ofs_store *s)
 
 		if (s->kvb.ops->checksum(s->kvb.arg, &map, &csum) == 0 && csum == in->csum)
 			continue;
-		if (in->prev_bucket >= 0) {
-			in->bucket = in->prev_bucket;
+		if (in->prev_bucket >= 0 || in->prev_bucket == STORE_PREV_EMPTY) {
+			in->bucket = in->prev_bucket >= 0 ? in->prev_bucket : -1;
 			in->page = in->prev_page;
 			in->npages = in->prev_npages;
 			in->size = in->prev_size;
@@ -358,6 +401,19 @@ out:
 	free(s->meta_path);
 	s->root = s->meta_path = NULL;
 	return ret;
+}
+
+void ofs_store_crash(struct ofs_store *s)
+{
+	meta_close(s->meta);
+	s->meta = NULL;
+	kvb_release(&s->kvb);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
+	s->lock_fd = -1;
+	free(s->root);
+	free(s->meta_path);
+	s->root = s->meta_path = NULL;
 }
 
 int ofs_store_close(struct ofs_store *s)

@@ -63,6 +63,20 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
  */
 int ofs_store_sync(struct ofs_store *s, pthread_mutex_t *meta_lock, uint64_t *released);
 
+/*
+ * Commit obj, the working state of the object whose record is *m: its
+ * data checksummed, then one metadata update (size, run, checksums, sync
+ * generation, and the last durable version for recovery), then the pages
+ * the old version held freed at the next barrier.  *m is updated, under
+ * meta_lock, only when the record was written; on failure the committed
+ * version stays as it was.
+ */
+int ofs_store_commit(struct ofs_store *s, pthread_mutex_t *meta_lock, struct meta_inode *m,
+		     struct kvb_obj *obj);
+
+/* Let go of everything as a daemon kill would: no sync, no snapshot (tests). */
+void ofs_store_crash(struct ofs_store *s);
+
 /* Save the clean snapshot and close.  Returns the first error met. */
 int ofs_store_close(struct ofs_store *s);
 

@@ -125,7 +125,26 @@ static const char meta_schema[] =
 struct meta {
 	sqlite3 *db;
 	sqlite3_stmt *st[ST_N];
+	unsigned long fault_at, writes; /* meta_inject_fault */
 };
+
+void meta_inject_fault(struct meta *m, unsigned long nth_write)
+{
+	m->fault_at = nth_write;
+	m->writes = 0;
+}
+
+/* Count a write statement; -EIO when it is the one chosen to fail. */
+static int meta_fault(struct meta *m)
+{
+	if (!m->fault_at)
+		return 0;
+	if (++m->writes == m->fault_at) {
+		m->fault_at = 0;
+		return -EIO;
+	}
+	return 0;
+}
 
 static int meta_errno(int rc)
 {
@@ -638,6 +657,9 @@ int meta_insert(struct meta *m, struct meta_inode *in, const char *name, size_t 
 	sqlite3_stmt *s = m->st[ST_INSERT];
 	int ret;
 
+	if (meta_fault(m))
+		return -EIO;
+
 	if (len == 0 || len > META_NAME_MAX)
 		return len ? -ENAMETOOLONG : -EINVAL;
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)in->parent);
@@ -694,6 +716,9 @@ int meta_update(struct meta *m, const struct meta_inode *in)
 {
 	sqlite3_stmt *s = m->st[ST_UPDATE];
 
+	if (meta_fault(m))
+		return -EIO;
+
 	meta_bind_update(s, in);
 	return meta_changed_one(m, meta_step_done(m, s));
 }
@@ -702,6 +727,9 @@ int meta_commit_object(struct meta *m, const struct meta_inode *in, const uint64
 		       uint64_t n)
 {
 	sqlite3_stmt *s = m->st[ST_COMMIT_OBJECT];
+
+	if (meta_fault(m))
+		return -EIO;
 
 	meta_bind_update(s, in);
 	if (n)
@@ -761,6 +789,9 @@ int meta_delete(struct meta *m, uint64_t ino)
 {
 	sqlite3_stmt *s = m->st[ST_DELETE];
 
+	if (meta_fault(m))
+		return -EIO;
+
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
 	return meta_changed_one(m, meta_step_done(m, s));
 }
@@ -769,6 +800,9 @@ int meta_detach(struct meta *m, uint64_t ino)
 {
 	sqlite3_stmt *s = m->st[ST_DETACH];
 
+	if (meta_fault(m))
+		return -EIO;
+
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
 	return meta_changed_one(m, meta_step_done(m, s));
 }
@@ -776,6 +810,9 @@ int meta_detach(struct meta *m, uint64_t ino)
 int meta_move(struct meta *m, uint64_t ino, uint64_t newparent, const char *name, size_t len)
 {
 	sqlite3_stmt *s = m->st[ST_MOVE];
+
+	if (meta_fault(m))
+		return -EIO;
 
 	if (len == 0 || len > META_NAME_MAX)
 		return len ? -ENAMETOOLONG : -EINVAL;

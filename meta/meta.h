@@ -152,6 +152,12 @@ int meta_bitmap_load(struct meta *m, uint32_t bucket, uint64_t npages,
 		     uint64_t *words, uint64_t nwords);
 int meta_bitmap_clear(struct meta *m);
 
+/*
+ * Fault injection for tests: the nth write statement from now (inserts,
+ * updates, deletes, moves; counting from 1) fails with -EIO.  0 disarms.
+ */
+void meta_inject_fault(struct meta *m, unsigned long nth_write);
+
 /* Last sqlite error text, for logs. */
 const char *meta_errmsg(struct meta *m);
 

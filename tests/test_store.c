@@ -1,0 +1,375 @@
+/*
+ * Crash-consistency tests of a whole store (fuse/store.c over real bucket
+ * files and a real database): failed metadata commits, and power cuts
+ * simulated by restoring the files as they were at the last barrier.
+ *
+ * Invariants checked after each scenario (DESIGN.md):
+ *  1. committed runs are disjoint and in range (the rebuild succeeds, and
+ *     free pages + pages of live objects = all pages: nothing leaked);
+ *  2. every committed object's pages match its checksum.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "kvb.h"
+#include "meta.h"
+#include "store.h"
+
+#define PS 4096u
+#define NB 2u
+#define BS (16 * PS)
+
+static char dir[256];
+
+static void setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/ofs-test-store-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	char cmd[600];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static void open_store(struct ofs_store *s)
+{
+	struct ofs_config cfg = { 0 };
+	char err[512];
+
+	cfg.root = dir;
+	cfg.geom.page_size = PS;
+	cfg.geom.bucket_size = BS;
+	cfg.geom.bucket_count = NB;
+	ck_assert_msg(ofs_store_open(s, &cfg, err, sizeof(err)) == 0, "%s", err);
+}
+
+static void fill(char *buf, size_t len, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		buf[i] = (char)(seed * 37 + i * 11 + (i >> 8));
+}
+
+/* Create name under the root with len bytes of pattern seed, committed. */
+static struct meta_inode create(struct ofs_store *s, const char *name, size_t len, unsigned seed)
+{
+	struct meta_inode m = { 0 };
+	struct kvb_map empty = KVB_MAP_EMPTY;
+	struct kvb_obj *o;
+	char *buf = malloc(len + 1);
+
+	m.parent = META_ROOT_INO;
+	m.mode = 0100644;
+	m.bucket = -1;
+	m.prev_bucket = -1;
+	m.state = META_NEW;
+	ck_assert_int_eq(meta_insert(s->meta, &m, name, strlen(name)), 0);
+	ck_assert_int_eq(s->kvb.ops->obj_open(s->kvb.arg, &empty, name, strlen(name), &o), 0);
+	fill(buf, len, seed);
+	ck_assert_int_eq(s->kvb.ops->obj_write(s->kvb.arg, o, buf, len, 0), (ssize_t)len);
+	ck_assert_int_eq(ofs_store_commit(s, NULL, &m, o), 0);
+	s->kvb.ops->obj_close(s->kvb.arg, o);
+	free(buf);
+	return m;
+}
+
+/* Overwrite m with len bytes of pattern seed (copy-on-write), committed. */
+static int overwrite(struct ofs_store *s, struct meta_inode *m, size_t len, unsigned seed)
+{
+	struct kvb_map c = { m->bucket, m->page, m->npages, m->size };
+	struct kvb_obj *o;
+	char *buf = malloc(len + 1);
+	int ret;
+
+	ck_assert_int_eq(s->kvb.ops->obj_open(s->kvb.arg, &c, "k", 1, &o), 0);
+	ck_assert_int_eq(s->kvb.ops->obj_truncate(s->kvb.arg, o, 0), 0);
+	fill(buf, len, seed);
+	ck_assert_int_eq(s->kvb.ops->obj_write(s->kvb.arg, o, buf, len, 0), (ssize_t)len);
+	ret = ofs_store_commit(s, NULL, m, o);
+	s->kvb.ops->obj_close(s->kvb.arg, o);
+	free(buf);
+	return ret;
+}
+
+static void expect_content(struct ofs_store *s, const char *name, size_t len, unsigned seed)
+{
+	struct meta_inode m;
+	struct kvb_map map;
+	char *want = malloc(len + 1), *got = malloc(len + 1);
+
+	ck_assert_int_eq(meta_lookup(s->meta, META_ROOT_INO, name, strlen(name), &m), 0);
+	ck_assert_uint_eq(m.size, len);
+	map = (struct kvb_map){ m.bucket, m.page, m.npages, m.size };
+	fill(want, len, seed);
+	ck_assert_int_eq(s->kvb.ops->read(s->kvb.arg, &map, got, len + 1, 0), (ssize_t)len);
+	ck_assert_mem_eq(got, want, len);
+	free(want);
+	free(got);
+}
+
+struct inv {
+	struct ofs_store *s;
+	uint64_t pages;
+	int bad;
+};
+
+static int inv_one(void *ctx, const struct meta_inode *in)
+{
+	struct inv *v = ctx;
+	struct kvb_map map = { in->bucket, in->page, in->npages, in->size };
+	uint64_t csum;
+
+	v->pages += in->npages;
+	if (v->s->kvb.ops->checksum(v->s->kvb.arg, &map, &csum) || csum != in->csum)
+		v->bad++;
+	return 0;
+}
+
+/* Invariants 1 and 2 on a freshly opened store. */
+static void check_invariants(struct ofs_store *s)
+{
+	struct inv v = { .s = s };
+	struct kvb_statfs st;
+
+	ck_assert_int_eq(meta_foreach_mapping(s->meta, inv_one, &v), 0);
+	ck_assert_int_eq(v.bad, 0);
+	ck_assert_int_eq(s->kvb.ops->statfs(s->kvb.arg, &st), 0);
+	ck_assert_uint_eq(st.blocks - st.blocks_free, v.pages);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	char cmd[1200];
+
+	snprintf(cmd, sizeof(cmd), "cp --sparse=always '%s' '%s' 2>/dev/null || rm -f '%s'", from,
+		 to, to);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* The files as a power cut at this moment would leave them (after a barrier). */
+static void save_image(const char *tag, int with_meta, int with_data)
+{
+	char a[600], b[600];
+	const char *names[] = { "offloadfs.db", "offloadfs.db-wal", "bucket_00.data",
+				"bucket_01.data" };
+	unsigned i;
+
+	for (i = 0; i < 4; i++) {
+		if ((i < 2 && !with_meta) || (i >= 2 && !with_data))
+			continue;
+		snprintf(a, sizeof(a), "%s/%s", dir, names[i]);
+		snprintf(b, sizeof(b), "%s/.%s.%s", dir, tag, names[i]);
+		copy_file(a, b);
+	}
+}
+
+static void restore_image(const char *tag, int with_meta, int with_data)
+{
+	char a[600], b[600];
+	const char *names[] = { "offloadfs.db", "offloadfs.db-wal", "bucket_00.data",
+				"bucket_01.data" };
+	unsigned i;
+
+	for (i = 0; i < 4; i++) {
+		if ((i < 2 && !with_meta) || (i >= 2 && !with_data))
+			continue;
+		snprintf(a, sizeof(a), "%s/%s", dir, names[i]);
+		snprintf(b, sizeof(b), "%s/.%s.%s", dir, tag, names[i]);
+		if (access(b, F_OK) == 0) {
+			copy_file(b, a);
+			unlink(b);
+		} else {
+			unlink(a);
+		}
+	}
+}
+
+START_TEST(test_failed_metadata_commit)
+{
+	struct ofs_store s;
+	struct meta_inode a;
+	struct kvb_statfs before, after;
+
+	open_store(&s);
+	a = create(&s, "a", 3 * PS + 7, 1);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &before), 0);
+	/* The overwrite's record update fails: EIO, old content, nothing leaked. */
+	meta_inject_fault(s.meta, 1);
+	ck_assert_int_eq(overwrite(&s, &a, 5 * PS, 2), -EIO);
+	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &after), 0);
+	ck_assert_uint_eq(after.blocks_free, before.blocks_free);
+	expect_content(&s, "a", 3 * PS + 7, 1);
+	/* And the next attempt works, freeing the old run at the barrier. */
+	ck_assert_int_eq(overwrite(&s, &a, 5 * PS, 2), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &after), 0);
+	ck_assert_uint_eq(after.blocks_free, before.blocks_free + 4 - 5);
+	expect_content(&s, "a", 5 * PS, 2);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+	open_store(&s);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+START_TEST(test_failed_write_in_the_middle)
+{
+	struct ofs_store s;
+	struct meta_inode a;
+	struct kvb_statfs before, after;
+	struct kvb_map c;
+	struct kvb_obj *o;
+	char buf[PS];
+
+	open_store(&s);
+	a = create(&s, "a", 2 * PS, 1);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &before), 0);
+	/* A write that cannot fit half way through a growing file: the writer sees
+	 * EFBIG, the pages the earlier writes took are freed at close. */
+	c = (struct kvb_map){ a.bucket, a.page, a.npages, a.size };
+	ck_assert_int_eq(s.kvb.ops->obj_open(s.kvb.arg, &c, "a", 1, &o), 0);
+	memset(buf, 'z', sizeof(buf));
+	ck_assert_int_eq(s.kvb.ops->obj_write(s.kvb.arg, o, buf, PS, 2 * PS), PS);
+	ck_assert_int_eq(s.kvb.ops->obj_write(s.kvb.arg, o, buf, PS, BS), -EFBIG);
+	s.kvb.ops->obj_close(s.kvb.arg, o);
+	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &after), 0);
+	ck_assert_uint_eq(after.blocks_free, before.blocks_free);
+	expect_content(&s, "a", 2 * PS, 1);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+START_TEST(test_power_cut_loses_only_unsynced)
+{
+	struct ofs_store s;
+	struct meta_inode a, b;
+	uint64_t i;
+
+	open_store(&s);
+	a = create(&s, "a", 3 * PS, 1);
+	b = create(&s, "b", PS + 1, 2);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	save_image("cut", 1, 0);
+	/* After the barrier: overwrite a, unlink b, fill the space b held. */
+	ck_assert_int_eq(overwrite(&s, &a, 2 * PS, 3), 0);
+	ck_assert_int_eq(meta_delete(s.meta, b.ino), 0);
+	{
+		struct kvb_map bm = { b.bucket, b.page, b.npages, b.size };
+
+		ck_assert_int_eq(s.kvb.ops->remove(s.kvb.arg, &bm), 0);
+	}
+	for (i = 0; i < 6; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "n%llu", (unsigned long long)i);
+		create(&s, name, PS, (unsigned)(10 + i));
+	}
+	/*
+	 * Power cut: the metadata as at the barrier, but the data written
+	 * since (on pages b or a's old version held) reached the disk.  Only
+	 * never reusing freed pages before the barrier keeps a and b intact.
+	 */
+	ofs_store_crash(&s);
+	restore_image("cut", 1, 0);
+	open_store(&s);
+	ck_assert_int_eq(s.was_clean, 0);
+	expect_content(&s, "a", 3 * PS, 1);
+	expect_content(&s, "b", PS + 1, 2);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+START_TEST(test_power_cut_keeps_metadata_loses_data)
+{
+	struct ofs_store s;
+	struct meta_inode a;
+
+	/*
+	 * The worst order: the WAL reached the disk (the OS wrote it back) but
+	 * the new pages did not.  Recovery finds the unsynced versions whose
+	 * pages do not match, and falls back to the last synced one.
+	 */
+	open_store(&s);
+	a = create(&s, "a", 3 * PS, 1);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	save_image("data", 0, 1);
+	ck_assert_int_eq(overwrite(&s, &a, 2 * PS, 3), 0);
+	create(&s, "fresh", PS, 4);
+	ofs_store_crash(&s);
+	restore_image("data", 0, 1);
+	open_store(&s);
+	ck_assert_uint_eq(s.reverted, 1);
+	ck_assert_uint_eq(s.dropped_corrupt, 1);
+	expect_content(&s, "a", 3 * PS, 1);
+	{
+		struct meta_inode m;
+
+		ck_assert_int_eq(meta_lookup(s.meta, META_ROOT_INO, "fresh", 5, &m), -ENOENT);
+	}
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+START_TEST(test_kill_keeps_everything_committed)
+{
+	struct ofs_store s;
+	struct meta_inode a;
+
+	/* A daemon kill loses nothing that was committed, synced or not. */
+	open_store(&s);
+	a = create(&s, "a", 3 * PS, 1);
+	ck_assert_int_eq(overwrite(&s, &a, 2 * PS, 3), 0);
+	create(&s, "b", 5, 4);
+	ofs_store_crash(&s);
+	open_store(&s);
+	ck_assert_uint_eq(s.reverted, 0);
+	ck_assert_uint_eq(s.dropped_corrupt, 0);
+	expect_content(&s, "a", 2 * PS, 3);
+	expect_content(&s, "b", 5, 4);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+static Suite *store_suite(void)
+{
+	Suite *s = suite_create("store");
+	TCase *tc = tcase_create("crash");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_failed_metadata_commit);
+	tcase_add_test(tc, test_failed_write_in_the_middle);
+	tcase_add_test(tc, test_power_cut_loses_only_unsynced);
+	tcase_add_test(tc, test_power_cut_keeps_metadata_loses_data);
+	tcase_add_test(tc, test_kill_keeps_everything_committed);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(store_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
