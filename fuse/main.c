@@ -7,6 +7,7 @@
 #include "ofs.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +169,24 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 	return 0;
 }
 
+/* -ofsname=ROOT,...: a ',' or '\\' in ROOT is escaped, or libfuse would split there. */
+static char *ofs_fsname_opt(const char *root)
+{
+	static const char pre[] = "-ofsname=", post[] = ",subtype=offloadfs,default_permissions";
+	char *out = malloc(sizeof(pre) + 2 * strlen(root) + sizeof(post)), *p;
+
+	if (!out)
+		return NULL;
+	p = stpcpy(out, pre);
+	for (; *root; root++) {
+		if (*root == ',' || *root == '\\')
+			*p++ = '\\';
+		*p++ = *root;
+	}
+	strcpy(p, post);
+	return out;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -235,8 +254,8 @@ int main(int argc, char *argv[])
 		ofs.sync_ms = (unsigned)v;
 	}
 	/* The kernel enforces modes and owners: we store them, it checks them. */
-	if (asprintf(&fsname, "-ofsname=%s,subtype=offloadfs,default_permissions", cli.root) < 0 ||
-	    fuse_opt_add_arg(&args, fsname) == -1)
+	fsname = ofs_fsname_opt(cli.root);
+	if (!fsname || fuse_opt_add_arg(&args, fsname) == -1)
 		goto out_args;
 	if (fuse_parse_cmdline(&args, &opts) != 0)
 		goto out_args;
@@ -264,11 +283,12 @@ int main(int argc, char *argv[])
 		goto out_store;
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_signals;
-	ofs_log("%s: %s store %s at %s; %s; %llu objects; recovery dropped %llu unfinished "
+	ofs_log("%s store %s at %s; %s; %llu objects; recovery dropped %llu unfinished "
 		"writes and %llu unlinked-open files, reverted %llu and dropped %llu unsynced "
 		"versions that failed their checksum",
-		ofs.store.created ? "created" : "mounted",
-		ofs.store.was_clean ? "clean" : "unclean", ofs.store.root, opts.mountpoint,
+		ofs.store.created ? "created new" : ofs.store.was_clean ? "mounted clean"
+								  : "mounted unclean",
+		ofs.store.root, opts.mountpoint,
 		ofs.store.start_msg, (unsigned long long)ofs.store.nfiles,
 		(unsigned long long)ofs.store.dropped_new,
 		(unsigned long long)ofs.store.dropped_orphans,
@@ -288,6 +308,9 @@ int main(int argc, char *argv[])
 		ret = fuse_session_loop_mt(se, loop);
 		fuse_loop_cfg_destroy(loop);
 	}
+	/* Ended by SIGTERM, SIGINT or SIGHUP: a normal stop, not a failure. */
+	if (ret == SIGTERM || ret == SIGINT || ret == SIGHUP)
+		ret = 0;
 	ofs_syncer_stop(&ofs);
 	fuse_session_unmount(se);
 out_signals:
@@ -307,6 +330,13 @@ out_session:
 		fuse_session_destroy(se);
 out_args:
 	ofs_table_release(&ofs);
+	/* fuse_opt_parse strdup()s the values of our %s options. */
+	free(cli.page_size);
+	free(cli.bucket_size);
+	free(cli.bucket_count);
+	free(cli.meta);
+	free(cli.timeout);
+	free(cli.sync_ms);
 	free(opts.mountpoint);
 	free(fsname);
 	fuse_opt_free_args(&args);

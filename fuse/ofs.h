@@ -47,7 +47,6 @@ struct ofs {
 	int syncer_running, stopping;
 	pthread_mutex_t slock; /* stopping, with scond */
 	pthread_cond_t scond;
-	uint64_t commits;      /* commits since start (under lock) */
 	uint64_t csum_failures;
 };
 

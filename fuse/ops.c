@@ -399,7 +399,6 @@ static int ofs_commit(struct ofs *ofs, struct ofs_inode *in, int sync)
 	pthread_mutex_lock(&ofs->lock);
 	free(in->pcs);
 	in->pcs = NULL;
-	ofs->commits++;
 	pthread_mutex_unlock(&ofs->lock);
 	return sync ? ofs_durable(ofs, NULL) : 0;
 }
@@ -412,7 +411,7 @@ static void *ofs_syncer(void *arg)
 	pthread_mutex_lock(&ofs->slock);
 	while (!ofs->stopping) {
 		struct timespec ts;
-		uint64_t now_commits;
+		uint64_t changes;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += ofs->sync_ms / 1000;
@@ -426,11 +425,14 @@ static void *ofs_syncer(void *arg)
 			break;
 		pthread_mutex_unlock(&ofs->slock);
 		pthread_mutex_lock(&ofs->lock);
-		now_commits = ofs->commits;
+		changes = meta_changes(ofs->store.meta);
 		pthread_mutex_unlock(&ofs->lock);
-		/* Group commit: one barrier covers every commit of the interval. */
-		if (now_commits != seen) {
-			seen = now_commits;
+		/*
+		 * Group commit: one barrier covers every commit, create, rename
+		 * and unlink of the interval, and gives back the pages they freed.
+		 */
+		if (changes != seen) {
+			seen = changes;
 			ofs_durable(ofs, NULL);
 		}
 		pthread_mutex_lock(&ofs->slock);

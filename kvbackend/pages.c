@@ -727,8 +727,10 @@ static uint64_t pages_release(void *arg, uint64_t mark)
 		pages_free_run(p, p->freed[i].bucket, p->freed[i].page, p->freed[i].npages);
 		pages += p->freed[i].npages;
 	}
-	memmove(p->freed, p->freed + mark, (p->nfreed - mark) * sizeof(*p->freed));
-	p->nfreed -= mark;
+	if (mark) {
+		memmove(p->freed, p->freed + mark, (p->nfreed - mark) * sizeof(*p->freed));
+		p->nfreed -= mark;
+	}
 	pthread_mutex_unlock(&p->flock);
 	return pages;
 }

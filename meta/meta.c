@@ -126,7 +126,13 @@ struct meta {
 	sqlite3 *db;
 	sqlite3_stmt *st[ST_N];
 	unsigned long fault_at, writes; /* meta_inject_fault */
+	uint64_t changes;               /* namespace and object writes, for group commit */
 };
+
+uint64_t meta_changes(struct meta *m)
+{
+	return m->changes;
+}
 
 void meta_inject_fault(struct meta *m, unsigned long nth_write)
 {
@@ -137,6 +143,7 @@ void meta_inject_fault(struct meta *m, unsigned long nth_write)
 /* Count a write statement; -EIO when it is the one chosen to fail. */
 static int meta_fault(struct meta *m)
 {
+	m->changes++;
 	if (!m->fault_at)
 		return 0;
 	if (++m->writes == m->fault_at) {

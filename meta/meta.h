@@ -158,6 +158,9 @@ int meta_bitmap_clear(struct meta *m);
  */
 void meta_inject_fault(struct meta *m, unsigned long nth_write);
 
+/* Count of namespace and object writes so far (not syncs or snapshots). */
+uint64_t meta_changes(struct meta *m);
+
 /* Last sqlite error text, for logs. */
 const char *meta_errmsg(struct meta *m);
 
