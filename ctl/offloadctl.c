@@ -3,6 +3,8 @@
  *
  *   offloadctl fsck ROOT [--meta PATH] [--repair]   check an unmounted store
  *   offloadctl scrub MOUNTPOINT                      checksum pass on a mounted store
+ *   offloadctl stats MOUNTPOINT [--json]             live metrics of a mounted store
+ *   offloadctl promote MOUNTPOINT FILE...            queue promotions to the DRAM tier
  *
  * fsck takes the same exclusive lock on ROOT as the daemon (so it refuses a
  * mounted store), never touches a database that is not ours, and without
@@ -553,9 +555,9 @@ static void scrub_dir(struct scrub *sc, const char *dir)
 	closedir(d);
 }
 
-static int cmd_scrub(const char *mnt)
+/* 0 when mnt is an offloadfs mount point, else a message and 2. */
+static int check_mount(const char *mnt)
 {
-	struct scrub sc = { 0 };
 	char real[4096], line[8192];
 	int found = 0;
 	FILE *mounts;
@@ -578,6 +580,15 @@ static int cmd_scrub(const char *mnt)
 		fprintf(stderr, "offloadctl: %s is not an offloadfs mount point\n", mnt);
 		return 2;
 	}
+	return 0;
+}
+
+static int cmd_scrub(const char *mnt)
+{
+	struct scrub sc = { 0 };
+
+	if (check_mount(mnt))
+		return 2;
 	sc.prog.what = "scrub";
 	sc.prog.tty = isatty(2);
 	scrub_dir(&sc, mnt);
@@ -589,10 +600,194 @@ static int cmd_scrub(const char *mnt)
 	return sc.bad || sc.errors ? 1 : 0;
 }
 
+/* ---- stats: the daemon's live metrics (user.offload.metrics on the root) ---- */
+
+struct sample {
+	char name[128], labels[128];
+	double v;
+};
+
+static double find(const struct sample *s, size_t n, const char *name, const char *labels)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(s[i].name, name) && !strcmp(s[i].labels, labels ? labels : ""))
+			return s[i].v;
+	return 0;
+}
+
+static void human(double bytes, char *out, size_t len)
+{
+	const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	int i = 0;
+
+	while (bytes >= 1024 && i < 5) {
+		bytes /= 1024;
+		i++;
+	}
+	snprintf(out, len, "%.1f %s", bytes, u[i]);
+}
+
+static int cmd_stats(const char *mnt, int json)
+{
+	static char text[1 << 17];
+	struct sample *s = NULL;
+	size_t n = 0, cap = 0, i;
+	ssize_t len;
+	char *line, *save = NULL, a[32], b[32], c[32];
+	double ps, cap_bytes, used = 0, fr = 0, hits, misses;
+	unsigned bk;
+
+	if (check_mount(mnt))
+		return 2;
+	len = getxattr(mnt, "user.offload.metrics", text, sizeof(text) - 1);
+	if (len < 0) {
+		fprintf(stderr, "offloadctl: %s: cannot read the metrics: %s\n", mnt, strerror(errno));
+		return 2;
+	}
+	text[len] = '\0';
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *sp, *br;
+
+		if (line[0] == '#')
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 256;
+			s = realloc(s, cap * sizeof(*s));
+			if (!s)
+				return 2;
+		}
+		sp = strrchr(line, ' ');
+		if (!sp)
+			continue;
+		*sp = '\0';
+		s[n].v = strtod(sp + 1, NULL);
+		br = strchr(line, '{');
+		if (br) {
+			*br = '\0';
+			snprintf(s[n].labels, sizeof(s[n].labels), "%.*s", (int)strlen(br + 1) - 1, br + 1);
+		} else {
+			s[n].labels[0] = '\0';
+		}
+		snprintf(s[n].name, sizeof(s[n].name), "%s", line);
+		n++;
+	}
+	ps = find(s, n, "offloadfs_page_size_bytes", NULL);
+	cap_bytes = find(s, n, "offloadfs_capacity_bytes", NULL);
+	for (i = 0; i < n; i++) {
+		if (!strcmp(s[i].name, "offloadfs_bucket_pages_allocated"))
+			used += s[i].v;
+		else if (!strcmp(s[i].name, "offloadfs_bucket_pages_free"))
+			fr += s[i].v;
+	}
+	hits = find(s, n, "offloadfs_dram_hits_total", NULL);
+	misses = find(s, n, "offloadfs_dram_misses_total", NULL);
+	if (json) {
+		int first = 1;
+
+		printf("{\"mountpoint\": \"%s\", \"capacity_bytes\": %.0f, \"page_size\": %.0f, "
+		       "\"used_pages\": %.0f, \"free_pages\": %.0f, \"objects\": %.0f, "
+		       "\"dram_hit_rate\": %.4f, \"buckets\": [",
+		       mnt, cap_bytes, ps, used, fr, find(s, n, "offloadfs_objects", NULL),
+		       hits + misses ? hits / (hits + misses) : 0.0);
+		for (i = 0; i < n; i++) {
+			double f, l;
+
+			if (strcmp(s[i].name, "offloadfs_bucket_pages_allocated"))
+				continue;
+			f = find(s, n, "offloadfs_bucket_pages_free", s[i].labels);
+			l = find(s, n, "offloadfs_bucket_largest_free_run_pages", s[i].labels);
+			printf("%s{\"bucket\": \"%.2s\", \"allocated\": %.0f, \"free\": %.0f, "
+			       "\"largest_free_run\": %.0f, \"fragmentation\": %.4f}",
+			       first ? "" : ", ", s[i].labels + 8, s[i].v, f, l, f ? 1 - l / f : 0.0);
+			first = 0;
+		}
+		printf("], \"metrics\": {");
+		for (i = 0; i < n; i++) {
+			const char *p;
+
+			printf("%s\"%s", i ? ", " : "", s[i].name);
+			if (s[i].labels[0]) {
+				putchar('{');
+				for (p = s[i].labels; *p; p++)
+					printf(*p == '"' ? "\\\"" : "%c", *p);
+				putchar('}');
+			}
+			printf("\": %.17g", s[i].v);
+		}
+		printf("}}\n");
+		free(s);
+		return 0;
+	}
+	human(cap_bytes, a, sizeof(a));
+	printf("offloadfs at %s\n", mnt);
+	printf("  capacity   %s (%.0f pages of %.0f KiB)\n", a, used + fr, ps / 1024);
+	human(used * ps, a, sizeof(a));
+	human(fr * ps, b, sizeof(b));
+	printf("  used       %s (%.1f%%)\n  free       %s\n", a,
+	       used + fr ? 100 * used / (used + fr) : 0.0, b);
+	printf("  objects    %.0f\n", find(s, n, "offloadfs_objects", NULL));
+	human(find(s, n, "offloadfs_bytes_written_total", NULL), a, sizeof(a));
+	human(find(s, n, "offloadfs_bytes_read_total", NULL), b, sizeof(b));
+	printf("  written    %s in %.0f commits; read %s (through the daemon)\n", a,
+	       find(s, n, "offloadfs_objects_committed_total", NULL), b);
+	printf("  checksum failures %.0f, allocation failures (ENOSPC) %.0f\n",
+	       find(s, n, "offloadfs_checksum_failures_total", NULL),
+	       find(s, n, "offloadfs_page_allocation_failures_total", NULL));
+	human(find(s, n, "offloadfs_dram_bytes", NULL), a, sizeof(a));
+	human(find(s, n, "offloadfs_dram_capacity_bytes", NULL), b, sizeof(b));
+	printf("  DRAM tier  %s of %s; hit rate %.1f%% (%.0f hits, %.0f misses), %.0f evictions\n",
+	       a, b, hits + misses ? 100 * hits / (hits + misses) : 0.0, hits, misses,
+	       find(s, n, "offloadfs_dram_evictions_total", NULL));
+	printf("  promotions queued %.0f, done %.0f, failed %.0f, dropped %.0f\n",
+	       find(s, n, "offloadfs_promotions_queued_total", NULL),
+	       find(s, n, "offloadfs_promotions_done_total", NULL),
+	       find(s, n, "offloadfs_promotions_failed_total", NULL),
+	       find(s, n, "offloadfs_promotions_dropped_total", NULL));
+	printf("  bucket  allocated       free  largest-free  fragmentation\n");
+	for (bk = 0; bk < 256; bk++) {
+		char lab[32];
+		double u, f, l;
+
+		snprintf(lab, sizeof(lab), "bucket=\"%02x\"", bk);
+		u = find(s, n, "offloadfs_bucket_pages_allocated", lab);
+		f = find(s, n, "offloadfs_bucket_pages_free", lab);
+		if (u + f == 0)
+			break;
+		l = find(s, n, "offloadfs_bucket_largest_free_run_pages", lab);
+		snprintf(c, sizeof(c), "%.1f%%", f ? 100 * (1 - l / f) : 0.0);
+		printf("  %02x     %10.0f %10.0f %13.0f %14s\n", bk, u, f, l, c);
+	}
+	free(s);
+	return 0;
+}
+
+static int cmd_promote(const char *mnt, int nfiles, char **files)
+{
+	int i, bad = 0;
+
+	if (check_mount(mnt))
+		return 2;
+	for (i = 0; i < nfiles; i++) {
+		if (setxattr(files[i], "user.offload.promote", "1", 1, 0)) {
+			fprintf(stderr, "offloadctl: %s: %s\n", files[i],
+				errno == EOPNOTSUPP ? "the mount has no DRAM tier (-o dram=SIZE)"
+						    : strerror(errno));
+			bad++;
+		} else {
+			printf("queued %s\n", files[i]);
+		}
+	}
+	return bad ? 1 : 0;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out, "usage: offloadctl fsck ROOT [--meta PATH] [--repair]\n"
 		     "       offloadctl scrub MOUNTPOINT\n"
+		     "       offloadctl stats MOUNTPOINT [--json]\n"
+		     "       offloadctl promote MOUNTPOINT FILE...\n"
 		     "       offloadctl --version\n"
 		     "fsck checks an unmounted store (read-only unless --repair, which frees\n"
 		     "leaked pages and moves corrupted objects to <tenant>/lost+found);\n"
@@ -637,6 +832,10 @@ int main(int argc, char **argv)
 	}
 	if (argc == 3 && !strcmp(argv[1], "scrub"))
 		return cmd_scrub(argv[2]);
+	if ((argc == 3 || (argc == 4 && !strcmp(argv[3], "--json"))) && !strcmp(argv[1], "stats"))
+		return cmd_stats(argv[2], argc == 4);
+	if (argc >= 4 && !strcmp(argv[1], "promote"))
+		return cmd_promote(argv[2], argc - 3, argv + 3);
 	usage(stderr);
 	return 2;
 }

@@ -15,6 +15,7 @@
 
 struct ofs_cli {
 	char *page_size, *bucket_size, *bucket_count, *meta, *timeout, *sync_ms;
+	char *dram, *promote_after, *promote_window, *metrics;
 	int verify;
 	const char *root;
 	int npos;
@@ -33,6 +34,10 @@ static const struct fuse_opt ofs_opts[] = {
 	CLI_OPT("meta=%s", meta),
 	CLI_OPT("cache_timeout=%s", timeout),
 	CLI_OPT("sync_interval=%s", sync_ms),
+	CLI_OPT("dram=%s", dram),
+	CLI_OPT("promote_after=%s", promote_after),
+	CLI_OPT("promote_window=%s", promote_window),
+	CLI_OPT("metrics=%s", metrics),
 	{ "verify", offsetof(struct ofs_cli, verify), 1 },
 	{ "noverify", offsetof(struct ofs_cli, verify), 2 },
 	FUSE_OPT_KEY("-h", KEY_HELP),
@@ -87,6 +92,10 @@ static void ofs_usage(const char *prog)
 	       "    sync_interval=MS  group commit: make closed files durable against power\n"
 	       "                      loss every MS milliseconds (default 1000; 0: only fsync)\n"
 	       "    verify|noverify   check every read against per-page checksums (default verify)\n"
+	       "    dram=SIZE         DRAM tier for hot objects, K/M/G suffixes (default 0: off)\n"
+	       "    promote_after=N   the Nth open for reading within the window promotes (0: off)\n"
+	       "    promote_window=S  the window, seconds (default 60)\n"
+	       "    metrics=PATH      write Prometheus metrics to PATH every 5 s (textfile collector)\n"
 	       "environment defaults (-o wins): MOONCAKE_DISTRIBUTED_ROOT_DIR (ROOT, when only\n"
 	       "MOUNTPOINT is given), MOONCAKE_DISTRIBUTED_PAGE_SIZE, _BUCKET_SIZE, _BUCKET_COUNT\n\n",
 	       prog);
@@ -166,6 +175,24 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 			(unsigned long long)cfg->geom.page_size);
 		return -1;
 	}
+	return 0;
+}
+
+/* A non-negative integer option; 0 when absent.  -1 (after a message) when malformed. */
+static int ofs_uint_opt(const char *name, const char *val, unsigned *out)
+{
+	unsigned long v;
+	char *end;
+
+	if (!val)
+		return 0;
+	errno = 0;
+	v = strtoul(val, &end, 10);
+	if (errno || *end || end == val || val[0] == '-' || v > 1000000000UL) {
+		fprintf(stderr, "offloadfs: invalid %s '%s': a whole number\n", name, val);
+		return -1;
+	}
+	*out = (unsigned)v;
 	return 0;
 }
 
@@ -253,6 +280,23 @@ int main(int argc, char *argv[])
 		}
 		ofs.sync_ms = (unsigned)v;
 	}
+	if (cli.dram && ofs_parse_size(cli.dram, &ofs.dram_capacity)) {
+		fprintf(stderr, "offloadfs: invalid dram '%s': a size such as 512M or 4G\n", cli.dram);
+		goto out_args;
+	}
+	ofs.promote_window = 60;
+	if (ofs_uint_opt("promote_after", cli.promote_after, &ofs.promote_after) ||
+	    ofs_uint_opt("promote_window", cli.promote_window, &ofs.promote_window))
+		goto out_args;
+	if (ofs.promote_after && !ofs.dram_capacity) {
+		fprintf(stderr, "offloadfs: promote_after needs a DRAM tier (-o dram=SIZE)\n");
+		goto out_args;
+	}
+	ofs.metrics_path = cli.metrics;
+	if (ofs.dram_capacity && ofs_dram_init(&ofs.dram, ofs.dram_capacity)) {
+		fprintf(stderr, "offloadfs: out of memory\n");
+		goto out_args;
+	}
 	/* The kernel enforces modes and owners: we store them, it checks them. */
 	fsname = ofs_fsname_opt(cli.root);
 	if (!fsname || fuse_opt_add_arg(&args, fsname) == -1)
@@ -299,6 +343,8 @@ int main(int argc, char *argv[])
 	/* After daemonize: a thread does not survive its fork. */
 	if (ofs_syncer_start(&ofs))
 		ofs_log("cannot start the group-commit thread: only fsync makes data durable");
+	if (ofs_promoter_start(&ofs))
+		ofs_log("cannot start the promotion worker: the DRAM tier stays empty");
 	if (opts.singlethread) {
 		ret = fuse_session_loop(se);
 	} else {
@@ -311,6 +357,7 @@ int main(int argc, char *argv[])
 	/* Ended by SIGTERM, SIGINT or SIGHUP: a normal stop, not a failure. */
 	if (ret == SIGTERM || ret == SIGINT || ret == SIGHUP)
 		ret = 0;
+	ofs_promoter_stop(&ofs);
 	ofs_syncer_stop(&ofs);
 	fuse_session_unmount(se);
 out_signals:
@@ -337,6 +384,12 @@ out_args:
 	free(cli.meta);
 	free(cli.timeout);
 	free(cli.sync_ms);
+	free(cli.dram);
+	free(cli.promote_after);
+	free(cli.promote_window);
+	free(cli.metrics);
+	if (ofs.dram_capacity)
+		ofs_dram_release(&ofs.dram);
 	free(opts.mountpoint);
 	free(fsname);
 	fuse_opt_free_args(&args);

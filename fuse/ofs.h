@@ -9,8 +9,10 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "dram.h"
 #include "kvb.h"
 #include "meta.h"
+#include "metrics.h"
 #include "store.h"
 
 #define OFS_VERSION "0.1.0"
@@ -31,6 +33,8 @@ struct ofs_inode {
 	struct meta_inode m;
 	struct kvb_obj *obj;
 	uint64_t *pcs;        /* per-page checksums of the committed version, loaded for verify */
+	uint32_t read_opens;  /* opens for reading in the current promotion window (ofs.lock) */
+	int64_t window_start;
 	struct ofs_inode *next;
 };
 
@@ -47,8 +51,23 @@ struct ofs {
 	int syncer_running, stopping;
 	pthread_mutex_t slock; /* stopping, with scond */
 	pthread_cond_t scond;
-	uint64_t csum_failures;
+	struct ofs_metrics metrics;
+	char *metrics_path;    /* -o metrics=PATH, written every few seconds */
+	/* The DRAM tier and its promotion worker. */
+	struct ofs_dram dram;
+	uint64_t dram_capacity; /* 0: off */
+	unsigned promote_after; /* the Nth open for read within the window queues a promotion */
+	unsigned promote_window; /* seconds */
+	pthread_t promoter;
+	int promoter_running;
+	pthread_cond_t pcond;  /* wakes the promoter; with slock */
 };
+
+/* Bytes in the DRAM tier (0 when off). */
+uint64_t ofs_dram_bytes(struct ofs *ofs);
+/* Start/stop the promotion worker; at stop, resident objects are queued to warm the next mount. */
+int ofs_promoter_start(struct ofs *ofs);
+void ofs_promoter_stop(struct ofs *ofs);
 
 /* Start and stop the group-commit thread. */
 int ofs_syncer_start(struct ofs *ofs);

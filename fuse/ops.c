@@ -17,8 +17,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #define DESCRIPTOR_XATTR "user.offload.descriptor"
 #define CHECKSUM_XATTR "user.offload.checksum"
+#define PROMOTE_XATTR "user.offload.promote"
+#define METRICS_XATTR "user.offload.metrics"
 
 static struct ofs *ofs_of(fuse_req_t req)
 {
@@ -273,7 +277,7 @@ static int ofs_check_name(const char *name)
  * The object key of ino: its path below its tenant directory.  Under
  * ofs.lock.  An unlinked inode has no path; it keeps the key it had.
  */
-static int ofs_key(struct ofs *ofs, uint64_t ino, char *key, size_t *klen)
+static int ofs_path(struct ofs *ofs, uint64_t ino, char *key, size_t *klen, int with_tenant)
 {
 	char buf[OFS_KEY_MAX], name[META_NAME_MAX + 1];
 	size_t pos = sizeof(buf), len;
@@ -284,7 +288,7 @@ static int ofs_key(struct ofs *ofs, uint64_t ino, char *key, size_t *klen)
 		ret = meta_name(ofs->store.meta, ino, &parent, name, &len);
 		if (ret)
 			return ret;
-		if (parent == META_ROOT_INO)
+		if (parent == META_ROOT_INO && !with_tenant)
 			break;
 		if (len + 1 > pos)
 			return -ENAMETOOLONG;
@@ -294,10 +298,17 @@ static int ofs_key(struct ofs *ofs, uint64_t ino, char *key, size_t *klen)
 		memcpy(buf + pos, name, len);
 		first = 0;
 		ino = parent;
+		if (ino == META_ROOT_INO)
+			break;
 	}
 	*klen = sizeof(buf) - pos;
 	memcpy(key, buf + pos, *klen);
 	return 0;
+}
+
+static int ofs_key(struct ofs *ofs, uint64_t ino, char *key, size_t *klen)
+{
+	return ofs_path(ofs, ino, key, klen, 0);
 }
 
 /* The tenant directory holding dir (dir itself for a tenant; root for root). */
@@ -361,6 +372,7 @@ static int ofs_durable(struct ofs *ofs, uint64_t *released)
 {
 	int ret = ofs_store_sync(&ofs->store, &ofs->lock, released);
 
+	OFS_COUNT(ofs->metrics.barriers, 1);
 	if (ret)
 		ofs_log("sync failed: %s", strerror(-ret));
 	return ret;
@@ -392,10 +404,14 @@ static int ofs_commit(struct ofs *ofs, struct ofs_inode *in, int sync)
 		return sync ? ofs_durable(ofs, NULL) : 0;
 	ret = ofs_store_commit(&ofs->store, &ofs->lock, &in->m, in->obj);
 	if (ret) {
+		OFS_COUNT(ofs->metrics.commit_failures, 1);
 		ofs_log("commit of inode %llu failed: %s", (unsigned long long)in->ino,
 			strerror(-ret));
 		return ret;
 	}
+	OFS_COUNT(ofs->metrics.objects_committed, 1);
+	if (ofs->dram_capacity)
+		ofs_dram_drop(&ofs->dram, in->ino);
 	pthread_mutex_lock(&ofs->lock);
 	free(in->pcs);
 	in->pcs = NULL;
@@ -408,14 +424,17 @@ static void *ofs_syncer(void *arg)
 	struct ofs *ofs = arg;
 	uint64_t seen = 0;
 
+	uint64_t last_metrics = 0;
+	unsigned period = ofs->sync_ms ? ofs->sync_ms : 1000;
+
 	pthread_mutex_lock(&ofs->slock);
 	while (!ofs->stopping) {
 		struct timespec ts;
 		uint64_t changes;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += ofs->sync_ms / 1000;
-		ts.tv_nsec += (long)(ofs->sync_ms % 1000) * 1000000L;
+		ts.tv_sec += period / 1000;
+		ts.tv_nsec += (long)(period % 1000) * 1000000L;
 		if (ts.tv_nsec >= 1000000000L) {
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
@@ -431,9 +450,18 @@ static void *ofs_syncer(void *arg)
 		 * Group commit: one barrier covers every commit, create, rename
 		 * and unlink of the interval, and gives back the pages they freed.
 		 */
-		if (changes != seen) {
+		if (ofs->sync_ms && changes != seen) {
 			seen = changes;
 			ofs_durable(ofs, NULL);
+		}
+		/* The textfile collector's file, every few seconds. */
+		if (ofs->metrics_path && ofs_now_ns() - last_metrics >= 5000000000ULL) {
+			int r = ofs_metrics_write(ofs, ofs->metrics_path);
+
+			if (r && !last_metrics)
+				ofs_log("cannot write metrics to %s: %s", ofs->metrics_path,
+					strerror(-r));
+			last_metrics = ofs_now_ns();
 		}
 		pthread_mutex_lock(&ofs->slock);
 	}
@@ -445,7 +473,8 @@ int ofs_syncer_start(struct ofs *ofs)
 {
 	pthread_mutex_init(&ofs->slock, NULL);
 	pthread_cond_init(&ofs->scond, NULL);
-	if (!ofs->sync_ms)
+	pthread_cond_init(&ofs->pcond, NULL);
+	if (!ofs->sync_ms && !ofs->metrics_path)
 		return 0;
 	if (pthread_create(&ofs->syncer, NULL, ofs_syncer, ofs))
 		return -EAGAIN;
@@ -463,6 +492,223 @@ void ofs_syncer_stop(struct ofs *ofs)
 	pthread_mutex_unlock(&ofs->slock);
 	pthread_join(ofs->syncer, NULL);
 	ofs->syncer_running = 0;
+	/* The last numbers, for a collector that reads after we are gone. */
+	if (ofs->metrics_path)
+		ofs_metrics_write(ofs, ofs->metrics_path);
+}
+
+uint64_t ofs_dram_bytes(struct ofs *ofs)
+{
+	return ofs->dram_capacity ? ofs_dram_used(&ofs->dram) : 0;
+}
+
+static void ofs_version(const struct meta_inode *m, struct ofs_dram_version *v)
+{
+	v->bucket = m->bucket;
+	v->page = m->page;
+	v->size = m->size;
+	v->csum = m->csum;
+}
+
+/*
+ * Queue a promotion of in's committed version.  Under ofs.lock.  Nothing to
+ * do for an empty object, one already queued, or (but for the warm-up
+ * queued at unmount) one already resident.
+ */
+static int ofs_queue_promotion(struct ofs *ofs, struct ofs_inode *in, const char *reason)
+{
+	int warmup = !strcmp(reason, "warmup");
+
+	struct ofs_dram_version v;
+	struct meta_task t;
+	size_t klen = 0;
+	int ret;
+
+	if (!ofs->dram_capacity)
+		return -EOPNOTSUPP;
+	if (!S_ISREG(in->m.mode) || in->m.state != META_COMMITTED)
+		return -EINVAL;
+	ofs_version(&in->m, &v);
+	if (in->m.size == 0 || (!warmup && ofs_dram_has(&ofs->dram, in->ino, &v)))
+		return 0;
+	ret = meta_task_pending(ofs->store.meta, in->ino);
+	if (ret)
+		return ret < 0 ? ret : 0;
+	memset(&t, 0, sizeof(t));
+	t.ino = in->ino;
+	if (ofs_path(ofs, in->ino, t.key, &klen, 1) == 0 && klen < sizeof(t.key))
+		t.key[klen] = '\0';
+	else
+		t.key[0] = '\0';
+	snprintf(t.reason, sizeof(t.reason), "%s", reason);
+	t.size = in->m.size;
+	t.bucket = in->m.bucket;
+	t.page = in->m.page;
+	t.csum = in->m.csum;
+	ret = meta_task_add(ofs->store.meta, &t);
+	if (ret)
+		return ret;
+	OFS_COUNT(ofs->metrics.promotions_queued, 1);
+	pthread_mutex_lock(&ofs->slock);
+	pthread_cond_signal(&ofs->pcond);
+	pthread_mutex_unlock(&ofs->slock);
+	return 0;
+}
+
+/* Carry out one claimed task: never on stale pages, never blocking a reader. */
+static void ofs_promote_one(struct ofs *ofs, const struct meta_task *t)
+{
+	struct ofs_dram_version v = { t->bucket, t->page, t->size, t->csum };
+	struct kvb_map map = { t->bucket, t->page, (t->size + ofs->store.geom.page_size - 1) /
+							ofs->store.geom.page_size, t->size };
+	struct ofs_inode *in;
+	struct meta_inode m;
+	const char *why = NULL;
+	int state = META_TASK_DONE, ret;
+	uint64_t evicted = 0;
+	char *buf = NULL;
+
+	pthread_mutex_lock(&ofs->lock);
+	in = ofs_ifind(ofs, t->ino);
+	ret = in ? 0 : meta_get(ofs->store.meta, t->ino, &m);
+	if (in)
+		m = in->m;
+	pthread_mutex_unlock(&ofs->lock);
+	if (ret || m.state != META_COMMITTED || m.bucket != t->bucket || m.page != t->page ||
+	    m.size != t->size || m.csum != t->csum) {
+		state = META_TASK_DROPPED;
+		why = ret ? "deleted before the promotion ran" : "overwritten before the promotion ran";
+	} else if (!(buf = malloc(t->size ? t->size : 1))) {
+		state = META_TASK_FAILED;
+		why = "out of memory";
+	} else if (ofs->store.kvb.ops->read(ofs->store.kvb.arg, &map, buf, t->size, 0) !=
+		   (ssize_t)t->size) {
+		state = META_TASK_FAILED;
+		why = "read error";
+	} else if (XXH3_64bits(buf, t->size) != t->csum) {
+		/* Never keep those bytes: overwritten while we read, or corrupt. */
+		pthread_mutex_lock(&ofs->lock);
+		in = ofs_ifind(ofs, t->ino);
+		ret = in ? 0 : meta_get(ofs->store.meta, t->ino, &m);
+		if (in)
+			m = in->m;
+		pthread_mutex_unlock(&ofs->lock);
+		if (!ret && m.csum == t->csum && m.bucket == t->bucket && m.page == t->page) {
+			state = META_TASK_FAILED;
+			why = "its pages do not match its checksum";
+			OFS_COUNT(ofs->metrics.checksum_failures, 1);
+		} else {
+			state = META_TASK_DROPPED;
+			why = "overwritten while being read";
+		}
+	} else {
+		ret = ofs_dram_insert(&ofs->dram, t->ino, &v, buf, &evicted);
+		buf = NULL;
+		if (ret) {
+			state = META_TASK_FAILED;
+			why = ret == -E2BIG ? "larger than the DRAM tier" : strerror(-ret);
+		}
+		OFS_COUNT(ofs->metrics.dram_evictions, evicted);
+	}
+	free(buf);
+	if (state == META_TASK_DONE)
+		OFS_COUNT(ofs->metrics.promotions_done, 1);
+	else if (state == META_TASK_DROPPED)
+		OFS_COUNT(ofs->metrics.promotions_dropped, 1);
+	else
+		OFS_COUNT(ofs->metrics.promotions_failed, 1);
+	pthread_mutex_lock(&ofs->lock);
+	ret = meta_task_finish(ofs->store.meta, t->id, state, why);
+	if (ret)
+		ofs_log("promotion task %llu: cannot record its end: %s",
+			(unsigned long long)t->id, meta_errmsg(ofs->store.meta));
+	pthread_mutex_unlock(&ofs->lock);
+}
+
+static void *ofs_promoter_main(void *arg)
+{
+	struct ofs *ofs = arg;
+	unsigned long ran = 0;
+
+	for (;;) {
+		struct meta_task t;
+		int ret;
+
+		pthread_mutex_lock(&ofs->slock);
+		if (ofs->stopping) {
+			pthread_mutex_unlock(&ofs->slock);
+			break;
+		}
+		pthread_mutex_unlock(&ofs->slock);
+		pthread_mutex_lock(&ofs->lock);
+		ret = meta_task_claim(ofs->store.meta, &t);
+		if (ret == 0 && ++ran % 256 == 0)
+			meta_task_prune(ofs->store.meta, 4096);
+		pthread_mutex_unlock(&ofs->lock);
+		if (ret == 0) {
+			ofs_promote_one(ofs, &t);
+			continue;
+		}
+		if (ret != -ENOENT)
+			ofs_log("promotion worker: cannot read the task queue: %s", strerror(-ret));
+		pthread_mutex_lock(&ofs->slock);
+		if (!ofs->stopping) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			pthread_cond_timedwait(&ofs->pcond, &ofs->slock, &ts);
+		}
+		pthread_mutex_unlock(&ofs->slock);
+	}
+	return NULL;
+}
+
+int ofs_promoter_start(struct ofs *ofs)
+{
+	uint64_t n = 0;
+
+	if (!ofs->dram_capacity)
+		return 0;
+	pthread_mutex_lock(&ofs->lock);
+	/* Tasks a crash interrupted run again. */
+	meta_task_requeue(ofs->store.meta, &n);
+	pthread_mutex_unlock(&ofs->lock);
+	if (pthread_create(&ofs->promoter, NULL, ofs_promoter_main, ofs))
+		return -EAGAIN;
+	ofs->promoter_running = 1;
+	return 0;
+}
+
+void ofs_promoter_stop(struct ofs *ofs)
+{
+	uint64_t *inos;
+	size_t n = 0, i;
+
+	if (!ofs->promoter_running)
+		return;
+	pthread_mutex_lock(&ofs->slock);
+	ofs->stopping = 1;
+	pthread_cond_broadcast(&ofs->pcond);
+	pthread_cond_broadcast(&ofs->scond);
+	pthread_mutex_unlock(&ofs->slock);
+	pthread_join(ofs->promoter, NULL);
+	ofs->promoter_running = 0;
+	/* What was in DRAM is queued again: the next mount warms itself back up. */
+	inos = ofs_dram_list(&ofs->dram, &n);
+	pthread_mutex_lock(&ofs->lock);
+	for (i = 0; inos && i < n; i++) {
+		struct meta_inode m;
+		struct ofs_inode tmp = { 0 };
+
+		if (meta_get(ofs->store.meta, inos[i], &m))
+			continue;
+		tmp.ino = m.ino;
+		tmp.m = m;
+		ofs_queue_promotion(ofs, &tmp, "warmup");
+	}
+	pthread_mutex_unlock(&ofs->lock);
+	free(inos);
 }
 
 /* ---- operations ---- */
@@ -772,6 +1018,8 @@ static int ofs_drop_name(struct ofs *ofs, const struct meta_inode *m, struct kvb
 	int ret;
 
 	*to_free = KVB_MAP_EMPTY;
+	if (ofs->dram_capacity)
+		ofs_dram_drop(&ofs->dram, m->ino);
 	if (in && in->nopen > 0) {
 		ret = meta_detach(ofs->store.meta, m->ino);
 		if (!ret)
@@ -941,6 +1189,26 @@ static int ofs_open_writer(struct ofs *ofs, struct ofs_inode *in, int trunc)
 	return ret;
 }
 
+/* promote_after=N: the Nth open for reading within the window queues a promotion. */
+static void ofs_promotion_policy(struct ofs *ofs, struct ofs_inode *in)
+{
+	int64_t now = ofs_now();
+
+	if (!ofs->dram_capacity || !ofs->promote_after || in->m.state != META_COMMITTED)
+		return;
+	if (now - in->window_start > (int64_t)ofs->promote_window * 1000000000LL) {
+		in->window_start = now;
+		in->read_opens = 0;
+	}
+	if (++in->read_opens == ofs->promote_after) {
+		int ret = ofs_queue_promotion(ofs, in, "policy");
+
+		if (ret && ret != -EINVAL)
+			ofs_log("inode %llu: cannot queue a promotion: %s",
+				(unsigned long long)in->ino, strerror(-ret));
+	}
+}
+
 static void ofs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ofs *ofs = ofs_of(req);
@@ -963,6 +1231,10 @@ static void ofs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	}
 	pthread_mutex_lock(&ofs->lock);
 	in->nopen++;
+	if (!writer) {
+		OFS_COUNT(ofs->metrics.objects_read, 1);
+		ofs_promotion_policy(ofs, in);
+	}
 	pthread_mutex_unlock(&ofs->lock);
 	fi->fh = (uint64_t)writer;
 	/* Every write goes through this mount, so the kernel's cache stays right. */
@@ -1058,7 +1330,7 @@ static void ofs_read_verified(struct ofs *ofs, fuse_req_t req, struct ofs_inode 
 		: -ENOMEM;
 	if (n == -EBADMSG) {
 		pthread_mutex_lock(&ofs->lock);
-		ofs->csum_failures++;
+		OFS_COUNT(ofs->metrics.checksum_failures, 1);
 		if (ofs_key(ofs, in->ino, key, &klen))
 			klen = 0;
 		pthread_mutex_unlock(&ofs->lock);
@@ -1077,6 +1349,28 @@ static void ofs_read_verified(struct ofs *ofs, fuse_req_t req, struct ofs_inode 
 	free(buf);
 }
 
+/* Serve a read from the DRAM tier: 1 when replied, 0 on a miss. */
+static int ofs_read_dram(struct ofs *ofs, fuse_req_t req, struct ofs_inode *in, size_t size,
+			 uint64_t off)
+{
+	struct ofs_dram_version v;
+	char *buf = malloc(size ? size : 1);
+	ssize_t n = -ENOENT;
+
+	ofs_version(&in->m, &v);
+	if (buf)
+		n = ofs_dram_read(&ofs->dram, in->ino, &v, buf, size, off);
+	if (n < 0) {
+		free(buf);
+		OFS_COUNT(ofs->metrics.dram_misses, 1);
+		return 0;
+	}
+	OFS_COUNT(ofs->metrics.dram_hits, 1);
+	fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+	return 1;
+}
+
 static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			struct fuse_file_info *fi)
 {
@@ -1084,6 +1378,7 @@ static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	const struct kvb_ops *ops = ofs->store.kvb.ops;
 	struct ofs_inode *in = ofs_iget(ofs, ino);
 	struct kvb_map map;
+	uint64_t t0 = ofs_now_ns();
 	off_t pos;
 	int fd;
 
@@ -1102,7 +1397,10 @@ static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	} else {
 		if (size > map.size - (uint64_t)off)
 			size = (size_t)(map.size - (uint64_t)off);
-		if (ofs->verify && !in->obj && map.bucket >= 0 && ofs_load_pcs(ofs, in) == 0)
+		OFS_COUNT(ofs->metrics.bytes_read, size);
+		if (ofs->dram_capacity && !in->obj && ofs_read_dram(ofs, req, in, size, (uint64_t)off))
+			;
+		else if (ofs->verify && !in->obj && map.bucket >= 0 && ofs_load_pcs(ofs, in) == 0)
 			ofs_read_verified(ofs, req, in, &map, size, (uint64_t)off);
 		else if (ops->read_fd(ofs->store.kvb.arg, &map, (uint64_t)off, &fd, &pos) == 0) {
 			/* Straight from the bucket file: no copy through our memory. */
@@ -1125,6 +1423,7 @@ static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		}
 	}
 	pthread_rwlock_unlock(&in->rw);
+	ofs_hist_observe(&ofs->metrics.read_lat, ofs_now_ns() - t0);
 }
 
 static void ofs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -1132,6 +1431,7 @@ static void ofs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t
 {
 	struct ofs *ofs = ofs_of(req);
 	struct ofs_inode *in = ofs_iget(ofs, ino);
+	uint64_t t0 = ofs_now_ns();
 	ssize_t n;
 
 	(void)fi;
@@ -1154,8 +1454,10 @@ static void ofs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t
 		pthread_mutex_lock(&ofs->lock);
 		in->m.mtime = in->m.ctime = now;
 		pthread_mutex_unlock(&ofs->lock);
+		OFS_COUNT(ofs->metrics.bytes_written, (uint64_t)n);
 	}
 	pthread_rwlock_unlock(&in->rw);
+	ofs_hist_observe(&ofs->metrics.write_lat, ofs_now_ns() - t0);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
@@ -1373,6 +1675,22 @@ static void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, si
 	char buf[4096 + 128];
 	int ret = -ENODATA, desc = !strcmp(name, DESCRIPTOR_XATTR);
 
+	if (ino == META_ROOT_INO && !strcmp(name, METRICS_XATTR)) {
+		/* The live metrics, for offloadctl stats. */
+		size_t len = 0;
+		char *text = ofs_metrics_render(ofs, &len);
+
+		if (!text)
+			fuse_reply_err(req, ENOMEM);
+		else if (size == 0)
+			fuse_reply_xattr(req, len);
+		else if (size < len)
+			fuse_reply_err(req, ERANGE);
+		else
+			fuse_reply_buf(req, text, len);
+		free(text);
+		return;
+	}
 	/* Anything else (security.capability on every write) is answered at once. */
 	if (!desc && strcmp(name, CHECKSUM_XATTR)) {
 		fuse_reply_err(req, ENODATA);
@@ -1424,12 +1742,27 @@ static void ofs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			    size_t size, int flags)
 {
-	(void)ino;
-	(void)value;
-	(void)size;
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in;
+	int ret;
+
 	(void)flags;
-	fuse_reply_err(req, strcmp(name, DESCRIPTOR_XATTR) && strcmp(name, CHECKSUM_XATTR) ? ENOTSUP
-											     : EPERM);
+	if (strcmp(name, PROMOTE_XATTR)) {
+		fuse_reply_err(req, strcmp(name, DESCRIPTOR_XATTR) && strcmp(name, CHECKSUM_XATTR)
+					    ? ENOTSUP
+					    : EPERM);
+		return;
+	}
+	/* setfattr -n user.offload.promote -v 1 FILE: queue a promotion to DRAM. */
+	if (size != 1 || value[0] != '1') {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	pthread_mutex_lock(&ofs->lock);
+	in = ofs_ifind(ofs, ino);
+	ret = in ? ofs_queue_promotion(ofs, in, "request") : -ESTALE;
+	pthread_mutex_unlock(&ofs->lock);
+	fuse_reply_err(req, -ret);
 }
 
 static void ofs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)

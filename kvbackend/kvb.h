@@ -35,6 +35,24 @@ struct kvb_statfs {
 
 struct kvb_obj;
 
+/* Calls a backend makes to its storage, counted for metrics. */
+enum kvb_call { KVB_CALL_READ, KVB_CALL_WRITE, KVB_CALL_ZERO, KVB_CALL_SYNC, KVB_CALL_SPLICE,
+		KVB_NCALLS };
+
+static inline const char *kvb_call_name(int c)
+{
+	static const char *const names[KVB_NCALLS] = { "read", "write", "zero", "sync", "splice" };
+
+	return c >= 0 && c < KVB_NCALLS ? names[c] : "?";
+}
+
+struct kvb_stats {
+	uint64_t allocations;     /* runs handed out (new runs and in-place extensions) */
+	uint64_t alloc_failures;  /* requests that found no room (ENOSPC) */
+	uint64_t frees;           /* runs given back */
+	uint64_t calls[KVB_NCALLS], errors[KVB_NCALLS];
+};
+
 struct kvb_ops {
 	const char *name;
 	/*
@@ -102,6 +120,11 @@ struct kvb_ops {
 	int (*describe)(void *arg, const struct kvb_map *m, char *buf, size_t len);
 	/* XXH3-64 of the object's bytes as stored. */
 	int (*checksum)(void *arg, const struct kvb_map *m, uint64_t *csum);
+	/* A snapshot of the counters. */
+	void (*stats)(void *arg, struct kvb_stats *st);
+	/* Pages used, free and the longest free run of bucket b; -ENOENT past the last. */
+	int (*bucket_usage)(void *arg, uint32_t b, uint64_t *used, uint64_t *free_pages,
+			    uint64_t *largest_free);
 	void (*free)(void *arg);
 };
 

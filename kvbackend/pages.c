@@ -63,6 +63,7 @@ struct pages {
 	uint32_t nbuckets;
 	struct pages_bucket *b;
 	struct kvb_mem_faults *faults;
+	struct kvb_stats st;    /* updated with atomics */
 	pthread_mutex_t flock;  /* the freed list */
 	struct pages_freed *freed;
 	uint64_t nfreed, freed_cap;
@@ -90,6 +91,45 @@ struct kvb_obj {
 };
 
 #define PAGES_COPY_CHUNK (1u << 20)
+
+static void pages_count(struct pages *p, enum kvb_call c, int failed)
+{
+	__atomic_add_fetch(&p->st.calls[c], 1, __ATOMIC_RELAXED);
+	if (failed)
+		__atomic_add_fetch(&p->st.errors[c], 1, __ATOMIC_RELAXED);
+}
+
+static ssize_t io_pread(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off)
+{
+	ssize_t n = p->io->pread(p, b, buf, len, off);
+
+	pages_count(p, KVB_CALL_READ, n < 0);
+	return n;
+}
+
+static ssize_t io_pwrite(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off)
+{
+	ssize_t n = p->io->pwrite(p, b, buf, len, off);
+
+	pages_count(p, KVB_CALL_WRITE, n < 0);
+	return n;
+}
+
+static int io_zero(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
+{
+	int ret = p->io->zero(p, b, off, len);
+
+	pages_count(p, KVB_CALL_ZERO, ret < 0);
+	return ret;
+}
+
+static int io_sync(struct pages *p, uint32_t b)
+{
+	int ret = p->io->sync(p, b);
+
+	pages_count(p, KVB_CALL_SYNC, ret < 0);
+	return ret;
+}
 
 static uint64_t pages_for(const struct pages *p, uint64_t size)
 {
@@ -122,6 +162,8 @@ static int pages_free_run(struct pages *p, int32_t b, uint64_t page, uint64_t n)
 	pthread_mutex_lock(&p->b[b].lock);
 	ret = alloc_free(&p->b[b].a, page, n);
 	pthread_mutex_unlock(&p->b[b].lock);
+	if (!ret)
+		__atomic_add_fetch(&p->st.frees, 1, __ATOMIC_RELAXED);
 	if (ret)
 		fprintf(stderr, "offloadfs: BUG: free of bucket %d pages %llu+%llu: %s\n", b,
 			(unsigned long long)page, (unsigned long long)n, strerror(-ret));
@@ -175,6 +217,7 @@ static int pages_alloc_run(struct pages *p, const char *key, size_t klen, uint64
 		ret = alloc_alloc(&p->b[b].a, n, &page);
 		pthread_mutex_unlock(&p->b[b].lock);
 		if (ret == 0) {
+			__atomic_add_fetch(&p->st.allocations, 1, __ATOMIC_RELAXED);
 			out->bucket = (int32_t)b;
 			out->page = page;
 			out->npages = n;
@@ -183,6 +226,7 @@ static int pages_alloc_run(struct pages *p, const char *key, size_t klen, uint64
 		if (ret != -ENOSPC)
 			return ret;
 	}
+	__atomic_add_fetch(&p->st.alloc_failures, 1, __ATOMIC_RELAXED);
 	return -ENOSPC;
 }
 
@@ -193,8 +237,10 @@ static int pages_extend_run(struct pages *p, struct kvb_map *m, uint64_t n)
 	pthread_mutex_lock(&p->b[m->bucket].lock);
 	ret = alloc_extend(&p->b[m->bucket].a, m->page, m->npages, n - m->npages);
 	pthread_mutex_unlock(&p->b[m->bucket].lock);
-	if (ret == 0)
+	if (ret == 0) {
 		m->npages = n;
+		__atomic_add_fetch(&p->st.allocations, 1, __ATOMIC_RELAXED);
+	}
 	return ret == -EINVAL ? -ENOSPC : ret;
 }
 
@@ -204,7 +250,7 @@ static int pages_write_all(struct pages *p, uint32_t b, const void *buf, size_t 
 {
 	__atomic_store_n(&p->b[b].dirty, 1, __ATOMIC_RELAXED);
 	while (len) {
-		ssize_t n = p->io->pwrite(p, b, buf, len, off);
+		ssize_t n = io_pwrite(p, b, buf, len, off);
 
 		if (n < 0)
 			return (int)n;
@@ -220,7 +266,7 @@ static int pages_write_all(struct pages *p, uint32_t b, const void *buf, size_t 
 static int pages_read_all(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off)
 {
 	while (len) {
-		ssize_t n = p->io->pread(p, b, buf, len, off);
+		ssize_t n = io_pread(p, b, buf, len, off);
 
 		if (n < 0)
 			return (int)n;
@@ -442,7 +488,7 @@ static int pages_zero_range(struct pages *p, const struct kvb_map *w, uint64_t f
 {
 	if (to <= from)
 		return 0;
-	return p->io->zero(p, (uint32_t)w->bucket, pages_byte(p, w, from), to - from);
+	return io_zero(p, (uint32_t)w->bucket, pages_byte(p, w, from), to - from);
 }
 
 static int pages_obj_open(void *arg, const struct kvb_map *c, const char *key, size_t klen,
@@ -565,7 +611,7 @@ static int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, stru
 	} else {
 		map->npages = pages_for(p, map->size);
 		if (sync) {
-			ret = p->io->sync(p, (uint32_t)map->bucket);
+			ret = io_sync(p, (uint32_t)map->bucket);
 			if (ret)
 				return ret;
 		}
@@ -681,6 +727,7 @@ static int pages_read_fd(void *arg, const struct kvb_map *m, uint64_t off, int *
 		return -EUCLEAN;
 	*fd = p->b[m->bucket].fd;
 	*pos = (off_t)pages_byte(p, m, off);
+	pages_count(p, KVB_CALL_SPLICE, 0);
 	return 0;
 }
 
@@ -707,7 +754,7 @@ static int pages_barrier(void *arg, uint64_t *mark)
 	pthread_mutex_unlock(&p->flock);
 	for (i = 0; i < p->nbuckets && !ret; i++) {
 		if (__atomic_exchange_n(&p->b[i].dirty, 0, __ATOMIC_ACQ_REL)) {
-			ret = p->io->sync(p, i);
+			ret = io_sync(p, i);
 			if (ret)
 				__atomic_store_n(&p->b[i].dirty, 1, __ATOMIC_RELAXED);
 		}
@@ -782,7 +829,7 @@ static int pages_sync(void *arg, const struct kvb_map *m)
 		return 0;
 	if (pages_check_map(p, m))
 		return -EUCLEAN;
-	return p->io->sync(p, (uint32_t)m->bucket);
+	return io_sync(p, (uint32_t)m->bucket);
 }
 
 static int pages_statfs(void *arg, struct kvb_statfs *st)
@@ -915,7 +962,7 @@ static int pages_stop(void *arg, struct meta *m)
 	int ret = 0;
 
 	for (i = 0; i < p->nbuckets && !ret; i++) {
-		ret = p->io->sync(p, i);
+		ret = io_sync(p, i);
 		if (!ret) {
 			pthread_mutex_lock(&p->b[i].lock);
 			ret = meta_bitmap_save(m, i, p->b[i].a.npages, p->b[i].a.words,
@@ -924,6 +971,35 @@ static int pages_stop(void *arg, struct meta *m)
 		}
 	}
 	return ret;
+}
+
+static void pages_stats(void *arg, struct kvb_stats *st)
+{
+	struct pages *p = arg;
+	int i;
+
+	st->allocations = __atomic_load_n(&p->st.allocations, __ATOMIC_RELAXED);
+	st->alloc_failures = __atomic_load_n(&p->st.alloc_failures, __ATOMIC_RELAXED);
+	st->frees = __atomic_load_n(&p->st.frees, __ATOMIC_RELAXED);
+	for (i = 0; i < KVB_NCALLS; i++) {
+		st->calls[i] = __atomic_load_n(&p->st.calls[i], __ATOMIC_RELAXED);
+		st->errors[i] = __atomic_load_n(&p->st.errors[i], __ATOMIC_RELAXED);
+	}
+}
+
+static int pages_bucket_usage(void *arg, uint32_t b, uint64_t *used, uint64_t *free_pages,
+			      uint64_t *largest_free)
+{
+	struct pages *p = arg;
+
+	if (b >= p->nbuckets)
+		return -ENOENT;
+	pthread_mutex_lock(&p->b[b].lock);
+	*used = alloc_used(&p->b[b].a);
+	*free_pages = alloc_free_pages(&p->b[b].a);
+	*largest_free = alloc_largest_free(&p->b[b].a);
+	pthread_mutex_unlock(&p->b[b].lock);
+	return 0;
 }
 
 static void pages_free(void *arg)
@@ -969,6 +1045,8 @@ static const struct kvb_ops pages_ops = {
 	.statfs = pages_statfs,
 	.describe = pages_describe,
 	.checksum = pages_checksum,
+	.stats = pages_stats,
+	.bucket_usage = pages_bucket_usage,
 	.free = pages_free,
 };
 

@@ -40,6 +40,11 @@ enum {
 	ST_COMMIT_OBJECT,
 	ST_PCSUMS_GET,
 	ST_UNSYNCED,
+	ST_TASK_ADD,
+	ST_TASK_NEXT,
+	ST_TASK_START,
+	ST_TASK_FINISH,
+	ST_TASK_PENDING,
 	ST_BEGIN,
 	ST_COMMIT,
 	ST_ROLLBACK,
@@ -87,6 +92,13 @@ static const char *const meta_sql[ST_N] = {
 			   "VALUES (?1, ?2, ?3)",
 	[ST_BITMAP_LOAD] = "SELECT npages, words FROM bitmaps WHERE bucket = ?1",
 	[ST_BITMAP_CLEAR] = "DELETE FROM bitmaps",
+	[ST_TASK_ADD] = "INSERT INTO tasks (ino, key, reason, size, bucket, page, csum, state, "
+			"created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8)",
+	[ST_TASK_NEXT] = "SELECT id, ino, key, reason, size, bucket, page, csum, created FROM tasks "
+			 "WHERE state = 0 ORDER BY id LIMIT 1",
+	[ST_TASK_START] = "UPDATE tasks SET state = 1, started = ?2 WHERE id = ?1",
+	[ST_TASK_FINISH] = "UPDATE tasks SET state = ?2, finished = ?3, error = ?4 WHERE id = ?1",
+	[ST_TASK_PENDING] = "SELECT 1 FROM tasks WHERE ino = ?1 AND state IN (0, 1) LIMIT 1",
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
@@ -120,7 +132,15 @@ static const char meta_schema[] =
 	"CREATE UNIQUE INDEX inodes_dentry ON inodes (parent, name);"
 	"CREATE INDEX inodes_unsettled ON inodes (state) WHERE state <> 0 OR parent IS NULL;"
 	"CREATE TABLE bitmaps (bucket INTEGER PRIMARY KEY, npages INTEGER NOT NULL,"
-	" words BLOB NOT NULL);";
+	" words BLOB NOT NULL);"
+	"CREATE TABLE tasks ("
+	" id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" ino INTEGER NOT NULL, key TEXT, reason TEXT,"
+	" size INTEGER, bucket INTEGER, page INTEGER, csum INTEGER,"
+	" state INTEGER NOT NULL,"
+	" created INTEGER, started INTEGER, finished INTEGER, error TEXT);"
+	"CREATE INDEX tasks_state ON tasks (state, id);"
+	"CREATE INDEX tasks_ino ON tasks (ino) WHERE state IN (0, 1);";
 
 struct meta {
 	sqlite3 *db;
@@ -965,6 +985,134 @@ int meta_bitmap_load(struct meta *m, uint32_t bucket, uint64_t npages,
 	}
 	meta_finish(s);
 	return ret;
+}
+
+static int64_t meta_wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int meta_task_add(struct meta *m, struct meta_task *t)
+{
+	sqlite3_stmt *s = m->st[ST_TASK_ADD];
+	int ret;
+
+	t->created = meta_wall_ns();
+	t->state = META_TASK_QUEUED;
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)t->ino);
+	sqlite3_bind_text(s, 2, t->key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, t->reason, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 4, (sqlite3_int64)t->size);
+	sqlite3_bind_int(s, 5, t->bucket);
+	sqlite3_bind_int64(s, 6, (sqlite3_int64)t->page);
+	sqlite3_bind_int64(s, 7, (sqlite3_int64)t->csum);
+	sqlite3_bind_int64(s, 8, t->created);
+	ret = meta_step_done(m, s);
+	if (!ret)
+		t->id = (uint64_t)sqlite3_last_insert_rowid(m->db);
+	return ret;
+}
+
+int meta_task_claim(struct meta *m, struct meta_task *t)
+{
+	sqlite3_stmt *s = m->st[ST_TASK_NEXT];
+	int rc, ret;
+
+	memset(t, 0, sizeof(*t));
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		const unsigned char *k = sqlite3_column_text(s, 2), *r = sqlite3_column_text(s, 3);
+
+		t->id = (uint64_t)sqlite3_column_int64(s, 0);
+		t->ino = (uint64_t)sqlite3_column_int64(s, 1);
+		snprintf(t->key, sizeof(t->key), "%s", k ? (const char *)k : "");
+		snprintf(t->reason, sizeof(t->reason), "%s", r ? (const char *)r : "");
+		t->size = (uint64_t)sqlite3_column_int64(s, 4);
+		t->bucket = sqlite3_column_int(s, 5);
+		t->page = (uint64_t)sqlite3_column_int64(s, 6);
+		t->csum = (uint64_t)sqlite3_column_int64(s, 7);
+		t->created = sqlite3_column_int64(s, 8);
+		ret = 0;
+	} else {
+		ret = rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
+	}
+	meta_finish(s);
+	if (ret)
+		return ret;
+	s = m->st[ST_TASK_START];
+	t->started = meta_wall_ns();
+	t->state = META_TASK_RUNNING;
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)t->id);
+	sqlite3_bind_int64(s, 2, t->started);
+	return meta_step_done(m, s);
+}
+
+int meta_task_finish(struct meta *m, uint64_t id, int state, const char *error)
+{
+	sqlite3_stmt *s = m->st[ST_TASK_FINISH];
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
+	sqlite3_bind_int(s, 2, state);
+	sqlite3_bind_int64(s, 3, meta_wall_ns());
+	if (error)
+		sqlite3_bind_text(s, 4, error, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(s, 4);
+	return meta_changed_one(m, meta_step_done(m, s));
+}
+
+int meta_task_pending(struct meta *m, uint64_t ino)
+{
+	sqlite3_stmt *s = m->st[ST_TASK_PENDING];
+	int rc;
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	rc = sqlite3_step(s);
+	meta_finish(s);
+	if (rc == SQLITE_ROW)
+		return 1;
+	return rc == SQLITE_DONE ? 0 : meta_errno(rc);
+}
+
+int meta_task_requeue(struct meta *m, uint64_t *n)
+{
+	int ret = meta_exec(m, "UPDATE tasks SET state = 0, started = NULL WHERE state = 1");
+
+	*n = ret ? 0 : (uint64_t)sqlite3_changes(m->db);
+	return ret;
+}
+
+int meta_task_count(struct meta *m, int state, uint64_t *n)
+{
+	sqlite3_stmt *s = NULL;
+	int rc;
+
+	*n = 0;
+	rc = sqlite3_prepare_v2(m->db, "SELECT count(*) FROM tasks WHERE state = ?1", -1, &s, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_int(s, 1, state);
+		rc = sqlite3_step(s);
+		if (rc == SQLITE_ROW) {
+			*n = (uint64_t)sqlite3_column_int64(s, 0);
+			rc = SQLITE_OK;
+		}
+	}
+	sqlite3_finalize(s);
+	return meta_errno(rc);
+}
+
+int meta_task_prune(struct meta *m, uint64_t keep)
+{
+	char sql[200];
+
+	snprintf(sql, sizeof(sql),
+		 "DELETE FROM tasks WHERE state >= 2 AND id NOT IN (SELECT id FROM tasks "
+		 "WHERE state >= 2 ORDER BY id DESC LIMIT %llu)",
+		 (unsigned long long)keep);
+	return meta_exec(m, sql);
 }
 
 int meta_bitmap_clear(struct meta *m)

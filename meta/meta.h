@@ -152,6 +152,40 @@ int meta_bitmap_load(struct meta *m, uint32_t bucket, uint64_t npages,
 		     uint64_t *words, uint64_t nwords);
 int meta_bitmap_clear(struct meta *m);
 
+/* ---- promotion tasks (DRAM tier) ---- */
+
+enum meta_task_state {
+	META_TASK_QUEUED = 0,
+	META_TASK_RUNNING = 1,
+	META_TASK_DONE = 2,
+	META_TASK_FAILED = 3,
+	META_TASK_DROPPED = 4, /* its object was deleted or overwritten first */
+};
+
+struct meta_task {
+	uint64_t id, ino;
+	char key[1024];        /* tenant/key, for operators */
+	char reason[16];       /* policy, request, warmup */
+	uint64_t size, page, csum;
+	int32_t bucket;        /* the version to promote: its source location */
+	int state;
+	int64_t created, started, finished; /* unix ns; 0 when not yet */
+	char error[128];
+};
+
+/* Queue a promotion of t's version (t->id is set). */
+int meta_task_add(struct meta *m, struct meta_task *t);
+/* The oldest queued task, now marked running; -ENOENT when none. */
+int meta_task_claim(struct meta *m, struct meta_task *t);
+int meta_task_finish(struct meta *m, uint64_t id, int state, const char *error);
+/* 1 when a queued or running task exists for ino. */
+int meta_task_pending(struct meta *m, uint64_t ino);
+/* After a crash: running tasks become queued again.  Returns how many. */
+int meta_task_requeue(struct meta *m, uint64_t *n);
+int meta_task_count(struct meta *m, int state, uint64_t *n);
+/* Keep the newest `keep` finished tasks, delete older ones. */
+int meta_task_prune(struct meta *m, uint64_t keep);
+
 /*
  * Fault injection for tests: the nth write statement from now (inserts,
  * updates, deletes, moves; counting from 1) fails with -EIO.  0 disarms.
