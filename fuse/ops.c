@@ -1239,6 +1239,8 @@ static void ofs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	fi->fh = (uint64_t)writer;
 	/* Every write goes through this mount, so the kernel's cache stays right. */
 	fi->keep_cache = 1;
+	/* A reader's close has nothing to commit: no FLUSH round trip for it. */
+	fi->noflush = !writer;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* The opener was interrupted: undo as release would. */
 		pthread_rwlock_wrlock(&in->rw);
