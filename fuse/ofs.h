@@ -29,7 +29,6 @@ struct ofs_inode {
 	uint32_t nopen;       /* under ofs.lock */
 	uint32_t nwriters;    /* under rw (write) */
 	int unlinked;         /* detached from the namespace; under ofs.lock */
-	pthread_rwlock_t rw;  /* data: readers shared, writers and commits exclusive */
 	struct meta_inode m;
 	struct kvb_obj *obj;
 	uint64_t *pcs;        /* per-page checksums of the committed version, loaded for verify */
@@ -38,8 +37,16 @@ struct ofs_inode {
 	struct ofs_inode *next;
 };
 
+/*
+ * Data locks, striped by inode number: readers shared, writers and commits
+ * exclusive.  Striped rather than one per inode to keep an inode the kernel
+ * knows small (a million looked-up objects must fit in 300 MB).
+ */
+#define OFS_NLOCKS 1024
+
 struct ofs {
 	struct ofs_store store;
+	pthread_rwlock_t rw[OFS_NLOCKS];
 	pthread_mutex_t lock;  /* the metadata store, the inode table, nfiles */
 	struct ofs_inode **tab;
 	size_t tabsize, tabcount;
@@ -62,6 +69,11 @@ struct ofs {
 	int promoter_running;
 	pthread_cond_t pcond;  /* wakes the promoter; with slock */
 };
+
+static inline pthread_rwlock_t *ofs_rw(struct ofs *ofs, const struct ofs_inode *in)
+{
+	return &ofs->rw[in->ino & (OFS_NLOCKS - 1)];
+}
 
 /* Bytes in the DRAM tier (0 when off). */
 uint64_t ofs_dram_bytes(struct ofs *ofs);

@@ -125,7 +125,6 @@ static struct ofs_inode *ofs_iget_from(struct ofs *ofs, const struct meta_inode 
 		return NULL;
 	in->ino = m->ino;
 	in->m = *m;
-	pthread_rwlock_init(&in->rw, NULL);
 	s = ofs_slot(ofs, in->ino);
 	in->next = ofs->tab[s];
 	ofs->tab[s] = in;
@@ -142,7 +141,6 @@ static void ofs_iremove(struct ofs *ofs, struct ofs_inode *in)
 	if (*pp)
 		*pp = in->next;
 	ofs->tabcount--;
-	pthread_rwlock_destroy(&in->rw);
 	free(in->pcs);
 	free(in);
 }
@@ -151,7 +149,10 @@ int ofs_table_init(struct ofs *ofs)
 {
 	struct meta_inode root;
 	struct ofs_inode *in;
+	int i;
 
+	for (i = 0; i < OFS_NLOCKS; i++)
+		pthread_rwlock_init(&ofs->rw[i], NULL);
 	ofs->tabsize = 1024;
 	ofs->tab = calloc(ofs->tabsize, sizeof(*ofs->tab));
 	if (!ofs->tab || meta_get(ofs->store.meta, META_ROOT_INO, &root))
@@ -172,8 +173,7 @@ void ofs_table_release(struct ofs *ofs)
 			struct ofs_inode *in = ofs->tab[i];
 
 			ofs->tab[i] = in->next;
-			pthread_rwlock_destroy(&in->rw);
-			free(in->pcs);
+					free(in->pcs);
 			free(in);
 		}
 	}
@@ -877,7 +877,7 @@ static void ofs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, in
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	pthread_rwlock_wrlock(&in->rw);
+	pthread_rwlock_wrlock(ofs_rw(ofs, in));
 	if (to_set & FUSE_SET_ATTR_SIZE)
 		ret = ofs_setattr_size(ofs, in, (uint64_t)attr->st_size, fi != NULL);
 	pthread_mutex_lock(&ofs->lock);
@@ -909,7 +909,7 @@ static void ofs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, in
 		ofs_fill_stat(ofs, in, &in->m, &st);
 	}
 	pthread_mutex_unlock(&ofs->lock);
-	pthread_rwlock_unlock(&in->rw);
+	pthread_rwlock_unlock(ofs_rw(ofs, in));
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -1176,7 +1176,7 @@ static int ofs_open_writer(struct ofs *ofs, struct ofs_inode *in, int trunc)
 	const struct kvb_ops *ops = ofs->store.kvb.ops;
 	int ret = 0;
 
-	pthread_rwlock_wrlock(&in->rw);
+	pthread_rwlock_wrlock(ofs_rw(ofs, in));
 	if (!in->obj)
 		ret = ofs_obj_open(ofs, in);
 	if (!ret && trunc)
@@ -1185,7 +1185,7 @@ static int ofs_open_writer(struct ofs *ofs, struct ofs_inode *in, int trunc)
 		in->nwriters++;
 	else if (in->obj && in->nwriters == 0)
 		ofs_obj_close(ofs, in);
-	pthread_rwlock_unlock(&in->rw);
+	pthread_rwlock_unlock(ofs_rw(ofs, in));
 	return ret;
 }
 
@@ -1243,10 +1243,10 @@ static void ofs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	fi->noflush = !writer;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* The opener was interrupted: undo as release would. */
-		pthread_rwlock_wrlock(&in->rw);
+		pthread_rwlock_wrlock(ofs_rw(ofs, in));
 		if (writer && --in->nwriters == 0)
 			ofs_obj_close(ofs, in);
-		pthread_rwlock_unlock(&in->rw);
+		pthread_rwlock_unlock(ofs_rw(ofs, in));
 		pthread_mutex_lock(&ofs->lock);
 		in->nopen--;
 		ofs_isettle(ofs, in);
@@ -1389,7 +1389,7 @@ static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	pthread_rwlock_rdlock(&in->rw);
+	pthread_rwlock_rdlock(ofs_rw(ofs, in));
 	if (in->obj)
 		ops->obj_view(ofs->store.kvb.arg, in->obj, &map);
 	else
@@ -1424,7 +1424,7 @@ static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			free(buf);
 		}
 	}
-	pthread_rwlock_unlock(&in->rw);
+	pthread_rwlock_unlock(ofs_rw(ofs, in));
 	ofs_hist_observe(&ofs->metrics.read_lat, ofs_now_ns() - t0);
 }
 
@@ -1441,7 +1441,7 @@ static void ofs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	pthread_rwlock_wrlock(&in->rw);
+	pthread_rwlock_wrlock(ofs_rw(ofs, in));
 	if (!in->obj)
 		n = -EBADF;
 	else
@@ -1458,7 +1458,7 @@ static void ofs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t
 		pthread_mutex_unlock(&ofs->lock);
 		OFS_COUNT(ofs->metrics.bytes_written, (uint64_t)n);
 	}
-	pthread_rwlock_unlock(&in->rw);
+	pthread_rwlock_unlock(ofs_rw(ofs, in));
 	ofs_hist_observe(&ofs->metrics.write_lat, ofs_now_ns() - t0);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
@@ -1473,9 +1473,9 @@ static void ofs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 	int ret = 0;
 
 	if (in && fi->fh) {
-		pthread_rwlock_wrlock(&in->rw);
+		pthread_rwlock_wrlock(ofs_rw(ofs, in));
 		ret = ofs_commit(ofs, in, 0);
-		pthread_rwlock_unlock(&in->rw);
+		pthread_rwlock_unlock(ofs_rw(ofs, in));
 	}
 	fuse_reply_err(req, -ret);
 }
@@ -1491,7 +1491,7 @@ static void ofs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 		return;
 	}
 	if (fi->fh) {
-		pthread_rwlock_wrlock(&in->rw);
+		pthread_rwlock_wrlock(ofs_rw(ofs, in));
 		/* mmap writes can arrive after the last flush. */
 		ret = ofs_commit(ofs, in, 0);
 		if (ret)
@@ -1499,7 +1499,7 @@ static void ofs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 				"content stays", (unsigned long long)ino, strerror(-ret));
 		if (--in->nwriters == 0)
 			ofs_obj_close(ofs, in);
-		pthread_rwlock_unlock(&in->rw);
+		pthread_rwlock_unlock(ofs_rw(ofs, in));
 	}
 	pthread_mutex_lock(&ofs->lock);
 	in->nopen--;
@@ -1517,9 +1517,9 @@ static void ofs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fu
 	(void)datasync;
 	(void)fi;
 	if (in) {
-		pthread_rwlock_wrlock(&in->rw);
+		pthread_rwlock_wrlock(ofs_rw(ofs, in));
 		ret = ofs_commit(ofs, in, 1);
-		pthread_rwlock_unlock(&in->rw);
+		pthread_rwlock_unlock(ofs_rw(ofs, in));
 	}
 	fuse_reply_err(req, -ret);
 }
@@ -1555,7 +1555,7 @@ static void ofs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off
 		fuse_reply_err(req, in ? EINVAL : ESTALE);
 		return;
 	}
-	pthread_rwlock_wrlock(&in->rw);
+	pthread_rwlock_wrlock(ofs_rw(ofs, in));
 	if (!in->obj) {
 		ret = -EBADF;
 	} else {
@@ -1569,7 +1569,7 @@ static void ofs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off
 							(uint64_t)off + (uint64_t)len);
 		}
 	}
-	pthread_rwlock_unlock(&in->rw);
+	pthread_rwlock_unlock(ofs_rw(ofs, in));
 	fuse_reply_err(req, -ret);
 }
 

@@ -35,21 +35,22 @@ enum meta_state {
 struct meta_inode {
 	uint64_t ino;
 	uint64_t parent;    /* 0 for the root and for unlinked-but-open files */
-	uint32_t mode, uid, gid;
 	int64_t atime, mtime, ctime; /* nanoseconds since the epoch */
 	uint64_t size;
-	int32_t bucket;     /* -1: no pages */
 	uint64_t page, npages;
 	uint64_t csum;      /* XXH3-64 of [0, size) when committed */
-	int state;          /* enum meta_state */
 	uint64_t gen;       /* sync generation of the last commit (meta_sync) */
 	/*
 	 * The last version known durable, while the current one may not be:
 	 * recovery after a power cut falls back to it when the current
-	 * version's pages do not match its checksum.  prev_bucket -1: none.
+	 * version's pages do not match its checksum.  prev_bucket -1: none,
+	 * -2: an empty version.
 	 */
-	int32_t prev_bucket;
 	uint64_t prev_page, prev_npages, prev_size, prev_csum;
+	uint32_t mode, uid, gid;
+	int32_t bucket;     /* -1: no pages */
+	int32_t prev_bucket;
+	int state;          /* enum meta_state */
 };
 
 /*
