@@ -130,6 +130,8 @@ static const char meta_schema[] =
 	" prev_csum INTEGER NOT NULL DEFAULT 0,"
 	" pcsums BLOB);"
 	"CREATE UNIQUE INDEX inodes_dentry ON inodes (parent, name);"
+	/* readdir walks a directory in ino order: without this, every reply sorts it all. */
+	"CREATE INDEX inodes_children ON inodes (parent, ino);"
 	"CREATE INDEX inodes_unsettled ON inodes (state) WHERE state <> 0 OR parent IS NULL;"
 	"CREATE TABLE bitmaps (bucket INTEGER PRIMARY KEY, npages INTEGER NOT NULL,"
 	" words BLOB NOT NULL);"
