@@ -955,7 +955,8 @@ static int ofs_new_inode(struct ofs *ofs, fuse_req_t req, fuse_ino_t parent, con
 	return ret;
 }
 
-static void ofs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+/* mkdir and mknod: a new committed directory or empty file, one entry reply. */
+static void ofs_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	struct ofs *ofs = ofs_of(req);
 	struct fuse_entry_param e;
@@ -963,7 +964,7 @@ static void ofs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mo
 	int ret;
 
 	pthread_mutex_lock(&ofs->lock);
-	ret = ofs_new_inode(ofs, req, parent, name, S_IFDIR | (mode & 07777), META_COMMITTED, &m);
+	ret = ofs_new_inode(ofs, req, parent, name, mode, META_COMMITTED, &m);
 	if (!ret)
 		ret = ofs_entry(ofs, &m, &e);
 	pthread_mutex_unlock(&ofs->lock);
@@ -973,29 +974,21 @@ static void ofs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mo
 		fuse_reply_entry(req, &e);
 }
 
+static void ofs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	ofs_make(req, parent, name, S_IFDIR | (mode & 07777));
+}
+
 static void ofs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 			 dev_t rdev)
 {
-	struct ofs *ofs = ofs_of(req);
-	struct fuse_entry_param e;
-	struct meta_inode m;
-	int ret;
-
 	(void)rdev;
 	/* Objects are regular files; device nodes, fifos and sockets have no place here. */
 	if (!S_ISREG(mode) || parent == META_ROOT_INO) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	pthread_mutex_lock(&ofs->lock);
-	ret = ofs_new_inode(ofs, req, parent, name, S_IFREG | (mode & 07777), META_COMMITTED, &m);
-	if (!ret)
-		ret = ofs_entry(ofs, &m, &e);
-	pthread_mutex_unlock(&ofs->lock);
-	if (ret)
-		fuse_reply_err(req, -ret);
-	else
-		fuse_reply_entry(req, &e);
+	ofs_make(req, parent, name, S_IFREG | (mode & 07777));
 }
 
 static void ofs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)

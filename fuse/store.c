@@ -391,18 +391,11 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	return 0;
 
 out:
-	kvb_release(&s->kvb);
-	meta_close(s->meta);
-	s->meta = NULL;
-	if (s->lock_fd >= 0)
-		close(s->lock_fd);
-	s->lock_fd = -1;
-	free(s->root);
-	free(s->meta_path);
-	s->root = s->meta_path = NULL;
+	ofs_store_crash(s);
 	return ret;
 }
 
+/* Everything let go, nothing saved: the end of a failed open, or a simulated crash. */
 void ofs_store_crash(struct ofs_store *s)
 {
 	meta_close(s->meta);
@@ -440,14 +433,6 @@ int ofs_store_close(struct ofs_store *s)
 	r = meta_checkpoint(s->meta);
 	if (!ret)
 		ret = r;
-	meta_close(s->meta);
-	s->meta = NULL;
-	kvb_release(&s->kvb);
-	if (s->lock_fd >= 0)
-		close(s->lock_fd);
-	s->lock_fd = -1;
-	free(s->root);
-	free(s->meta_path);
-	s->root = s->meta_path = NULL;
+	ofs_store_crash(s);
 	return ret;
 }

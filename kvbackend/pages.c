@@ -701,9 +701,12 @@ static int pages_check_map(const struct pages *p, const struct kvb_map *m)
 	return 0;
 }
 
-static ssize_t pages_read(void *arg, const struct kvb_map *m, void *buf, size_t len, uint64_t off)
+/*
+ * The part of [off, off+len) inside committed object m: *len clipped.
+ * 1 when there is something to read, 0 at or past the end, or -EUCLEAN.
+ */
+static int pages_clip(const struct pages *p, const struct kvb_map *m, uint64_t off, size_t *len)
 {
-	struct pages *p = arg;
 	int ret;
 
 	if (off >= m->size || m->bucket < 0)
@@ -711,8 +714,18 @@ static ssize_t pages_read(void *arg, const struct kvb_map *m, void *buf, size_t 
 	ret = pages_check_map(p, m);
 	if (ret)
 		return ret;
-	if (len > m->size - off)
-		len = (size_t)(m->size - off);
+	if (*len > m->size - off)
+		*len = (size_t)(m->size - off);
+	return 1;
+}
+
+static ssize_t pages_read(void *arg, const struct kvb_map *m, void *buf, size_t len, uint64_t off)
+{
+	struct pages *p = arg;
+	int ret = pages_clip(p, m, off, &len);
+
+	if (ret <= 0)
+		return ret;
 	ret = pages_read_all(p, (uint32_t)m->bucket, buf, len, pages_byte(p, m, off));
 	return ret ? ret : (ssize_t)len;
 }
@@ -788,15 +801,10 @@ static ssize_t pages_read_verified(void *arg, const struct kvb_map *m, const uin
 	struct pages *p = arg;
 	uint64_t first, last, from, to, pg;
 	char *tmp;
-	int ret;
+	int ret = pages_clip(p, m, off, &len);
 
-	if (off >= m->size || m->bucket < 0)
-		return 0;
-	ret = pages_check_map(p, m);
-	if (ret)
+	if (ret <= 0)
 		return ret;
-	if (len > m->size - off)
-		len = (size_t)(m->size - off);
 	/* Whole pages: a page's sum covers its bytes below the object size. */
 	first = off / p->page_size;
 	last = (off + len - 1) / p->page_size;

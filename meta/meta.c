@@ -851,17 +851,23 @@ int meta_move(struct meta *m, uint64_t ino, uint64_t newparent, const char *name
 	return meta_changed_one(m, meta_step_done(m, s));
 }
 
-int meta_has_children(struct meta *m, uint64_t dir)
+/* Run statement st with ?1 = id: 1 when it returns a row, 0 when not. */
+static int meta_exists(struct meta *m, int st, uint64_t id)
 {
-	sqlite3_stmt *s = m->st[ST_HAS_CHILDREN];
+	sqlite3_stmt *s = m->st[st];
 	int rc;
 
-	sqlite3_bind_int64(s, 1, (sqlite3_int64)dir);
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
 	rc = sqlite3_step(s);
 	meta_finish(s);
 	if (rc == SQLITE_ROW)
 		return 1;
 	return rc == SQLITE_DONE ? 0 : meta_errno(rc);
+}
+
+int meta_has_children(struct meta *m, uint64_t dir)
+{
+	return meta_exists(m, ST_HAS_CHILDREN, dir);
 }
 
 int meta_readdir(struct meta *m, uint64_t dir, uint64_t after, meta_dirent_fn fn, void *ctx)
@@ -1068,15 +1074,7 @@ int meta_task_finish(struct meta *m, uint64_t id, int state, const char *error)
 
 int meta_task_pending(struct meta *m, uint64_t ino)
 {
-	sqlite3_stmt *s = m->st[ST_TASK_PENDING];
-	int rc;
-
-	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
-	rc = sqlite3_step(s);
-	meta_finish(s);
-	if (rc == SQLITE_ROW)
-		return 1;
-	return rc == SQLITE_DONE ? 0 : meta_errno(rc);
+	return meta_exists(m, ST_TASK_PENDING, ino);
 }
 
 int meta_task_requeue(struct meta *m, uint64_t *n)
