@@ -482,14 +482,21 @@ int ofs_syncer_start(struct ofs *ofs)
 	return 0;
 }
 
+/* Tell the group-commit thread and the promotion worker to end. */
+static void ofs_signal_stop(struct ofs *ofs)
+{
+	pthread_mutex_lock(&ofs->slock);
+	ofs->stopping = 1;
+	pthread_cond_broadcast(&ofs->pcond);
+	pthread_cond_broadcast(&ofs->scond);
+	pthread_mutex_unlock(&ofs->slock);
+}
+
 void ofs_syncer_stop(struct ofs *ofs)
 {
 	if (!ofs->syncer_running)
 		return;
-	pthread_mutex_lock(&ofs->slock);
-	ofs->stopping = 1;
-	pthread_cond_signal(&ofs->scond);
-	pthread_mutex_unlock(&ofs->slock);
+	ofs_signal_stop(ofs);
 	pthread_join(ofs->syncer, NULL);
 	ofs->syncer_running = 0;
 	/* The last numbers, for a collector that reads after we are gone. */
@@ -687,11 +694,7 @@ void ofs_promoter_stop(struct ofs *ofs)
 
 	if (!ofs->promoter_running)
 		return;
-	pthread_mutex_lock(&ofs->slock);
-	ofs->stopping = 1;
-	pthread_cond_broadcast(&ofs->pcond);
-	pthread_cond_broadcast(&ofs->scond);
-	pthread_mutex_unlock(&ofs->slock);
+	ofs_signal_stop(ofs);
 	pthread_join(ofs->promoter, NULL);
 	ofs->promoter_running = 0;
 	/* What was in DRAM is queued again: the next mount warms itself back up. */

@@ -789,13 +789,12 @@ int meta_pcsums_get(struct meta *m, uint64_t ino, uint64_t *pcsums, uint64_t n)
 	return ret;
 }
 
-int meta_foreach_unsynced(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ctx)
+/* Step s to the end, calling fn on each row until it returns non-zero. */
+static int meta_each_inode(sqlite3_stmt *s, meta_ino_fn fn, void *ctx)
 {
-	sqlite3_stmt *s = m->st[ST_UNSYNCED];
 	struct meta_inode in;
 	int rc, ret = 0;
 
-	sqlite3_bind_int64(s, 1, (sqlite3_int64)gen);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		meta_row_inode(s, &in);
 		ret = fn(ctx, &in);
@@ -806,6 +805,14 @@ int meta_foreach_unsynced(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ct
 		ret = meta_errno(rc);
 	meta_finish(s);
 	return ret;
+}
+
+int meta_foreach_unsynced(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ctx)
+{
+	sqlite3_stmt *s = m->st[ST_UNSYNCED];
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)gen);
+	return meta_each_inode(s, fn, ctx);
 }
 
 int meta_prev_clear(struct meta *m)
@@ -893,20 +900,7 @@ int meta_readdir(struct meta *m, uint64_t dir, uint64_t after, meta_dirent_fn fn
 
 int meta_foreach_mapping(struct meta *m, meta_ino_fn fn, void *ctx)
 {
-	sqlite3_stmt *s = m->st[ST_MAPPINGS];
-	struct meta_inode in;
-	int rc, ret = 0;
-
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		meta_row_inode(s, &in);
-		ret = fn(ctx, &in);
-		if (ret)
-			break;
-	}
-	if (!ret && rc != SQLITE_DONE)
-		ret = meta_errno(rc);
-	meta_finish(s);
-	return ret;
+	return meta_each_inode(m->st[ST_MAPPINGS], fn, ctx);
 }
 
 int meta_count_unsettled(struct meta *m, uint64_t *new_files, uint64_t *orphans)
