@@ -148,13 +148,16 @@ int kvb_pages_init(struct kvb *kvb, const char *root, const struct kvb_pages_geo
 
 /*
  * The same allocator over in-memory buckets, for unit tests: it can fail
- * the Nth write (fail_write_at, counting from 1) with -EIO.
+ * the Nth write (fail_write_at, counting from 1) with -EIO, and lose every
+ * write since the last sync of its bucket (kvb_mem_power_cut).
  */
 struct kvb_mem_faults {
 	unsigned long fail_write_at;
 	unsigned long writes;
 };
 int kvb_mem_init(struct kvb *kvb, const struct kvb_pages_geom *g, struct kvb_mem_faults *faults);
+/* Power cut: every bucket goes back to its bytes as of its last sync. */
+void kvb_mem_power_cut(struct kvb *kvb);
 
 /* Home bucket of a key: XXH64(key, len, seed 0) % bucket_count. */
 uint32_t kvb_home_bucket(const char *key, size_t len, uint32_t bucket_count);

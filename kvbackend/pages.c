@@ -46,6 +46,7 @@ struct pages_bucket {
 	int fd;
 	int dirty;          /* written since the last barrier (atomic) */
 	unsigned char *mem;
+	unsigned char *durable; /* memory buckets: the bytes as of the last sync */
 };
 
 /* A committed run whose record is gone: reusable after the next barrier. */
@@ -1021,6 +1022,7 @@ static void pages_free(void *arg)
 		if (p->b[i].fd >= 0)
 			close(p->b[i].fd);
 		free(p->b[i].mem);
+		free(p->b[i].durable);
 		alloc_release(&p->b[i].a);
 		pthread_mutex_destroy(&p->b[i].lock);
 	}
@@ -1248,8 +1250,8 @@ static int mem_zero(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
 
 static int mem_sync(struct pages *p, uint32_t b)
 {
-	(void)p;
-	(void)b;
+	/* What a power cut cannot take away: the bytes as of this sync. */
+	memcpy(p->b[b].durable, p->b[b].mem, p->bucket_size);
 	return 0;
 }
 
@@ -1275,13 +1277,24 @@ int kvb_mem_init(struct kvb *kvb, const struct kvb_pages_geom *g, struct kvb_mem
 	for (i = 0; i < p->nbuckets; i++) {
 		/* Filled with a pattern so a read of never-written bytes is visible. */
 		p->b[i].mem = malloc(p->bucket_size);
-		if (!p->b[i].mem) {
+		p->b[i].durable = malloc(p->bucket_size);
+		if (!p->b[i].mem || !p->b[i].durable) {
 			pages_free(p);
 			return -ENOMEM;
 		}
 		memset(p->b[i].mem, 0xa5, p->bucket_size);
+		memset(p->b[i].durable, 0xa5, p->bucket_size);
 	}
 	kvb->ops = &pages_ops;
 	kvb->arg = p;
 	return 0;
+}
+
+void kvb_mem_power_cut(struct kvb *kvb)
+{
+	struct pages *p = kvb->arg;
+	uint32_t i;
+
+	for (i = 0; i < p->nbuckets; i++)
+		memcpy(p->b[i].mem, p->b[i].durable, p->bucket_size);
 }
