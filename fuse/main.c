@@ -314,6 +314,7 @@ int main(int argc, char *argv[])
 	se = fuse_session_new(&args, &ops, sizeof(ops), &ofs);
 	if (!se)
 		goto out_args;
+	ofs.se = se;
 	if (ofs_store_open(&ofs.store, &cfg, err, sizeof(err))) {
 		fprintf(stderr, "offloadfs: %s\n", err);
 		goto out_session;

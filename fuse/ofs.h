@@ -68,6 +68,14 @@ struct ofs {
 	pthread_t promoter;
 	int promoter_running;
 	pthread_cond_t pcond;  /* wakes the promoter; with slock */
+	/*
+	 * Inodes whose cached pages the kernel must drop (a writer's bytes
+	 * that never committed); sent by the group-commit thread, outside any
+	 * request, as libfuse requires.  Under slock.
+	 */
+	struct fuse_session *se;
+	uint64_t inval[64];
+	unsigned ninval;
 };
 
 static inline pthread_rwlock_t *ofs_rw(struct ofs *ofs, const struct ofs_inode *in)

@@ -419,6 +419,34 @@ static int ofs_commit(struct ofs *ofs, struct ofs_inode *in, int sync)
 	return sync ? ofs_durable(ofs, NULL) : 0;
 }
 
+/* Ask the group-commit thread to drop the kernel's cached pages of ino. */
+static void ofs_queue_inval(struct ofs *ofs, uint64_t ino)
+{
+	pthread_mutex_lock(&ofs->slock);
+	if (ofs->ninval < sizeof(ofs->inval) / sizeof(ofs->inval[0]))
+		ofs->inval[ofs->ninval++] = ino;
+	else
+		ofs_log("inode %llu: invalidation queue full; cached pages may be stale until "
+			"evicted", (unsigned long long)ino);
+	pthread_cond_broadcast(&ofs->scond);
+	pthread_mutex_unlock(&ofs->slock);
+}
+
+static void ofs_send_invals(struct ofs *ofs)
+{
+	uint64_t inos[64];
+	unsigned n, i;
+
+	pthread_mutex_lock(&ofs->slock);
+	n = ofs->ninval;
+	memcpy(inos, ofs->inval, n * sizeof(inos[0]));
+	ofs->ninval = 0;
+	pthread_mutex_unlock(&ofs->slock);
+	for (i = 0; i < n; i++)
+		if (ofs->se)
+			fuse_lowlevel_notify_inval_inode(ofs->se, inos[i], 0, 0);
+}
+
 static void *ofs_syncer(void *arg)
 {
 	struct ofs *ofs = arg;
@@ -446,6 +474,7 @@ static void *ofs_syncer(void *arg)
 		pthread_mutex_lock(&ofs->lock);
 		changes = meta_changes(ofs->store.meta);
 		pthread_mutex_unlock(&ofs->lock);
+		ofs_send_invals(ofs);
 		/*
 		 * Group commit: one barrier covers every commit, create, rename
 		 * and unlink of the interval, and gives back the pages they freed.
@@ -474,8 +503,6 @@ int ofs_syncer_start(struct ofs *ofs)
 	pthread_mutex_init(&ofs->slock, NULL);
 	pthread_cond_init(&ofs->scond, NULL);
 	pthread_cond_init(&ofs->pcond, NULL);
-	if (!ofs->sync_ms && !ofs->metrics_path)
-		return 0;
 	if (pthread_create(&ofs->syncer, NULL, ofs_syncer, ofs))
 		return -EAGAIN;
 	ofs->syncer_running = 1;
@@ -1478,6 +1505,19 @@ static void ofs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 	if (in && fi->fh) {
 		pthread_rwlock_wrlock(ofs_rw(ofs, in));
 		ret = ofs_commit(ofs, in, 0);
+		/*
+		 * The last writer's close failed: its bytes are dropped, as it was
+		 * told, rather than committed by a retry at release, and the
+		 * kernel is made to forget the pages that held them.  Writers
+		 * still open keep the state they share.
+		 */
+		if (ret && in->nwriters == 1) {
+			ofs_obj_close(ofs, in);
+			if (ofs_obj_open(ofs, in))
+				ofs_log("inode %llu: no working state after a failed close",
+					(unsigned long long)ino);
+			ofs_queue_inval(ofs, ino);
+		}
 		pthread_rwlock_unlock(ofs_rw(ofs, in));
 	}
 	fuse_reply_err(req, -ret);
@@ -1500,8 +1540,12 @@ static void ofs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 		if (ret)
 			ofs_log("inode %llu: commit at release failed: %s; its last committed "
 				"content stays", (unsigned long long)ino, strerror(-ret));
-		if (--in->nwriters == 0)
+		if (--in->nwriters == 0) {
 			ofs_obj_close(ofs, in);
+			/* The kernel still caches the bytes that were just dropped. */
+			if (ret)
+				ofs_queue_inval(ofs, ino);
+		}
 		pthread_rwlock_unlock(ofs_rw(ofs, in));
 	}
 	pthread_mutex_lock(&ofs->lock);
