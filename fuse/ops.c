@@ -589,25 +589,35 @@ static int ofs_queue_promotion(struct ofs *ofs, struct ofs_inode *in, const char
 	return 0;
 }
 
+/* The record of ino as it is now (the table's copy is the freshest). */
+static int ofs_current(struct ofs *ofs, uint64_t ino, struct meta_inode *m)
+{
+	struct ofs_inode *in;
+	int ret = 0;
+
+	pthread_mutex_lock(&ofs->lock);
+	in = ofs_ifind(ofs, ino);
+	if (in)
+		*m = in->m;
+	else
+		ret = meta_get(ofs->store.meta, ino, m);
+	pthread_mutex_unlock(&ofs->lock);
+	return ret;
+}
+
 /* Carry out one claimed task: never on stale pages, never blocking a reader. */
 static void ofs_promote_one(struct ofs *ofs, const struct meta_task *t)
 {
 	struct ofs_dram_version v = { t->bucket, t->page, t->size, t->csum };
 	struct kvb_map map = { t->bucket, t->page, (t->size + ofs->store.geom.page_size - 1) /
 							ofs->store.geom.page_size, t->size };
-	struct ofs_inode *in;
 	struct meta_inode m;
 	const char *why = NULL;
 	int state = META_TASK_DONE, ret;
 	uint64_t evicted = 0;
 	char *buf = NULL;
 
-	pthread_mutex_lock(&ofs->lock);
-	in = ofs_ifind(ofs, t->ino);
-	ret = in ? 0 : meta_get(ofs->store.meta, t->ino, &m);
-	if (in)
-		m = in->m;
-	pthread_mutex_unlock(&ofs->lock);
+	ret = ofs_current(ofs, t->ino, &m);
 	if (ret || m.state != META_COMMITTED || m.bucket != t->bucket || m.page != t->page ||
 	    m.size != t->size || m.csum != t->csum) {
 		state = META_TASK_DROPPED;
@@ -621,12 +631,7 @@ static void ofs_promote_one(struct ofs *ofs, const struct meta_task *t)
 		why = "read error";
 	} else if (XXH3_64bits(buf, t->size) != t->csum) {
 		/* Never keep those bytes: overwritten while we read, or corrupt. */
-		pthread_mutex_lock(&ofs->lock);
-		in = ofs_ifind(ofs, t->ino);
-		ret = in ? 0 : meta_get(ofs->store.meta, t->ino, &m);
-		if (in)
-			m = in->m;
-		pthread_mutex_unlock(&ofs->lock);
+		ret = ofs_current(ofs, t->ino, &m);
 		if (!ret && m.csum == t->csum && m.bucket == t->bucket && m.page == t->page) {
 			state = META_TASK_FAILED;
 			why = "its pages do not match its checksum";

@@ -159,42 +159,41 @@ static void copy_file(const char *from, const char *to)
 	ck_assert_int_eq(system(cmd), 0);
 }
 
-/* The files as a power cut at this moment would leave them (after a barrier). */
-static void save_image(const char *tag, int with_meta, int with_data)
+/*
+ * Copy the store's files aside (save) or back (restore): the files as a
+ * power cut would leave them, as of the moment they were saved.
+ */
+static void image(const char *tag, int with_meta, int with_data, int restore)
 {
-	char a[600], b[600];
 	const char *names[] = { "offloadfs.db", "offloadfs.db-wal", "bucket_00.data",
 				"bucket_01.data" };
+	char live[600], saved[600];
 	unsigned i;
 
 	for (i = 0; i < 4; i++) {
 		if ((i < 2 && !with_meta) || (i >= 2 && !with_data))
 			continue;
-		snprintf(a, sizeof(a), "%s/%s", dir, names[i]);
-		snprintf(b, sizeof(b), "%s/.%s.%s", dir, tag, names[i]);
-		copy_file(a, b);
+		snprintf(live, sizeof(live), "%s/%s", dir, names[i]);
+		snprintf(saved, sizeof(saved), "%s/.%s.%s", dir, tag, names[i]);
+		if (!restore) {
+			copy_file(live, saved);
+		} else if (access(saved, F_OK) == 0) {
+			copy_file(saved, live);
+			unlink(saved);
+		} else {
+			unlink(live);
+		}
 	}
+}
+
+static void save_image(const char *tag, int with_meta, int with_data)
+{
+	image(tag, with_meta, with_data, 0);
 }
 
 static void restore_image(const char *tag, int with_meta, int with_data)
 {
-	char a[600], b[600];
-	const char *names[] = { "offloadfs.db", "offloadfs.db-wal", "bucket_00.data",
-				"bucket_01.data" };
-	unsigned i;
-
-	for (i = 0; i < 4; i++) {
-		if ((i < 2 && !with_meta) || (i >= 2 && !with_data))
-			continue;
-		snprintf(a, sizeof(a), "%s/%s", dir, names[i]);
-		snprintf(b, sizeof(b), "%s/.%s.%s", dir, tag, names[i]);
-		if (access(b, F_OK) == 0) {
-			copy_file(b, a);
-			unlink(b);
-		} else {
-			unlink(a);
-		}
-	}
+	image(tag, with_meta, with_data, 1);
 }
 
 START_TEST(test_failed_metadata_commit)
