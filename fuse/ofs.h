@@ -28,6 +28,7 @@ struct ofs_inode {
 	uint64_t nlookup;     /* under ofs.lock */
 	uint32_t nopen;       /* under ofs.lock */
 	uint32_t nwriters;    /* under rw (write) */
+	uint32_t busy;        /* requests using the struct now (ofs_iget..ofs_iput); ofs.lock */
 	int unlinked;         /* detached from the namespace; under ofs.lock */
 	struct meta_inode m;
 	struct kvb_obj *obj;

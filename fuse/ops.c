@@ -2,7 +2,9 @@
  * ops.c: the FUSE low-level operations.
  *
  * Each op does its work in helpers that return 0 or a negative errno and
- * sends exactly one reply at the end.  Lock order: an inode's rw lock, then
+ * sends exactly one reply at the end.  Nothing may touch an inode after its
+ * reply: the kernel can then release and forget it, and another thread free
+ * it.  Lock order: an inode's rw lock, then
  * ofs.lock; never the other way round.
  */
 #include "ofs.h"
@@ -18,6 +20,9 @@
 #include <unistd.h>
 
 #include <xxhash.h>
+
+/* ino is there for the ops' shape; some bodies only use the inode struct. */
+#define OFS_UNUSED __attribute__((unused))
 
 #define DESCRIPTOR_XATTR "user.offload.descriptor"
 #define CHECKSUM_XATTR "user.offload.checksum"
@@ -181,13 +186,19 @@ void ofs_table_release(struct ofs *ofs)
 	ofs->tab = NULL;
 }
 
-/* The inode of a request: the kernel only names inodes it holds a lookup on. */
+/*
+ * The inode of a request, held (busy) until ofs_iput: the kernel may release
+ * and forget an inode as soon as a reply is sent, so the struct must outlive
+ * the request that is using it, whatever order the requests arrive in.
+ */
 static struct ofs_inode *ofs_iget(struct ofs *ofs, fuse_ino_t ino)
 {
 	struct ofs_inode *in;
 
 	pthread_mutex_lock(&ofs->lock);
 	in = ofs_ifind(ofs, ino);
+	if (in)
+		in->busy++;
 	pthread_mutex_unlock(&ofs->lock);
 	return in;
 }
@@ -211,8 +222,18 @@ static void ofs_isettle(struct ofs *ofs, struct ofs_inode *in)
 			s->kvb.ops->remove(s->kvb.arg, &map);
 		in->unlinked = 1;
 	}
-	if (in->nopen == 0 && in->nlookup == 0 && in->ino != META_ROOT_INO)
+	if (in->nopen == 0 && in->nlookup == 0 && in->busy == 0 && in->ino != META_ROOT_INO)
 		ofs_iremove(ofs, in);
+}
+
+static void ofs_iput(struct ofs *ofs, struct ofs_inode *in)
+{
+	if (!in)
+		return;
+	pthread_mutex_lock(&ofs->lock);
+	in->busy--;
+	ofs_isettle(ofs, in);
+	pthread_mutex_unlock(&ofs->lock);
 }
 
 /* ---- attributes and entries ---- */
@@ -905,11 +926,10 @@ static int ofs_setattr_size(struct ofs *ofs, struct ofs_inode *in, uint64_t size
 	return ret;
 }
 
-static void ofs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-			   struct fuse_file_info *fi)
+static void ofs_do_setattr(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct stat *attr, int to_set,
+			   struct fuse_file_info *fi, struct ofs_inode *in)
 {
 	struct ofs *ofs = ofs_of(req);
-	struct ofs_inode *in = ofs_iget(ofs, ino);
 	struct meta_inode m;
 	struct stat st;
 	int64_t now = ofs_now();
@@ -956,6 +976,16 @@ static void ofs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, in
 		fuse_reply_err(req, -ret);
 	else
 		fuse_reply_attr(req, &st, ofs->timeout);
+}
+
+static void ofs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			   struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+
+	ofs_do_setattr(req, ino, attr, to_set, fi, in);
+	ofs_iput(ofs, in);
 }
 
 /* Insert a new file or directory under parent.  Under ofs.lock. */
@@ -1244,10 +1274,9 @@ static void ofs_promotion_policy(struct ofs *ofs, struct ofs_inode *in)
 	}
 }
 
-static void ofs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_file_info *fi, struct ofs_inode *in)
 {
 	struct ofs *ofs = ofs_of(req);
-	struct ofs_inode *in = ofs_iget(ofs, ino);
 	int writer = (fi->flags & O_ACCMODE) != O_RDONLY, ret = 0;
 
 	if (!in) {
@@ -1287,6 +1316,15 @@ static void ofs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		ofs_isettle(ofs, in);
 		pthread_mutex_unlock(&ofs->lock);
 	}
+}
+
+static void ofs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+
+	ofs_do_open(req, ino, fi, in);
+	ofs_iput(ofs, in);
 }
 
 static void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -1408,13 +1446,13 @@ static int ofs_read_dram(struct ofs *ofs, fuse_req_t req, struct ofs_inode *in, 
 	return 1;
 }
 
-static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-			struct fuse_file_info *fi)
+static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, off_t off,
+			struct fuse_file_info *fi, struct ofs_inode *in)
 {
 	struct ofs *ofs = ofs_of(req);
 	const struct kvb_ops *ops = ofs->store.kvb.ops;
-	struct ofs_inode *in = ofs_iget(ofs, ino);
 	struct kvb_map map;
+	pthread_rwlock_t *lk;
 	uint64_t t0 = ofs_now_ns();
 	off_t pos;
 	int fd;
@@ -1424,7 +1462,13 @@ static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	pthread_rwlock_rdlock(ofs_rw(ofs, in));
+	/*
+	 * Once the reply is sent the kernel may release and forget the inode
+	 * and another thread free it: after the reply only the stripe lock,
+	 * which is never freed, may be touched.
+	 */
+	lk = ofs_rw(ofs, in);
+	pthread_rwlock_rdlock(lk);
 	if (in->obj)
 		ops->obj_view(ofs->store.kvb.arg, in->obj, &map);
 	else
@@ -1459,15 +1503,24 @@ static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			free(buf);
 		}
 	}
-	pthread_rwlock_unlock(ofs_rw(ofs, in));
+	pthread_rwlock_unlock(lk);
 	ofs_hist_observe(&ofs->metrics.read_lat, ofs_now_ns() - t0);
 }
 
-static void ofs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-			 struct fuse_file_info *fi)
+static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			struct fuse_file_info *fi)
 {
 	struct ofs *ofs = ofs_of(req);
 	struct ofs_inode *in = ofs_iget(ofs, ino);
+
+	ofs_do_read(req, ino, size, off, fi, in);
+	ofs_iput(ofs, in);
+}
+
+static void ofs_do_write(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, const char *buf, size_t size, off_t off,
+			 struct fuse_file_info *fi, struct ofs_inode *in)
+{
+	struct ofs *ofs = ofs_of(req);
 	uint64_t t0 = ofs_now_ns();
 	ssize_t n;
 
@@ -1501,10 +1554,19 @@ static void ofs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t
 		fuse_reply_write(req, (size_t)n);
 }
 
-static void ofs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void ofs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+			 struct fuse_file_info *fi)
 {
 	struct ofs *ofs = ofs_of(req);
 	struct ofs_inode *in = ofs_iget(ofs, ino);
+
+	ofs_do_write(req, ino, buf, size, off, fi, in);
+	ofs_iput(ofs, in);
+}
+
+static void ofs_do_flush(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_file_info *fi, struct ofs_inode *in)
+{
+	struct ofs *ofs = ofs_of(req);
 	int ret = 0;
 
 	if (in && fi->fh) {
@@ -1528,10 +1590,18 @@ static void ofs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 	fuse_reply_err(req, -ret);
 }
 
-static void ofs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void ofs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ofs *ofs = ofs_of(req);
 	struct ofs_inode *in = ofs_iget(ofs, ino);
+
+	ofs_do_flush(req, ino, fi, in);
+	ofs_iput(ofs, in);
+}
+
+static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_file_info *fi, struct ofs_inode *in)
+{
+	struct ofs *ofs = ofs_of(req);
 	int ret;
 
 	if (!in) {
@@ -1560,10 +1630,18 @@ static void ofs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 	fuse_reply_err(req, 0);
 }
 
-static void ofs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+static void ofs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ofs *ofs = ofs_of(req);
 	struct ofs_inode *in = ofs_iget(ofs, ino);
+
+	ofs_do_release(req, ino, fi, in);
+	ofs_iput(ofs, in);
+}
+
+static void ofs_do_fsync(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, int datasync, struct fuse_file_info *fi, struct ofs_inode *in)
+{
+	struct ofs *ofs = ofs_of(req);
 	int ret = -ESTALE;
 
 	(void)datasync;
@@ -1574,6 +1652,15 @@ static void ofs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fu
 		pthread_rwlock_unlock(ofs_rw(ofs, in));
 	}
 	fuse_reply_err(req, -ret);
+}
+
+static void ofs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+
+	ofs_do_fsync(req, ino, datasync, fi, in);
+	ofs_iput(ofs, in);
 }
 
 static void ofs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
@@ -1589,12 +1676,11 @@ static void ofs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, -ret);
 }
 
-static void ofs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
-			     struct fuse_file_info *fi)
+static void ofs_do_fallocate(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, int mode, off_t off, off_t len,
+			     struct fuse_file_info *fi, struct ofs_inode *in)
 {
 	struct ofs *ofs = ofs_of(req);
 	const struct kvb_ops *ops = ofs->store.kvb.ops;
-	struct ofs_inode *in = ofs_iget(ofs, ino);
 	struct kvb_map view;
 	int ret = 0;
 
@@ -1623,6 +1709,16 @@ static void ofs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off
 	}
 	pthread_rwlock_unlock(ofs_rw(ofs, in));
 	fuse_reply_err(req, -ret);
+}
+
+static void ofs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			     struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+
+	ofs_do_fallocate(req, ino, mode, off, len, fi, in);
+	ofs_iput(ofs, in);
 }
 
 struct ofs_dirbuf {
