@@ -1369,7 +1369,18 @@ static void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, m
 	}
 	fi->fh = 1;
 	fi->keep_cache = 1;
-	fuse_reply_create(req, &e, fi);
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		/* The creator was interrupted: the kernel has neither the entry nor the file. */
+		pthread_rwlock_wrlock(ofs_rw(ofs, in));
+		if (--in->nwriters == 0)
+			ofs_obj_close(ofs, in);
+		pthread_rwlock_unlock(ofs_rw(ofs, in));
+		pthread_mutex_lock(&ofs->lock);
+		in->nopen--;
+		in->nlookup--;
+		ofs_isettle(ofs, in);
+		pthread_mutex_unlock(&ofs->lock);
+	}
 }
 
 /* The committed version's per-page checksums, loaded once per inode. */
