@@ -993,13 +993,17 @@ static int ofs_new_inode(struct ofs *ofs, fuse_req_t req, fuse_ino_t parent, con
 			 mode_t mode, int state, struct meta_inode *m)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct ofs_inode *pdir;
 	struct meta_inode dir;
 	int ret = ofs_check_name(name);
 
 	if (ret)
 		return ret;
-	ret = meta_get(ofs->store.meta, parent, &dir);
-	if (ret)
+	/* The kernel holds a lookup on the parent: its attributes are in the table. */
+	pdir = ofs_ifind(ofs, parent);
+	if (pdir)
+		dir = pdir->m;
+	else if ((ret = meta_get(ofs->store.meta, parent, &dir)))
 		return ret;
 	if (!S_ISDIR(dir.mode))
 		return -ENOTDIR;
