@@ -88,28 +88,10 @@ struct fsck {
 /* The object's key below its tenant, and its tenant's ino, for messages and repair. */
 static void fsck_key(struct meta *m, uint64_t ino, char *out, size_t outlen, uint64_t *tenant)
 {
-	char name[META_NAME_MAX + 1], buf[8192];
-	size_t pos = sizeof(buf) - 1, len;
-	uint64_t parent;
-	int first = 1, depth = 0;
+	size_t len;
 
-	buf[pos] = '\0';
-	*tenant = 0;
-	while (depth++ < 1024 && meta_name(m, ino, &parent, name, &len) == 0) {
-		if (parent == META_ROOT_INO) {
-			*tenant = ino;
-			break;
-		}
-		if (len + 1 > pos)
-			break;
-		if (!first)
-			buf[--pos] = '/';
-		pos -= len;
-		memcpy(buf + pos, name, len);
-		first = 0;
-		ino = parent;
-	}
-	snprintf(out, outlen, "%s", buf + pos);
+	if (meta_path(m, ino, 0, out, outlen, &len, tenant))
+		snprintf(out, outlen, "(inode %llu)", (unsigned long long)ino);
 }
 
 static void fsck_note_corrupt(struct fsck *f, uint64_t ino)

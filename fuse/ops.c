@@ -298,38 +298,9 @@ static int ofs_check_name(const char *name)
  * The object key of ino: its path below its tenant directory.  Under
  * ofs.lock.  An unlinked inode has no path; it keeps the key it had.
  */
-static int ofs_path(struct ofs *ofs, uint64_t ino, char *key, size_t *klen, int with_tenant)
-{
-	char buf[OFS_KEY_MAX], name[META_NAME_MAX + 1];
-	size_t pos = sizeof(buf), len;
-	uint64_t parent;
-	int ret, first = 1;
-
-	for (;;) {
-		ret = meta_name(ofs->store.meta, ino, &parent, name, &len);
-		if (ret)
-			return ret;
-		if (parent == META_ROOT_INO && !with_tenant)
-			break;
-		if (len + 1 > pos)
-			return -ENAMETOOLONG;
-		if (!first)
-			buf[--pos] = '/';
-		pos -= len;
-		memcpy(buf + pos, name, len);
-		first = 0;
-		ino = parent;
-		if (ino == META_ROOT_INO)
-			break;
-	}
-	*klen = sizeof(buf) - pos;
-	memcpy(key, buf + pos, *klen);
-	return 0;
-}
-
 static int ofs_key(struct ofs *ofs, uint64_t ino, char *key, size_t *klen)
 {
-	return ofs_path(ofs, ino, key, klen, 0);
+	return meta_path(ofs->store.meta, ino, 0, key, OFS_KEY_MAX, klen, NULL);
 }
 
 /* The tenant directory holding dir (dir itself for a tenant; root for root). */
@@ -591,9 +562,7 @@ static int ofs_queue_promotion(struct ofs *ofs, struct ofs_inode *in, const char
 		return ret < 0 ? ret : 0;
 	memset(&t, 0, sizeof(t));
 	t.ino = in->ino;
-	if (ofs_path(ofs, in->ino, t.key, &klen, 1) == 0 && klen < sizeof(t.key))
-		t.key[klen] = '\0';
-	else
+	if (meta_path(ofs->store.meta, in->ino, 1, t.key, sizeof(t.key), &klen, NULL))
 		t.key[0] = '\0';
 	snprintf(t.reason, sizeof(t.reason), "%s", reason);
 	t.size = in->m.size;

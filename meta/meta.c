@@ -681,6 +681,45 @@ int meta_name(struct meta *m, uint64_t ino, uint64_t *parent, char *name, size_t
 	return ret;
 }
 
+int meta_path(struct meta *m, uint64_t ino, int with_tenant, char *buf, size_t cap,
+	      size_t *len, uint64_t *tenant)
+{
+	char name[META_NAME_MAX + 1];
+	size_t pos = cap, n;
+	uint64_t parent;
+	int ret, depth = 0;
+
+	if (cap == 0)
+		return -ENAMETOOLONG;
+	/* Built from the end backwards, one component per level. */
+	buf[--pos] = '\0';
+	if (tenant)
+		*tenant = 0;
+	for (;;) {
+		if (depth++ > 4096)
+			return -ELOOP;
+		ret = meta_name(m, ino, &parent, name, &n);
+		if (ret)
+			return ret;
+		if (parent == META_ROOT_INO && tenant)
+			*tenant = ino;
+		if (parent == META_ROOT_INO && !with_tenant)
+			break;
+		if (n + (pos < cap - 1) > pos)
+			return -ENAMETOOLONG;
+		if (pos < cap - 1)
+			buf[--pos] = '/';
+		pos -= n;
+		memcpy(buf + pos, name, n);
+		ino = parent;
+		if (ino == META_ROOT_INO)
+			break;
+	}
+	*len = cap - 1 - pos;
+	memmove(buf, buf + pos, *len + 1);
+	return 0;
+}
+
 int meta_insert(struct meta *m, struct meta_inode *in, const char *name, size_t len)
 {
 	sqlite3_stmt *s = m->st[ST_INSERT];

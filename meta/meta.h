@@ -90,6 +90,15 @@ int meta_lookup(struct meta *m, uint64_t parent, const char *name, size_t len,
 		struct meta_inode *out);
 /* Name and parent of ino (for building keys); -ENOENT. len gets the length. */
 int meta_name(struct meta *m, uint64_t ino, uint64_t *parent, char *name, size_t *len);
+/*
+ * The path of ino below its tenant directory (its object key), or with
+ * with_tenant the path below the root, NUL-terminated in buf; *len gets its
+ * length and *tenant (may be NULL) the tenant directory's ino.
+ * -ENAMETOOLONG when it does not fit, -ENOENT when ino is not in the
+ * namespace (unlinked).
+ */
+int meta_path(struct meta *m, uint64_t ino, int with_tenant, char *buf, size_t cap,
+	      size_t *len, uint64_t *tenant);
 /* Insert in->parent/name; sets in->ino.  -EEXIST when the name is taken. */
 int meta_insert(struct meta *m, struct meta_inode *in, const char *name, size_t len);
 /* Write every attribute and the mapping of in->ino. */

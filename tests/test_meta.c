@@ -381,6 +381,37 @@ START_TEST(test_transactions_and_sync)
 }
 END_TEST
 
+START_TEST(test_path)
+{
+	struct meta *m = open_new();
+	struct meta_inode t = file_in(META_ROOT_INO, META_COMMITTED), d, f;
+	char buf[64], tiny[8];
+	uint64_t tenant;
+	size_t len;
+
+	t.mode = 040755;
+	ck_assert_int_eq(meta_insert(m, &t, "t1", 2), 0);
+	d = file_in(t.ino, META_COMMITTED);
+	d.mode = 040755;
+	ck_assert_int_eq(meta_insert(m, &d, "Qwen", 4), 0);
+	f = file_in(d.ino, META_COMMITTED);
+	ck_assert_int_eq(meta_insert(m, &f, "abc_0_k", 7), 0);
+	ck_assert_int_eq(meta_path(m, f.ino, 0, buf, sizeof(buf), &len, &tenant), 0);
+	ck_assert_str_eq(buf, "Qwen/abc_0_k");
+	ck_assert_uint_eq(len, 12);
+	ck_assert_uint_eq(tenant, t.ino);
+	ck_assert_int_eq(meta_path(m, f.ino, 1, buf, sizeof(buf), &len, NULL), 0);
+	ck_assert_str_eq(buf, "t1/Qwen/abc_0_k");
+	ck_assert_int_eq(meta_path(m, t.ino, 0, buf, sizeof(buf), &len, &tenant), 0);
+	ck_assert_str_eq(buf, "");
+	ck_assert_uint_eq(tenant, t.ino);
+	ck_assert_int_eq(meta_path(m, f.ino, 0, tiny, sizeof(tiny), &len, NULL), -ENAMETOOLONG);
+	ck_assert_int_eq(meta_detach(m, f.ino), 0);
+	ck_assert_int_eq(meta_path(m, f.ino, 0, buf, sizeof(buf), &len, NULL), -ENOENT);
+	meta_close(m);
+}
+END_TEST
+
 static Suite *meta_suite(void)
 {
 	Suite *s = suite_create("meta");
@@ -398,6 +429,7 @@ static Suite *meta_suite(void)
 	tcase_add_test(tc, test_recover_and_mappings);
 	tcase_add_test(tc, test_bitmaps);
 	tcase_add_test(tc, test_transactions_and_sync);
+	tcase_add_test(tc, test_path);
 	suite_add_tcase(s, tc);
 	return s;
 }
