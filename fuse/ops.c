@@ -880,9 +880,17 @@ static int ofs_setattr_size(struct ofs *ofs, struct ofs_inode *in, uint64_t size
 	if (S_ISDIR(in->m.mode))
 		return -EISDIR;
 	if (temporary) {
-		ret = ofs_obj_open(ofs, in);
+		/* Held like an open file: a concurrent unlink must detach, not free. */
+		pthread_mutex_lock(&ofs->lock);
+		ret = in->unlinked == 1 ? -ENOENT : 0;
+		if (!ret)
+			in->nopen++;
+		pthread_mutex_unlock(&ofs->lock);
 		if (ret)
 			return ret;
+		ret = ofs_obj_open(ofs, in);
+		if (ret)
+			goto out;
 	}
 	ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj, size);
 	if (ret == -ENOSPC && ofs_reclaim(ofs))
@@ -892,6 +900,13 @@ static int ofs_setattr_size(struct ofs *ofs, struct ofs_inode *in, uint64_t size
 		ret = ofs_commit(ofs, in, 0);
 	if (temporary)
 		ofs_obj_close(ofs, in);
+out:
+	if (temporary) {
+		pthread_mutex_lock(&ofs->lock);
+		in->nopen--;
+		ofs_isettle(ofs, in);
+		pthread_mutex_unlock(&ofs->lock);
+	}
 	return ret;
 }
 
@@ -1260,14 +1275,32 @@ static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_f
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
-	if (writer)
+	/*
+	 * Counted open before the working state exists: an unlink from now on
+	 * detaches the record instead of deleting it and freeing the pages
+	 * this writer may append to.  A record already deleted cannot take a
+	 * commit any more.
+	 */
+	pthread_mutex_lock(&ofs->lock);
+	if (in->unlinked == 1)
+		ret = -ENOENT;
+	else
+		in->nopen++;
+	pthread_mutex_unlock(&ofs->lock);
+	if (!ret && writer) {
 		ret = ofs_open_writer(ofs, in, fi->flags & O_TRUNC);
+		if (ret) {
+			pthread_mutex_lock(&ofs->lock);
+			in->nopen--;
+			ofs_isettle(ofs, in);
+			pthread_mutex_unlock(&ofs->lock);
+		}
+	}
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
 	}
 	pthread_mutex_lock(&ofs->lock);
-	in->nopen++;
 	if (!writer) {
 		OFS_COUNT(ofs->metrics.objects_read, 1);
 		ofs_promotion_policy(ofs, in);
