@@ -151,7 +151,7 @@ static int fsck_map(void *ctx, const struct meta_inode *in)
 		return 0;
 	}
 	if (f->have_kvb && ret != -EINVAL) {
-		struct kvb_map map = { in->bucket, in->page, in->npages, in->size };
+		struct kvb_map map = { in->bucket, in->page, in->npages, in->size, NULL };
 		uint64_t csum;
 
 		ret = f->kvb.ops->checksum(f->kvb.arg, &map, &csum);

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,8 @@
 struct ofs_cli {
 	char *page_size, *bucket_size, *bucket_count, *meta, *timeout, *sync_ms;
 	char *dram, *promote_after, *promote_window, *metrics;
+	char *backend, *ubsio_lib, *ubsio_device, *ubsio_ssd_size, *kv_max_bytes, *kv_max_keys;
+	char *kv_buffer_max, *kv_cache, *ubsio_key_max;
 	int verify;
 	const char *root;
 	int npos;
@@ -38,6 +41,15 @@ static const struct fuse_opt ofs_opts[] = {
 	CLI_OPT("promote_after=%s", promote_after),
 	CLI_OPT("promote_window=%s", promote_window),
 	CLI_OPT("metrics=%s", metrics),
+	CLI_OPT("backend=%s", backend),
+	CLI_OPT("ubsio_lib=%s", ubsio_lib),
+	CLI_OPT("ubsio_device=%s", ubsio_device),
+	CLI_OPT("ubsio_ssd_size=%s", ubsio_ssd_size),
+	CLI_OPT("ubsio_key_max=%s", ubsio_key_max),
+	CLI_OPT("kv_max_bytes=%s", kv_max_bytes),
+	CLI_OPT("kv_max_keys=%s", kv_max_keys),
+	CLI_OPT("kv_buffer_max=%s", kv_buffer_max),
+	CLI_OPT("kv_cache=%s", kv_cache),
 	{ "verify", offsetof(struct ofs_cli, verify), 1 },
 	{ "noverify", offsetof(struct ofs_cli, verify), 2 },
 	FUSE_OPT_KEY("-h", KEY_HELP),
@@ -96,6 +108,18 @@ static void ofs_usage(const char *prog)
 	       "    promote_after=N   the Nth open for reading within the window promotes (0: off)\n"
 	       "    promote_window=S  the window, seconds (default 60)\n"
 	       "    metrics=PATH      write Prometheus metrics to PATH every 5 s (textfile collector)\n"
+	       "    backend=NAME      pages (default for a new store) or ubsio; an existing store\n"
+	       "                      keeps the backend it was created with\n"
+	       "ubsio backend options (a distributed KV store through libubsio_kvc.so):\n"
+	       "    ubsio_lib=PATH    the library (default libubsio_kvc.so via the search path)\n"
+	       "    ubsio_device=N    deviceId passed to UbsioKvCacheInit (default 0)\n"
+	       "    ubsio_ssd_size=N  call the newer UbsioKvCacheInit(deviceId, ssdSize) with N;\n"
+	       "                      without it, the older UbsioKvCacheInit(deviceId)\n"
+	       "    ubsio_key_max=N   longest key the store takes (default 1024)\n"
+	       "    kv_max_bytes=N    capacity: bytes of values (default 0: no limit)\n"
+	       "    kv_max_keys=N     capacity: number of values (default 0: no limit)\n"
+	       "    kv_buffer_max=N   memory for data of files open for writing (default 1G)\n"
+	       "    kv_cache=N        memory for values fetched for readers (default 256M)\n"
 	       "environment defaults (-o wins): MOONCAKE_DISTRIBUTED_ROOT_DIR (ROOT, when only\n"
 	       "MOUNTPOINT is given), MOONCAKE_DISTRIBUTED_PAGE_SIZE, _BUCKET_SIZE, _BUCKET_COUNT\n\n",
 	       prog);
@@ -167,6 +191,77 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 		}
 		cfg->geom.bucket_count = (uint32_t)v;
 		cfg->set_bucket_count = 1;
+	}
+	if (cli->backend && strcmp(cli->backend, "pages") && strcmp(cli->backend, "ubsio")) {
+		fprintf(stderr, "offloadfs: invalid backend '%s': pages or ubsio\n", cli->backend);
+		return -1;
+	}
+	cfg->backend = cli->backend;
+	if (!cli->backend || strcmp(cli->backend, "ubsio")) {
+		const char *stray = cli->ubsio_lib ? "ubsio_lib" : cli->ubsio_device ? "ubsio_device"
+			: cli->ubsio_ssd_size ? "ubsio_ssd_size" : cli->kv_max_bytes ? "kv_max_bytes"
+			: cli->kv_max_keys ? "kv_max_keys" : cli->kv_buffer_max ? "kv_buffer_max"
+			: cli->kv_cache ? "kv_cache" : cli->ubsio_key_max ? "ubsio_key_max" : NULL;
+
+		/* Silently ignoring them would hide a mount of the wrong backend. */
+		if (stray) {
+			fprintf(stderr, "offloadfs: option %s needs backend=ubsio\n", stray);
+			return -1;
+		}
+	}
+	cfg->ubsio.lib = cli->ubsio_lib;
+	cfg->ubsio.buffer_max = OFS_UBSIO_BUFFER_MAX;
+	cfg->ubsio.cache_max = OFS_UBSIO_CACHE_MAX;
+	cfg->ubsio.key_max = OFS_UBSIO_KEY_MAX;
+	{
+		static const struct { const char *name; size_t off; uint64_t max; } o[] = {
+			{ "ubsio_ssd_size", offsetof(struct kvb_ubsio_config, ssd_size), UINT64_MAX },
+			{ "kv_max_bytes", offsetof(struct kvb_ubsio_config, max_bytes), UINT64_MAX },
+			{ "kv_max_keys", offsetof(struct kvb_ubsio_config, max_keys), UINT64_MAX },
+			{ "kv_buffer_max", offsetof(struct kvb_ubsio_config, buffer_max), UINT64_MAX },
+			{ "kv_cache", offsetof(struct kvb_ubsio_config, cache_max), UINT64_MAX },
+		};
+		const char *vals[] = { cli->ubsio_ssd_size, cli->kv_max_bytes, cli->kv_max_keys,
+				       cli->kv_buffer_max, cli->kv_cache };
+		size_t i;
+
+		for (i = 0; i < sizeof(o) / sizeof(o[0]); i++) {
+			if (!vals[i])
+				continue;
+			if (ofs_parse_size(vals[i], &v)) {
+				fprintf(stderr, "offloadfs: invalid %s '%s': expected a number such "
+						"as 1000000, 64K or 4G\n", o[i].name, vals[i]);
+				return -1;
+			}
+			*(uint64_t *)((char *)&cfg->ubsio + o[i].off) = v;
+		}
+		cfg->ubsio.new_init = cli->ubsio_ssd_size != NULL;
+		if (cfg->ubsio.buffer_max < (1ULL << 20)) {
+			fprintf(stderr, "offloadfs: invalid kv_buffer_max %llu: at least 1M\n",
+				(unsigned long long)cfg->ubsio.buffer_max);
+			return -1;
+		}
+	}
+	if (cli->ubsio_device) {
+		char *end;
+		long d;
+
+		errno = 0;
+		d = strtol(cli->ubsio_device, &end, 10);
+		if (errno || *end || end == cli->ubsio_device || d < 0 || d > INT32_MAX) {
+			fprintf(stderr, "offloadfs: invalid ubsio_device '%s': a device number\n",
+				cli->ubsio_device);
+			return -1;
+		}
+		cfg->ubsio.device_id = (int32_t)d;
+	}
+	if (cli->ubsio_key_max) {
+		if (ofs_parse_size(cli->ubsio_key_max, &v) || v < 64 || v > META_SKEY_MAX) {
+			fprintf(stderr, "offloadfs: invalid ubsio_key_max '%s': 64..%d\n",
+				cli->ubsio_key_max, META_SKEY_MAX);
+			return -1;
+		}
+		cfg->ubsio.key_max = (uint32_t)v;
 	}
 	if (cfg->geom.bucket_size < cfg->geom.page_size ||
 	    cfg->geom.bucket_size % cfg->geom.page_size) {

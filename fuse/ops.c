@@ -333,8 +333,9 @@ static int ofs_obj_open(struct ofs *ofs, struct ofs_inode *in)
 	struct kvb_obj *obj;
 	int ret;
 
+	/* The path with its tenant: a KV backend names values by all of it. */
 	pthread_mutex_lock(&ofs->lock);
-	ret = ofs_key(ofs, in->ino, key, &klen);
+	ret = meta_path(ofs->store.meta, in->ino, 1, key, OFS_KEY_MAX, &klen, NULL);
 	pthread_mutex_unlock(&ofs->lock);
 	if (ret == -ENOENT)
 		klen = 0;
@@ -600,7 +601,7 @@ static void ofs_promote_one(struct ofs *ofs, const struct meta_task *t)
 {
 	struct ofs_dram_version v = { t->bucket, t->page, t->size, t->csum };
 	struct kvb_map map = { t->bucket, t->page, (t->size + ofs->store.geom.page_size - 1) /
-							ofs->store.geom.page_size, t->size };
+							ofs->store.geom.page_size, t->size, NULL };
 	struct meta_inode m;
 	const char *why = NULL;
 	int state = META_TASK_DONE, ret;
@@ -1827,10 +1828,16 @@ static void ofs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	pthread_mutex_lock(&ofs->lock);
 	st.f_files = ofs->store.nfiles;
 	pthread_mutex_unlock(&ofs->lock);
-	/* Objects are rows, not preallocated inodes: the free count is what the rows allow. */
-	st.f_ffree = UINT32_MAX;
+	if (ks.files) {
+		/* A backend key limit (kv_max_keys): files are what it allows. */
+		st.f_files = ks.files;
+		st.f_ffree = ks.files_free;
+	} else {
+		/* Objects are rows, not preallocated inodes: the free count is what the rows allow. */
+		st.f_ffree = UINT32_MAX;
+		st.f_files += st.f_ffree;
+	}
 	st.f_favail = st.f_ffree;
-	st.f_files += st.f_ffree;
 	st.f_namemax = META_NAME_MAX;
 	fuse_reply_statfs(req, &st);
 }

@@ -98,6 +98,8 @@ static int store_scan_root(const char *root, const char *dbpath, int *buckets, c
 			(*buckets)++;
 			continue;
 		}
+		if (!strcmp(n, KVB_UBSIO_JOURNAL))
+			continue;
 		if (dbbase && !strncmp(n, dbbase, bl) &&
 		    (!n[bl] || !strcmp(n + bl, "-wal") || !strcmp(n + bl, "-shm") ||
 		     !strcmp(n + bl, "-journal")))
@@ -177,7 +179,8 @@ int ofs_store_commit(struct ofs_store *s, pthread_mutex_t *meta_lock, struct met
 	const struct kvb_ops *ops = s->kvb.ops;
 	const uint64_t *pcsums = NULL;
 	struct meta_inode m;
-	struct kvb_map map;
+	struct kvb_map map = { 0 };
+	enum meta_skey_op op;
 	uint64_t csum;
 	int ret;
 
@@ -187,8 +190,10 @@ int ofs_store_commit(struct ofs_store *s, pthread_mutex_t *meta_lock, struct met
 	if (meta_lock)
 		pthread_mutex_lock(meta_lock);
 	m = *cur;
+	op = META_SKEY_SET;
 	/* Keep the last version a barrier made durable, for recovery after a power cut. */
 	if (cur->state == META_COMMITTED && cur->gen <= s->synced_gen) {
+		op = META_SKEY_KEEP_PREV;
 		m.prev_bucket = cur->bucket >= 0 ? cur->bucket : STORE_PREV_EMPTY;
 		m.prev_page = cur->page;
 		m.prev_npages = cur->npages;
@@ -202,7 +207,8 @@ int ofs_store_commit(struct ofs_store *s, pthread_mutex_t *meta_lock, struct met
 	m.csum = csum;
 	m.state = META_COMMITTED;
 	m.gen = s->gen;
-	ret = meta_commit_object(s->meta, &m, pcsums, map.bucket >= 0 ? map.npages : 0);
+	ret = meta_commit_object(s->meta, &m, pcsums, map.bucket >= 0 ? map.npages : 0,
+				 map.bucket >= 0 ? map.skey : NULL, op);
 	if (!ret)
 		*cur = m;
 	if (meta_lock)
@@ -248,7 +254,7 @@ static int store_verify_unsynced(struct ofs_store *s)
 	ret = meta_foreach_unsynced(s->meta, s->synced_gen, store_collect, &u);
 	for (i = 0; !ret && i < u.n; i++) {
 		struct meta_inode *in = &u.v[i];
-		struct kvb_map map = { in->bucket, in->page, in->npages, in->size };
+		struct kvb_map map = { in->bucket, in->page, in->npages, in->size, NULL };
 		uint64_t csum;
 
 		if (s->kvb.ops->checksum(s->kvb.arg, &map, &csum) == 0 && csum == in->csum)
@@ -260,7 +266,7 @@ static int store_verify_unsynced(struct ofs_store *s)
 			in->size = in->prev_size;
 			in->csum = in->prev_csum;
 			in->prev_bucket = -1;
-			ret = meta_commit_object(s->meta, in, NULL, 0);
+			ret = meta_commit_object(s->meta, in, NULL, 0, NULL, META_SKEY_REVERT);
 			s->reverted++;
 		} else {
 			ret = meta_delete(s->meta, in->ino);
@@ -339,9 +345,15 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 			 strerror(-ret));
 		goto out;
 	} else {
-		if (strcmp(backend, "pages")) {
+		if (cfg->backend && strcmp(backend, cfg->backend)) {
 			ret = -EINVAL;
-			snprintf(err, errlen, "store uses backend '%s', this mount asked for 'pages'",
+			snprintf(err, errlen, "store uses backend '%s', this mount asked for '%s'",
+				 backend, cfg->backend);
+			goto out;
+		}
+		if (strcmp(backend, "pages") && strcmp(backend, "ubsio")) {
+			ret = -EINVAL;
+			snprintf(err, errlen, "store uses backend '%s', which this build lacks",
 				 backend);
 			goto out;
 		}
@@ -349,14 +361,31 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 		if (ret)
 			goto out;
 	}
-	pg.page_size = s->geom.page_size;
-	pg.bucket_size = s->geom.bucket_size;
-	pg.bucket_count = s->geom.bucket_count;
-	ret = kvb_pages_init(&s->kvb, s->root, &pg, s->created, err, errlen);
+	snprintf(s->backend, sizeof(s->backend), "%s",
+		 s->created ? (cfg->backend ? cfg->backend : "pages") : backend);
+	if (!strcmp(s->backend, "ubsio")) {
+		struct kvb_ubsio_config uc = cfg->ubsio;
+
+		if (s->created && buckets) {
+			ret = -EEXIST;
+			snprintf(err, errlen, "ROOT %s holds bucket files: not a ubsio store", s->root);
+			goto out;
+		}
+		uc.page_size = s->geom.page_size;
+		ret = kvb_ubsio_init(&s->kvb, s->root, &uc, s->meta, err, errlen);
+	} else if (!strcmp(s->backend, "pages")) {
+		pg.page_size = s->geom.page_size;
+		pg.bucket_size = s->geom.bucket_size;
+		pg.bucket_count = s->geom.bucket_count;
+		ret = kvb_pages_init(&s->kvb, s->root, &pg, s->created, err, errlen);
+	} else {
+		ret = -EINVAL;
+		snprintf(err, errlen, "unknown backend '%s' (pages or ubsio)", s->backend);
+	}
 	if (ret)
 		goto out;
 	if (s->created) {
-		ret = meta_format(s->meta, &s->geom, "pages", 040755, getuid(), getgid());
+		ret = meta_format(s->meta, &s->geom, s->backend, 040755, getuid(), getgid());
 		if (ret) {
 			snprintf(err, errlen, "cannot format %s: %s", s->meta_path,
 				 meta_errmsg(s->meta));
@@ -378,7 +407,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	ret = s->kvb.ops->start(s->kvb.arg, s->meta, s->was_clean, s->start_msg,
 				sizeof(s->start_msg));
 	if (ret) {
-		snprintf(err, errlen, "cannot start the pages backend: %s", s->start_msg);
+		snprintf(err, errlen, "cannot start the %s backend: %s", s->backend, s->start_msg);
 		goto out;
 	}
 	ret = meta_clean_set(s->meta, 0);

@@ -26,7 +26,15 @@ struct ofs_config {
 	struct meta_geom geom;
 	/* Which geometry values the user chose (option or environment). */
 	unsigned set_page_size : 1, set_bucket_size : 1, set_bucket_count : 1;
+	/* "pages" or "ubsio"; NULL: what the store records ("pages" for a new one). */
+	const char *backend;
+	struct kvb_ubsio_config ubsio; /* page_size is taken from the geometry */
 };
+
+/* Defaults of the ubsio backend's options. */
+#define OFS_UBSIO_BUFFER_MAX (1ULL << 30)
+#define OFS_UBSIO_CACHE_MAX (256ULL << 20)
+#define OFS_UBSIO_KEY_MAX 1024U
 
 struct ofs_store {
 	struct meta *meta;
@@ -42,7 +50,8 @@ struct ofs_store {
 	uint64_t dropped_orphans;
 	uint64_t reverted;     /* unsynced versions that failed their checksum */
 	uint64_t dropped_corrupt;
-	char start_msg[256];
+	char start_msg[512];
+	char backend[32];
 	/*
 	 * Sync generations: commits record gen; a barrier makes every commit
 	 * of gen <= synced_gen durable.  Both under the caller's metadata lock.

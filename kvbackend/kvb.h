@@ -17,12 +17,21 @@
 
 struct meta;
 
-/* Where an object's bytes are: the mapping columns of the metadata store. */
+/*
+ * Where an object's bytes are: the mapping columns of the metadata store.
+ * In a KV backend bucket is 0 for an object with a value, page is the
+ * value's id (vid) and npages counts checksum pages of page_size bytes.
+ */
 struct kvb_map {
 	int32_t bucket;  /* -1: no pages (empty object) */
 	uint64_t page;
 	uint64_t npages;
 	uint64_t size;
+	/*
+	 * Set by commit_prepare of a KV backend: the key the value was put
+	 * under, to record with the mapping; valid until commit_done.
+	 */
+	const char *skey;
 };
 
 #define KVB_MAP_EMPTY ((struct kvb_map){ .bucket = -1 })
@@ -31,6 +40,7 @@ struct kvb_statfs {
 	uint64_t block_size;
 	uint64_t blocks;
 	uint64_t blocks_free;
+	uint64_t files, files_free;  /* a key limit; 0: none */
 };
 
 struct kvb_obj;
@@ -64,7 +74,12 @@ struct kvb_ops {
 	/* Clean unmount: sync data and save the allocation state. */
 	int (*stop)(void *arg, struct meta *m);
 
-	/* Working state for a writer of the object whose committed mapping is c. */
+	/*
+	 * Working state for a writer of the object whose committed mapping is
+	 * c.  key is the object's path below the root, "<tenant>/<key>" (no
+	 * '/' for a file in the root): the pages backend hashes the part after
+	 * the tenant, a KV backend names the value by all of it.
+	 */
 	int (*obj_open)(void *arg, const struct kvb_map *c, const char *key, size_t klen,
 			struct kvb_obj **out);
 	ssize_t (*obj_write)(void *arg, struct kvb_obj *o, const void *buf, size_t len,
@@ -125,6 +140,13 @@ struct kvb_ops {
 	/* Pages used, free and the longest free run of bucket b; -ENOENT past the last. */
 	int (*bucket_usage)(void *arg, uint32_t b, uint64_t *used, uint64_t *free_pages,
 			    uint64_t *largest_free);
+	/*
+	 * For fsck (may be NULL): whether each committed value is present in
+	 * the store with its recorded length.  res[i] gets 0, -ENOENT
+	 * (missing), -EBADMSG (another length) or another negative errno
+	 * (could not tell).  Returns 0 or the error that stopped the check.
+	 */
+	int (*probe)(void *arg, const struct kvb_map *maps, size_t n, int *res);
 	void (*free)(void *arg);
 };
 
@@ -158,6 +180,28 @@ struct kvb_mem_faults {
 int kvb_mem_init(struct kvb *kvb, const struct kvb_pages_geom *g, struct kvb_mem_faults *faults);
 /* Power cut: every bucket goes back to its bytes as of its last sync. */
 void kvb_mem_power_cut(struct kvb *kvb);
+
+/*
+ * The KV backend over Huawei's UBSIO KV-cache client library, loaded with
+ * dlopen at init (see kvbackend/ubsio.c and README.md).  Its journal of
+ * values that may need deleting lives in root; m is the store's metadata,
+ * read at init and start only, single-threaded.
+ */
+struct kvb_ubsio_config {
+	const char *lib;        /* NULL: "libubsio_kvc.so" via the search path */
+	int32_t device_id;
+	int new_init;           /* call Init(deviceId, ssdSize) rather than Init(deviceId) */
+	uint64_t ssd_size;
+	uint64_t max_bytes, max_keys; /* capacity limits; 0: none */
+	uint64_t buffer_max;    /* bytes of writers' data held in memory, all files */
+	uint64_t cache_max;     /* bytes of fetched values kept for readers */
+	uint64_t page_size;     /* checksum granularity */
+	uint32_t key_max;       /* longest store key; longer paths are shortened with a hash */
+};
+#define KVB_UBSIO_LIB_DEFAULT "libubsio_kvc.so"
+#define KVB_UBSIO_JOURNAL "ubsio.journal"
+int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_config *c,
+		   struct meta *m, char *err, size_t errlen);
 
 /* Home bucket of a key: XXH64(key, len, seed 0) % bucket_count. */
 uint32_t kvb_home_bucket(const char *key, size_t len, uint32_t bucket_count);

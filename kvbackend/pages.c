@@ -495,9 +495,15 @@ static int pages_zero_range(struct pages *p, const struct kvb_map *w, uint64_t f
 static int pages_obj_open(void *arg, const struct kvb_map *c, const char *key, size_t klen,
 			  struct kvb_obj **out)
 {
+	const char *slash = memchr(key, '/', klen);
 	struct kvb_obj *o;
 
 	(void)arg;
+	/* The home bucket hashes the key below the tenant directory. */
+	if (slash) {
+		klen -= (size_t)(slash + 1 - key);
+		key = slash + 1;
+	}
 	o = calloc(1, sizeof(*o) + klen + 1);
 	if (!o)
 		return -ENOMEM;

@@ -40,6 +40,7 @@ enum {
 	ST_COMMIT_OBJECT,
 	ST_PCSUMS_GET,
 	ST_UNSYNCED,
+	ST_VALUES,
 	ST_TASK_ADD,
 	ST_TASK_NEXT,
 	ST_TASK_START,
@@ -72,10 +73,16 @@ static const char *const meta_sql[ST_N] = {
 			     "mtime = ?6, ctime = ?7, size = ?8, bucket = ?9, page = ?10, "
 			     "npages = ?11, csum = ?12, state = ?13, gen = ?14, "
 			     "prev_bucket = ?15, prev_page = ?16, prev_npages = ?17, "
-			     "prev_size = ?18, prev_csum = ?19, pcsums = ?20 WHERE ino = ?1",
+			     "prev_size = ?18, prev_csum = ?19, pcsums = ?20, "
+			     /* The RHS sees the old row: prev_skey takes the old skey. */
+			     "skey = CASE ?22 WHEN 2 THEN prev_skey ELSE ?21 END, "
+			     "prev_skey = CASE ?22 WHEN 1 THEN skey WHEN 2 THEN NULL "
+			     "ELSE prev_skey END WHERE ino = ?1",
 	[ST_PCSUMS_GET] = "SELECT pcsums FROM inodes WHERE ino = ?1",
 	[ST_UNSYNCED] = "SELECT " INODE_COLS " FROM inodes WHERE gen > ?1 AND state = 0 "
 			"AND parent IS NOT NULL AND npages > 0",
+	[ST_VALUES] = "SELECT " INODE_COLS ", skey, prev_skey FROM inodes "
+		      "WHERE skey IS NOT NULL OR prev_skey IS NOT NULL ORDER BY ino",
 	[ST_DELETE] = "DELETE FROM inodes WHERE ino = ?1",
 	[ST_DETACH] = "UPDATE inodes SET parent = NULL, name = NULL WHERE ino = ?1",
 	[ST_MOVE] = "UPDATE inodes SET parent = ?2, name = ?3 WHERE ino = ?1",
@@ -128,7 +135,9 @@ static const char meta_schema[] =
 	" prev_npages INTEGER NOT NULL DEFAULT 0,"
 	" prev_size INTEGER NOT NULL DEFAULT 0,"
 	" prev_csum INTEGER NOT NULL DEFAULT 0,"
-	" pcsums BLOB);"
+	" pcsums BLOB,"
+	/* Schema 2: the key of the value in a KV backend, current and previous. */
+	" skey BLOB, prev_skey BLOB);"
 	"CREATE UNIQUE INDEX inodes_dentry ON inodes (parent, name);"
 	/* readdir walks a directory in ino order: without this, every reply sorts it all. */
 	"CREATE INDEX inodes_children ON inodes (parent, ino);"
@@ -148,6 +157,7 @@ struct meta {
 	sqlite3 *db;
 	sqlite3_stmt *st[ST_N];
 	unsigned long fault_at, writes; /* meta_inject_fault */
+	int found_version;             /* of an existing database, before migration */
 	uint64_t changes;               /* namespace and object writes, for group commit */
 };
 
@@ -305,12 +315,44 @@ static int meta_check_ours(struct meta *m, char *err, size_t errlen)
 		snprintf(err, errlen, "not an offloadfs database (magic '%s')", magic);
 		return -EUCLEAN;
 	}
-	if (version != META_SCHEMA_VERSION) {
+	/* Older versions we know how to upgrade are migrated once the WAL is set. */
+	if (version < 1 || version > META_SCHEMA_VERSION) {
 		snprintf(err, errlen, "unsupported schema version: found %d, expected %d",
 			 version, META_SCHEMA_VERSION);
 		return -EPROTONOSUPPORT;
 	}
+	m->found_version = version;
 	ret = 0;
+	return ret;
+}
+
+/*
+ * Upgrade a database of an older schema, one step per version, each in one
+ * transaction with the version bump: a crash leaves the old or the new
+ * schema, never half of one.
+ */
+static int meta_migrate(struct meta *m, char *err, size_t errlen)
+{
+	static const char *const steps[META_SCHEMA_VERSION + 1] = {
+		/* 1 -> 2: value keys for KV backends (NULL for the pages backend). */
+		[1] = "ALTER TABLE inodes ADD COLUMN skey BLOB;"
+		      "ALTER TABLE inodes ADD COLUMN prev_skey BLOB;"
+		      "PRAGMA user_version = 2;",
+	};
+	int v, ret = 0;
+
+	for (v = m->found_version; !ret && v < META_SCHEMA_VERSION; v++) {
+		ret = meta_exec(m, "BEGIN IMMEDIATE");
+		if (!ret)
+			ret = meta_exec(m, steps[v]);
+		if (!ret)
+			ret = meta_exec(m, "COMMIT");
+		if (ret) {
+			snprintf(err, errlen, "cannot migrate schema %d to %d: %s", v, v + 1,
+				 sqlite3_errmsg(m->db));
+			meta_exec(m, "ROLLBACK");
+		}
+	}
 	return ret;
 }
 
@@ -402,6 +444,10 @@ int meta_open(const char *path, int create, struct meta **out, char *err, size_t
 	}
 	if (!exists) {
 		ret = meta_create_schema(m, err, errlen);
+		if (ret)
+			goto out_close;
+	} else if (m->found_version < META_SCHEMA_VERSION) {
+		ret = meta_migrate(m, err, errlen);
 		if (ret)
 			goto out_close;
 	}
@@ -792,7 +838,7 @@ int meta_update(struct meta *m, const struct meta_inode *in)
 }
 
 int meta_commit_object(struct meta *m, const struct meta_inode *in, const uint64_t *pcsums,
-		       uint64_t n)
+		       uint64_t n, const char *skey, enum meta_skey_op op)
 {
 	sqlite3_stmt *s = m->st[ST_COMMIT_OBJECT];
 
@@ -804,7 +850,52 @@ int meta_commit_object(struct meta *m, const struct meta_inode *in, const uint64
 		sqlite3_bind_blob64(s, 20, pcsums, n * sizeof(uint64_t), SQLITE_STATIC);
 	else
 		sqlite3_bind_null(s, 20);
+	if (skey)
+		sqlite3_bind_blob64(s, 21, skey, strlen(skey), SQLITE_STATIC);
+	else
+		sqlite3_bind_null(s, 21);
+	sqlite3_bind_int(s, 22, (int)op);
 	return meta_changed_one(m, meta_step_done(m, s));
+}
+
+/* Column c of s as a NUL-terminated key in buf, or NULL; -EUCLEAN when it cannot be one. */
+static int meta_col_key(sqlite3_stmt *s, int c, char *buf, const char **out)
+{
+	int len = sqlite3_column_bytes(s, c);
+
+	*out = NULL;
+	if (sqlite3_column_type(s, c) == SQLITE_NULL)
+		return 0;
+	if (len <= 0 || len > META_SKEY_MAX || memchr(sqlite3_column_blob(s, c), 0, (size_t)len))
+		return -EUCLEAN;
+	memcpy(buf, sqlite3_column_blob(s, c), (size_t)len);
+	buf[len] = '\0';
+	*out = buf;
+	return 0;
+}
+
+int meta_foreach_value(struct meta *m, meta_value_fn fn, void *ctx)
+{
+	sqlite3_stmt *s = m->st[ST_VALUES];
+	static __thread char key[META_SKEY_MAX + 1], prev[META_SKEY_MAX + 1];
+	const char *k, *p;
+	struct meta_inode in;
+	int rc, ret = 0;
+
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		meta_row_inode(s, &in);
+		ret = meta_col_key(s, INODE_NCOLS, key, &k);
+		if (!ret)
+			ret = meta_col_key(s, INODE_NCOLS + 1, prev, &p);
+		if (!ret)
+			ret = fn(ctx, &in, k, p);
+		if (ret)
+			break;
+	}
+	if (!ret && rc != SQLITE_ROW && rc != SQLITE_DONE)
+		ret = meta_errno(rc);
+	meta_finish(s);
+	return ret;
 }
 
 int meta_pcsums_get(struct meta *m, uint64_t ino, uint64_t *pcsums, uint64_t n)
@@ -856,8 +947,8 @@ int meta_foreach_unsynced(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ct
 
 int meta_prev_clear(struct meta *m)
 {
-	return meta_exec(m, "UPDATE inodes SET prev_bucket = -1, prev_npages = 0 "
-			    "WHERE prev_bucket <> -1");
+	return meta_exec(m, "UPDATE inodes SET prev_bucket = -1, prev_npages = 0, "
+			    "prev_skey = NULL WHERE prev_bucket <> -1 OR prev_skey IS NOT NULL");
 }
 
 int meta_delete(struct meta *m, uint64_t ino)

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define META_SCHEMA_VERSION 1
+#define META_SCHEMA_VERSION 2
 #define META_ROOT_INO 1
 #define META_NAME_MAX 255
 
@@ -107,8 +107,26 @@ int meta_update(struct meta *m, const struct meta_inode *in);
  * Record a new committed version: meta_update plus the per-page checksums
  * (XXH3-64 of each page's bytes below size; n = npages).
  */
+/*
+ * skey is the key of the version's value in a KV backend (NULL: none, as
+ * for the pages backend).  op says what happens to the previous key:
+ * META_SKEY_KEEP_PREV when in carries the old version as its prev_*
+ * mapping (prev_skey takes the old skey), META_SKEY_REVERT when in is the
+ * previous version restored (skey takes prev_skey; the skey argument is
+ * ignored).
+ */
+enum meta_skey_op { META_SKEY_SET = 0, META_SKEY_KEEP_PREV = 1, META_SKEY_REVERT = 2 };
+#define META_SKEY_MAX 4096
 int meta_commit_object(struct meta *m, const struct meta_inode *in, const uint64_t *pcsums,
-		       uint64_t n);
+		       uint64_t n, const char *skey, enum meta_skey_op op);
+/*
+ * Call fn for every object with a value in a KV backend, in ino order, with
+ * the keys of its current and previous versions (either may be NULL), until
+ * fn returns non-zero (returned).  -EUCLEAN for a key that is not one.
+ */
+typedef int (*meta_value_fn)(void *ctx, const struct meta_inode *in, const char *skey,
+			     const char *prev_skey);
+int meta_foreach_value(struct meta *m, meta_value_fn fn, void *ctx);
 /* The per-page checksums of ino: -ENOENT when none are recorded. */
 int meta_pcsums_get(struct meta *m, uint64_t ino, uint64_t *pcsums, uint64_t n);
 int meta_delete(struct meta *m, uint64_t ino);

@@ -161,12 +161,102 @@ START_TEST(test_newer_schema_refused)
 	sqlite3_close(db);
 	file_bytes(dbpath, &before, &lb);
 	ck_assert_int_eq(meta_open(dbpath, 1, &m, err, sizeof(err)), -EPROTONOSUPPORT);
-	ck_assert_str_eq(err, "unsupported schema version: found 7, expected 1");
+	ck_assert_str_eq(err, "unsupported schema version: found 7, expected 2");
 	file_bytes(dbpath, &after, &la);
 	ck_assert_uint_eq(la, lb);
 	ck_assert_mem_eq(before, after, lb);
 	free(before);
 	free(after);
+}
+END_TEST
+
+/* A schema-1 database (no skey columns) is migrated in place, its rows kept. */
+START_TEST(test_migrate_v1)
+{
+	struct meta *m = open_new();
+	struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED), got;
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	char err[256];
+
+	a.size = 5;
+	ck_assert_int_eq(meta_insert(m, &a, "kept", 4), 0);
+	meta_close(m);
+	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, "ALTER TABLE inodes DROP COLUMN skey;"
+				      "ALTER TABLE inodes DROP COLUMN prev_skey;"
+				      "PRAGMA user_version = 1", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+
+	ck_assert_int_eq(meta_open(dbpath, 0, &m, err, sizeof(err)), 0);
+	ck_assert_int_eq(meta_get(m, a.ino, &got), 0);
+	ck_assert_uint_eq(got.size, 5);
+	/* The new columns work: commit a value key and read it back. */
+	got.bucket = 0;
+	got.page = 7;
+	ck_assert_int_eq(meta_commit_object(m, &got, NULL, 0, "t/kept#7", META_SKEY_SET), 0);
+	meta_close(m);
+
+	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+	ck_assert_int_eq(sqlite3_column_int(st, 0), META_SCHEMA_VERSION);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+}
+END_TEST
+
+struct keys_seen {
+	int n;
+	char cur[4][64], prev[4][64];
+};
+
+static int keys_fn(void *ctx, const struct meta_inode *in, const char *skey, const char *prev)
+{
+	struct keys_seen *k = ctx;
+
+	(void)in;
+	snprintf(k->cur[k->n], sizeof(k->cur[0]), "%s", skey ? skey : "-");
+	snprintf(k->prev[k->n], sizeof(k->prev[0]), "%s", prev ? prev : "-");
+	k->n++;
+	return 0;
+}
+
+/* Value keys follow commits: KEEP_PREV moves the old key to prev, REVERT brings it back. */
+START_TEST(test_value_keys)
+{
+	struct meta *m = open_new();
+	struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED);
+	struct keys_seen k = { 0 };
+
+	ck_assert_int_eq(meta_insert(m, &a, "v", 1), 0);
+	a.bucket = 0;
+	a.page = 1;
+	ck_assert_int_eq(meta_commit_object(m, &a, NULL, 0, "t/v#1", META_SKEY_SET), 0);
+	a.page = 2;
+	ck_assert_int_eq(meta_commit_object(m, &a, NULL, 0, "t/v#2", META_SKEY_KEEP_PREV), 0);
+	ck_assert_int_eq(meta_foreach_value(m, keys_fn, &k), 0);
+	ck_assert_int_eq(k.n, 1);
+	ck_assert_str_eq(k.cur[0], "t/v#2");
+	ck_assert_str_eq(k.prev[0], "t/v#1");
+
+	a.page = 1;
+	ck_assert_int_eq(meta_commit_object(m, &a, NULL, 0, NULL, META_SKEY_REVERT), 0);
+	k.n = 0;
+	ck_assert_int_eq(meta_foreach_value(m, keys_fn, &k), 0);
+	ck_assert_str_eq(k.cur[0], "t/v#1");
+	ck_assert_str_eq(k.prev[0], "-");
+
+	/* An empty version has no key; prev_clear forgets previous keys. */
+	a.page = 3;
+	ck_assert_int_eq(meta_commit_object(m, &a, NULL, 0, "t/v#3", META_SKEY_KEEP_PREV), 0);
+	ck_assert_int_eq(meta_prev_clear(m), 0);
+	a.bucket = -1;
+	ck_assert_int_eq(meta_commit_object(m, &a, NULL, 0, NULL, META_SKEY_SET), 0);
+	k.n = 0;
+	ck_assert_int_eq(meta_foreach_value(m, keys_fn, &k), 0);
+	ck_assert_int_eq(k.n, 0);
+	meta_close(m);
 }
 END_TEST
 
@@ -423,6 +513,8 @@ static Suite *meta_suite(void)
 	tcase_add_test(tc, test_foreign_db_untouched);
 	tcase_add_test(tc, test_not_a_database);
 	tcase_add_test(tc, test_newer_schema_refused);
+	tcase_add_test(tc, test_migrate_v1);
+	tcase_add_test(tc, test_value_keys);
 	tcase_add_test(tc, test_insert_lookup_update_delete);
 	tcase_add_test(tc, test_name_limits);
 	tcase_add_test(tc, test_readdir_move_children);

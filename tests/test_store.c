@@ -89,7 +89,7 @@ static struct meta_inode create(struct ofs_store *s, const char *name, size_t le
 /* Overwrite m with len bytes of pattern seed (copy-on-write), committed. */
 static int overwrite(struct ofs_store *s, struct meta_inode *m, size_t len, unsigned seed)
 {
-	struct kvb_map c = { m->bucket, m->page, m->npages, m->size };
+	struct kvb_map c = { m->bucket, m->page, m->npages, m->size, NULL };
 	struct kvb_obj *o;
 	char *buf = malloc(len + 1);
 	int ret;
@@ -112,7 +112,7 @@ static void expect_content(struct ofs_store *s, const char *name, size_t len, un
 
 	ck_assert_int_eq(meta_lookup(s->meta, META_ROOT_INO, name, strlen(name), &m), 0);
 	ck_assert_uint_eq(m.size, len);
-	map = (struct kvb_map){ m.bucket, m.page, m.npages, m.size };
+	map = (struct kvb_map){ m.bucket, m.page, m.npages, m.size, NULL };
 	fill(want, len, seed);
 	ck_assert_int_eq(s->kvb.ops->read(s->kvb.arg, &map, got, len + 1, 0), (ssize_t)len);
 	ck_assert_mem_eq(got, want, len);
@@ -129,7 +129,7 @@ struct inv {
 static int inv_one(void *ctx, const struct meta_inode *in)
 {
 	struct inv *v = ctx;
-	struct kvb_map map = { in->bucket, in->page, in->npages, in->size };
+	struct kvb_map map = { in->bucket, in->page, in->npages, in->size, NULL };
 	uint64_t csum;
 
 	v->pages += in->npages;
@@ -240,7 +240,7 @@ START_TEST(test_failed_write_in_the_middle)
 	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &before), 0);
 	/* A write that cannot fit half way through a growing file: the writer sees
 	 * EFBIG, the pages the earlier writes took are freed at close. */
-	c = (struct kvb_map){ a.bucket, a.page, a.npages, a.size };
+	c = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
 	ck_assert_int_eq(s.kvb.ops->obj_open(s.kvb.arg, &c, "a", 1, &o), 0);
 	memset(buf, 'z', sizeof(buf));
 	ck_assert_int_eq(s.kvb.ops->obj_write(s.kvb.arg, o, buf, PS, 2 * PS), PS);
@@ -268,7 +268,7 @@ START_TEST(test_power_cut_loses_only_unsynced)
 	ck_assert_int_eq(overwrite(&s, &a, 2 * PS, 3), 0);
 	ck_assert_int_eq(meta_delete(s.meta, b.ino), 0);
 	{
-		struct kvb_map bm = { b.bucket, b.page, b.npages, b.size };
+		struct kvb_map bm = { b.bucket, b.page, b.npages, b.size, NULL };
 
 		ck_assert_int_eq(s.kvb.ops->remove(s.kvb.arg, &bm), 0);
 	}

@@ -137,11 +137,11 @@ rm -rf "$ROOT"/* 2>/dev/null
 
 # ---- a database from a newer schema version, and a foreign one: never touched ----
 make_store
-sqlite3 "$DB" "PRAGMA user_version = 2"
+sqlite3 "$DB" "PRAGMA user_version = 3"
 sum=$(md5sum <"$DB")
 ofs_fsck
 check_eq "newer schema: fsck exits 2" 2 "$RC"
-check_contains "newer schema: found X, expected Y" "found 2, expected 1" "$ERR"
+check_contains "newer schema: found X, expected Y" "found 3, expected 2" "$ERR"
 check_eq "newer schema: the database is untouched" "$sum" "$(md5sum <"$DB")"
 rm -rf "$ROOT"/* 2>/dev/null
 sqlite3 "$DB" "CREATE TABLE kv (k TEXT, v BLOB); INSERT INTO kv VALUES ('x', 'y')"

@@ -1,0 +1,1573 @@
+/*
+ * ubsio.c: the KV backend.  Each object's content is one value in a
+ * distributed KV store reached through Huawei's UBSIO KV-cache client
+ * library (libubsio_kvc.so), loaded with dlopen.
+ *
+ * Values are immutable: every committed version is put under a key of its
+ * own, "<tenant>/<key>#<vid>", where vid is a number never reused (it is
+ * the mapping's page column).  So an overwrite never touches the value a
+ * reader or the committed record points at; the old value is deleted only
+ * after the record that replaced it is durable, as the pages backend frees
+ * pages (DESIGN.md, "The ubsio backend").
+ *
+ * Nothing can list the KV store, so every value that might outlive its
+ * record is written down first, in a journal in ROOT: "P vid key" before a
+ * put (fdatasync'd before the put is issued), "D vid key" when a value is
+ * doomed.  Start deletes every journalled value no record points at, then
+ * empties the journal; at run time it is emptied whenever nothing in it is
+ * still pending.
+ *
+ * Locks: u->lock guards the value table, the doomed queue, the counters,
+ * the read cache and journal appends; u->qlock the put queue.  Library
+ * calls are made with neither held.
+ */
+#include "kvb.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "meta.h"
+
+#define UBS_BATCH 256  /* keys per batch call */
+
+/* ---- the library ---- */
+
+typedef int32_t (*ubs_init1_fn)(int32_t);
+typedef int32_t (*ubs_init2_fn)(int32_t, uint64_t);
+typedef int32_t (*ubs_bput_fn)(const char **, uint32_t, void **, size_t *, int *, uint32_t);
+typedef int32_t (*ubs_bgetd_fn)(const char **, uint32_t, void ***, size_t **, uint32_t,
+				uint32_t, int *, uint32_t);
+typedef int32_t (*ubs_bexist_fn)(const char **, uint32_t, bool *, uint32_t);
+typedef int32_t (*ubs_bdel_fn)(const char **, uint32_t, int32_t *, uint32_t);
+typedef int32_t (*ubs_bgetlen_fn)(const char **, uint32_t, size_t *, int32_t *, uint32_t);
+typedef void (*ubs_bfree_fn)(void **, uint32_t);
+
+/*
+ * Every symbol of the ABI is resolved at load, used or not, so a library
+ * that lacks one is refused at mount rather than failing later.
+ */
+static const char *const ubs_symbols[] = {
+	"UbsioKvCacheInit",        "UbsioKvCachePut",           "UbsioKvCacheGet",
+	"UbsioKvCacheExist",       "UbsioKvCacheDelete",        "UbsioKvCacheGetLength",
+	"UbsioKvCacheBatchPut",    "UbsioKvCacheBatchGet",      "UbsioKvCacheBatchGetDirect",
+	"UbsioKvCacheBatchExist",  "UbsioKvCacheBatchDelete",   "UbsioKvCacheBatchGetLength",
+	"UbsioKvCacheBatchFree",
+};
+enum { SYM_INIT, SYM_PUT, SYM_GET, SYM_EXIST, SYM_DELETE, SYM_GETLEN, SYM_BPUT, SYM_BGET,
+       SYM_BGETD, SYM_BEXIST, SYM_BDELETE, SYM_BGETLEN, SYM_BFREE, SYM_N };
+
+/*
+ * One library per process, loaded and initialised once under ubs_lib_lock
+ * (the RFC's racy double-checked init), unloaded when the last store using
+ * it is released.
+ */
+static struct {
+	pthread_mutex_t lock;
+	void *handle;
+	void *sym[SYM_N];
+	char path[PATH_MAX];
+	unsigned users;
+} ubs_lib = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static int ubs_lib_load(const struct kvb_ubsio_config *c, char *err, size_t errlen)
+{
+	const char *path = c->lib && *c->lib ? c->lib : KVB_UBSIO_LIB_DEFAULT;
+	void *h, *sym[SYM_N];
+	int32_t rc;
+	int i, ret = 0;
+
+	pthread_mutex_lock(&ubs_lib.lock);
+	if (ubs_lib.users) {
+		if (strcmp(ubs_lib.path, path)) {
+			snprintf(err, errlen, "ubsio library %s is loaded; cannot also load %s",
+				 ubs_lib.path, path);
+			ret = -EBUSY;
+		} else {
+			ubs_lib.users++;
+		}
+		goto out;
+	}
+	dlerror();
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(err, errlen, "cannot load the ubsio library %s: %s", path, dlerror());
+		ret = -ENOENT;
+		goto out;
+	}
+	for (i = 0; i < SYM_N; i++) {
+		const char *e;
+
+		dlerror();
+		sym[i] = dlsym(h, ubs_symbols[i]);
+		e = dlerror();
+		if (e || !sym[i]) {
+			snprintf(err, errlen, "ubsio library %s lacks symbol %s: %s", path,
+				 ubs_symbols[i], e ? e : "NULL");
+			ret = -ENOENT;
+			goto out_close;
+		}
+	}
+	/* Older releases export Init(deviceId); newer ones Init(deviceId, ssdSize). */
+	if (c->new_init)
+		rc = ((ubs_init2_fn)sym[SYM_INIT])(c->device_id, c->ssd_size);
+	else
+		rc = ((ubs_init1_fn)sym[SYM_INIT])(c->device_id);
+	if (rc) {
+		snprintf(err, errlen, "%s: UbsioKvCacheInit(%d%s) failed with %d (%s)", path,
+			 c->device_id, c->new_init ? ", ssd_size" : "", rc,
+			 rc < 0 ? strerror(-rc) : "library error");
+		ret = -EIO;
+		goto out_close;
+	}
+	ubs_lib.handle = h;
+	memcpy(ubs_lib.sym, sym, sizeof(sym));
+	snprintf(ubs_lib.path, sizeof(ubs_lib.path), "%s", path);
+	ubs_lib.users = 1;
+	goto out;
+
+out_close:
+	dlclose(h);
+out:
+	pthread_mutex_unlock(&ubs_lib.lock);
+	return ret;
+}
+
+static void ubs_lib_unload(void)
+{
+	pthread_mutex_lock(&ubs_lib.lock);
+	if (ubs_lib.users && --ubs_lib.users == 0) {
+		dlclose(ubs_lib.handle);
+		ubs_lib.handle = NULL;
+		memset(ubs_lib.sym, 0, sizeof(ubs_lib.sym));
+	}
+	pthread_mutex_unlock(&ubs_lib.lock);
+}
+
+#define UBS_CALL(idx, type) ((type)ubs_lib.sym[idx])
+
+/* A library result as a negative errno (its codes are negative errno values). */
+static int ubs_errno(int32_t rc)
+{
+	if (rc == 0)
+		return 0;
+	if (rc == -ENOSPC || rc == -ENOENT || rc == -ENOMEM)
+		return rc;
+	return -EIO;
+}
+
+/* ---- values ---- */
+
+enum ubs_state {
+	UBS_WORKING,   /* a writer's data, in its buffer; no value in the store */
+	UBS_PUTTING,   /* journalled and being put (or put, commit pending) */
+	UBS_COMMITTED, /* a record points at it */
+	UBS_DOOMED,    /* to delete at the next release */
+};
+
+struct ubs_val {
+	uint64_t vid;
+	uint64_t size;
+	char *skey;             /* NULL while WORKING */
+	enum ubs_state state;
+	struct kvb_obj *obj;    /* WORKING/PUTTING: the writer whose buffer holds it */
+	uint64_t doom_seq;      /* DOOMED: position in the doomed order */
+	/* Read cache: the library's buffer from BatchGetDirect. */
+	void **block;
+	const unsigned char *data;
+	int verified;           /* data matched its page checksums */
+	unsigned refs;          /* readers copying out of data */
+	struct ubs_val *lru_prev, *lru_next;
+	struct ubs_val *hnext;
+};
+
+struct kvb_obj {
+	struct ubs_val *base;   /* the committed value (NULL: empty or none) */
+	uint64_t base_size;
+	struct ubs_val *w;      /* the working value once loaded */
+	unsigned char *buf;
+	uint64_t size, cap;
+	int loaded, dirty;
+	uint64_t charged;       /* bytes counted against the limits (a dirty object's size) */
+	int charged_key;
+	uint64_t *pcs;          /* per-page sums handed out by commit_prepare */
+	int put_new;            /* commit_prepare put w */
+	size_t klen;
+	char key[];
+};
+
+struct ubs {
+	struct kvb_ubsio_config c;
+	struct meta *m;
+	char *jpath;
+	int jfd;
+	pthread_mutex_t lock;
+	struct ubs_val **tab;
+	size_t tabsize, count;
+	int loaded;
+	uint64_t next_vid;
+	/* What the limits count: values in the store and dirty writers' data. */
+	uint64_t stored_bytes, stored_keys;
+	uint64_t working_bytes, working_keys;
+	uint64_t buffered;      /* bytes of writers' buffers */
+	/* Doomed values, deleted at release in doom order. */
+	uint64_t doom_seq;
+	uint64_t ndoomed;
+	uint64_t nputting;      /* values between their P line and commit_done */
+	uint64_t commit_epoch, barrier_epoch; /* for emptying the journal */
+	/* Read cache, most recent first. */
+	struct ubs_val *lru_head, *lru_tail;
+	uint64_t cached;
+	/* Put queue: the first committer in puts for everyone waiting. */
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond;
+	struct ubs_put *qhead, **qtail;
+	int qbusy;
+	struct kvb_stats st;
+	int logged_delete_fail;
+};
+
+struct ubs_put {
+	const char *key;
+	void *buf;
+	size_t len;
+	int rc, done;
+	struct ubs_put *next;
+};
+
+static size_t ubs_slot(const struct ubs *u, uint64_t vid)
+{
+	return (size_t)((vid * 0x9e3779b97f4a7c15ULL) >> 17) & (u->tabsize - 1);
+}
+
+static struct ubs_val *ubs_find(struct ubs *u, uint64_t vid)
+{
+	struct ubs_val *v;
+
+	for (v = u->tab[ubs_slot(u, vid)]; v; v = v->hnext)
+		if (v->vid == vid)
+			return v;
+	return NULL;
+}
+
+static int ubs_insert(struct ubs *u, struct ubs_val *v)
+{
+	size_t i;
+
+	if (u->count + 1 > u->tabsize / 2) {
+		size_t nsize = u->tabsize * 2, osize = u->tabsize;
+		struct ubs_val **old = u->tab, **nt = calloc(nsize, sizeof(*nt));
+
+		if (!nt)
+			return -ENOMEM;
+		u->tab = nt;
+		u->tabsize = nsize;
+		for (i = 0; i < osize; i++) {
+			struct ubs_val *e = old[i], *next;
+
+			for (; e; e = next) {
+				size_t s = ubs_slot(u, e->vid);
+
+				next = e->hnext;
+				e->hnext = nt[s];
+				nt[s] = e;
+			}
+		}
+		free(old);
+	}
+	i = ubs_slot(u, v->vid);
+	v->hnext = u->tab[i];
+	u->tab[i] = v;
+	u->count++;
+	return 0;
+}
+
+static void ubs_unlink(struct ubs *u, struct ubs_val *v)
+{
+	struct ubs_val **pp = &u->tab[ubs_slot(u, v->vid)];
+
+	for (; *pp; pp = &(*pp)->hnext) {
+		if (*pp == v) {
+			*pp = v->hnext;
+			u->count--;
+			return;
+		}
+	}
+}
+
+static void ubs_lru_remove(struct ubs *u, struct ubs_val *v)
+{
+	if (v->lru_prev)
+		v->lru_prev->lru_next = v->lru_next;
+	else if (u->lru_head == v)
+		u->lru_head = v->lru_next;
+	if (v->lru_next)
+		v->lru_next->lru_prev = v->lru_prev;
+	else if (u->lru_tail == v)
+		u->lru_tail = v->lru_prev;
+	v->lru_prev = v->lru_next = NULL;
+}
+
+static void ubs_lru_front(struct ubs *u, struct ubs_val *v)
+{
+	ubs_lru_remove(u, v);
+	v->lru_next = u->lru_head;
+	if (u->lru_head)
+		u->lru_head->lru_prev = v;
+	u->lru_head = v;
+	if (!u->lru_tail)
+		u->lru_tail = v;
+}
+
+/* Drop v's cached bytes (no reader may be copying). */
+static void ubs_uncache(struct ubs *u, struct ubs_val *v)
+{
+	if (!v->block)
+		return;
+	ubs_lru_remove(u, v);
+	UBS_CALL(SYM_BFREE, ubs_bfree_fn)(v->block, 1);
+	v->block = NULL;
+	v->data = NULL;
+	v->verified = 0;
+	u->cached -= v->size;
+}
+
+/* Keep the cache within its bound, sparing values being read. */
+static void ubs_cache_trim(struct ubs *u)
+{
+	struct ubs_val *v = u->lru_tail, *prev;
+
+	for (; v && u->cached > u->c.cache_max; v = prev) {
+		prev = v->lru_prev;
+		if (!v->refs)
+			ubs_uncache(u, v);
+	}
+}
+
+static void ubs_val_free(struct ubs *u, struct ubs_val *v)
+{
+	ubs_uncache(u, v);
+	free(v->skey);
+	free(v);
+}
+
+static struct ubs_val *ubs_val_new(struct ubs *u, uint64_t vid, uint64_t size, const char *skey,
+				   enum ubs_state state)
+{
+	struct ubs_val *v = calloc(1, sizeof(*v));
+
+	if (!v)
+		return NULL;
+	v->vid = vid;
+	v->size = size;
+	v->state = state;
+	if (skey && !(v->skey = strdup(skey))) {
+		free(v);
+		return NULL;
+	}
+	if (ubs_insert(u, v)) {
+		free(v->skey);
+		free(v);
+		return NULL;
+	}
+	return v;
+}
+
+/* ---- the journal ---- */
+
+static void ubs_hex(const char *s, char *out)
+{
+	static const char hx[] = "0123456789abcdef";
+
+	for (; *s; s++) {
+		*out++ = hx[(unsigned char)*s >> 4];
+		*out++ = hx[(unsigned char)*s & 15];
+	}
+	*out = '\0';
+}
+
+/* Append one line per value: "<tag> <vid> <hex key>\n".  Under u->lock or single-threaded. */
+static int ubs_journal(struct ubs *u, char tag, struct ubs_val *const *v, size_t n)
+{
+	size_t i, len = 0, cap = 0;
+	char *buf = NULL;
+	ssize_t w;
+	int ret = 0;
+
+	for (i = 0; i < n; i++)
+		cap += 2 * strlen(v[i]->skey) + 32;
+	buf = malloc(cap + 1);
+	if (!buf)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		len += (size_t)sprintf(buf + len, "%c %" PRIu64 " ", tag, v[i]->vid);
+		ubs_hex(v[i]->skey, buf + len);
+		len += strlen(buf + len);
+		buf[len++] = '\n';
+	}
+	w = write(u->jfd, buf, len);
+	if (w != (ssize_t)len)
+		ret = w < 0 ? -errno : -EIO;
+	free(buf);
+	return ret;
+}
+
+static int ubs_unhex(const char *h, size_t n, char *out)
+{
+	size_t i;
+
+	if (n % 2)
+		return -EINVAL;
+	for (i = 0; i < n; i += 2) {
+		int a = h[i] >= 'a' ? h[i] - 'a' + 10 : h[i] - '0';
+		int b = h[i + 1] >= 'a' ? h[i + 1] - 'a' + 10 : h[i + 1] - '0';
+
+		if (a < 0 || a > 15 || b < 0 || b > 15 || (a == 0 && b == 0))
+			return -EINVAL;
+		out[i / 2] = (char)(a << 4 | b);
+	}
+	out[n / 2] = '\0';
+	return 0;
+}
+
+/* ---- doomed values ---- */
+
+/* v's value is to be deleted once the record change that let go of it is durable. */
+static int ubs_doom(struct ubs *u, struct ubs_val *v)
+{
+	int ret;
+
+	v->state = UBS_DOOMED;
+	v->obj = NULL;
+	v->doom_seq = u->doom_seq++;
+	u->ndoomed++;
+	/* Not synced here: the barrier that makes the record change durable syncs it first. */
+	ret = ubs_journal(u, 'D', &v, 1);
+	return ret;
+}
+
+/*
+ * Delete doomed values with doom_seq < mark (every one when mark is
+ * UINT64_MAX).  Values whose delete fails stay doomed for the next round.
+ * Returns the checksum pages freed.
+ */
+static uint64_t ubs_delete_doomed(struct ubs *u, uint64_t mark)
+{
+	struct ubs_val *batch[UBS_BATCH];
+	const char *keys[UBS_BATCH];
+	int32_t res[UBS_BATCH];
+	uint64_t freed = 0, ps = u->c.page_size;
+	size_t i, n, start = 0;
+
+	for (;;) {
+		size_t slot;
+		struct ubs_val *v;
+
+		n = 0;
+		pthread_mutex_lock(&u->lock);
+		/* Walk the table from where the last batch stopped (each pass is one sweep). */
+		for (slot = start; slot < u->tabsize && n < UBS_BATCH; slot++)
+			for (v = u->tab[slot]; v && n < UBS_BATCH; v = v->hnext)
+				if (v->state == UBS_DOOMED && v->doom_seq < mark && !v->refs) {
+					v->refs++; /* ours until the delete returns */
+					batch[n] = v;
+					keys[n++] = v->skey;
+				}
+		start = slot;
+		pthread_mutex_unlock(&u->lock);
+		if (!n)
+			break;
+		for (i = 0; i < n; i++)
+			res[i] = -EIO;
+		/* A call that fails as a whole leaves res alone: every key stays -EIO. */
+		UBS_CALL(SYM_BDELETE, ubs_bdel_fn)(keys, (uint32_t)n, res, 0);
+		pthread_mutex_lock(&u->lock);
+		u->st.calls[KVB_CALL_ZERO]++;
+		for (i = 0; i < n; i++) {
+			struct ubs_val *d = batch[i];
+
+			d->refs--;
+			/* Not found: gone already (a put that failed, a replayed journal line). */
+			if (res[i] == 0 || res[i] == -ENOENT) {
+				u->stored_bytes -= d->size;
+				u->stored_keys--;
+				u->ndoomed--;
+				u->st.frees++;
+				freed += (d->size + ps - 1) / ps;
+				ubs_unlink(u, d);
+				ubs_val_free(u, d);
+			} else {
+				u->st.errors[KVB_CALL_ZERO]++;
+				if (!u->logged_delete_fail++)
+					fprintf(stderr,
+						"offloadfs: ubsio: cannot delete value '%s' (%d); "
+						"kept in the journal, retried at the next sync\n",
+						d->skey, res[i]);
+			}
+		}
+		pthread_mutex_unlock(&u->lock);
+		if (start >= u->tabsize)
+			break;
+	}
+	return freed;
+}
+
+/* Empty the journal when nothing in it can still need a delete. */
+static void ubs_journal_trim(struct ubs *u)
+{
+	pthread_mutex_lock(&u->lock);
+	if (!u->ndoomed && !u->nputting && u->commit_epoch < u->barrier_epoch &&
+	    ftruncate(u->jfd, 0) == 0)
+		u->logged_delete_fail = 0;
+	pthread_mutex_unlock(&u->lock);
+}
+
+/* ---- puts, batched ---- */
+
+/*
+ * Put a batch: journal every key and sync the journal (a crash after the
+ * put must find the key to delete it), then the batch calls.
+ */
+static void ubs_put_batch(struct ubs *u, struct ubs_put *batch)
+{
+	const char *keys[UBS_BATCH];
+	void *bufs[UBS_BATCH];
+	size_t lens[UBS_BATCH];
+	int res[UBS_BATCH];
+	struct ubs_put *p[UBS_BATCH], *it = batch;
+	uint32_t i, n;
+
+	while (it) {
+		for (n = 0; it && n < UBS_BATCH; it = it->next, n++) {
+			p[n] = it;
+			keys[n] = it->key;
+			bufs[n] = it->buf;
+			lens[n] = it->len;
+			res[n] = -EIO;
+		}
+		if (fdatasync(u->jfd)) {
+			for (i = 0; i < n; i++)
+				p[i]->rc = -errno;
+			continue;
+		}
+		UBS_CALL(SYM_BPUT, ubs_bput_fn)(keys, n, bufs, lens, res, 0);
+		pthread_mutex_lock(&u->lock);
+		u->st.calls[KVB_CALL_WRITE]++;
+		for (i = 0; i < n; i++) {
+			p[i]->rc = ubs_errno(res[i]);
+			if (p[i]->rc)
+				u->st.errors[KVB_CALL_WRITE]++;
+		}
+		pthread_mutex_unlock(&u->lock);
+	}
+}
+
+/*
+ * Put one value, grouped with every put that arrives while a batch is in
+ * flight: no waiting when alone, one batch call for many committers.
+ */
+static int ubs_put(struct ubs *u, struct ubs_put *p)
+{
+	pthread_mutex_lock(&u->qlock);
+	p->next = NULL;
+	p->done = 0;
+	*u->qtail = p;
+	u->qtail = &p->next;
+	while (!p->done) {
+		if (!u->qbusy) {
+			struct ubs_put *batch = u->qhead, *it;
+
+			u->qhead = NULL;
+			u->qtail = &u->qhead;
+			u->qbusy = 1;
+			pthread_mutex_unlock(&u->qlock);
+			ubs_put_batch(u, batch);
+			pthread_mutex_lock(&u->qlock);
+			for (it = batch; it; it = it->next)
+				it->done = 1;
+			u->qbusy = 0;
+			pthread_cond_broadcast(&u->qcond);
+		} else {
+			pthread_cond_wait(&u->qcond, &u->qlock);
+		}
+	}
+	pthread_mutex_unlock(&u->qlock);
+	return p->rc;
+}
+
+/* ---- fetching ---- */
+
+/*
+ * The bytes of committed value v, fetched once into the cache (zero copy:
+ * the library's own buffer) and held with a reference; with pcs, checked
+ * page by page first (-EBADMSG, *bad = the first bad page).  Under u->lock,
+ * which is dropped for the fetch.
+ */
+static int ubs_hold(struct ubs *u, struct ubs_val *v, const uint64_t *pcs, uint64_t *bad)
+{
+	const char *key;
+	void **bufs = NULL;
+	size_t *lens = NULL;
+	int res = -EIO;
+	int32_t rc;
+	char *skey;
+
+	if (!v->skey)
+		return -EIO;
+	v->refs++; /* v cannot be freed while we fetch */
+	if (v->data)
+		goto check;
+	skey = strdup(v->skey);
+	if (!skey) {
+		v->refs--;
+		return -ENOMEM;
+	}
+	pthread_mutex_unlock(&u->lock);
+	key = skey;
+	rc = UBS_CALL(SYM_BGETD, ubs_bgetd_fn)(&key, 1, &bufs, &lens, 1, 1, &res, 0);
+	free(skey);
+	pthread_mutex_lock(&u->lock);
+	u->st.calls[KVB_CALL_READ]++;
+	if (rc || res || !bufs || !bufs[0] || lens[0] != v->size) {
+		int ret = rc || res ? ubs_errno(rc ? rc : res) : -EIO;
+
+		u->st.errors[KVB_CALL_READ]++;
+		if (bufs)
+			UBS_CALL(SYM_BFREE, ubs_bfree_fn)((void **)bufs, 1);
+		fprintf(stderr, "offloadfs: ubsio: fetching '%s' (%" PRIu64 " bytes) failed: %s\n",
+			v->skey, v->size,
+			!rc && !res && bufs && bufs[0] ? "wrong length" : strerror(-ret));
+		v->refs--;
+		/* A missing value or the wrong bytes are EIO to the reader, as a bad page is. */
+		return ret == -ENOENT ? -EIO : ret;
+	}
+	if (v->data) {
+		/* Another reader fetched it meanwhile. */
+		UBS_CALL(SYM_BFREE, ubs_bfree_fn)((void **)bufs, 1);
+	} else {
+		v->block = (void **)bufs;
+		v->data = bufs[0];
+		u->cached += v->size;
+	}
+check:
+	ubs_lru_front(u, v);
+	if (pcs && !v->verified) {
+		uint64_t i, ps = u->c.page_size, np = (v->size + ps - 1) / ps;
+
+		for (i = 0; i < np; i++) {
+			uint64_t len = v->size - i * ps < ps ? v->size - i * ps : ps;
+
+			if (XXH3_64bits(v->data + i * ps, len) != pcs[i]) {
+				*bad = i;
+				v->refs--;
+				ubs_cache_trim(u);
+				return -EBADMSG;
+			}
+		}
+		v->verified = 1;
+	}
+	return 0;
+}
+
+static void ubs_unhold(struct ubs *u, struct ubs_val *v)
+{
+	v->refs--;
+	ubs_cache_trim(u);
+}
+
+static ssize_t ubs_read_any(struct ubs *u, const struct kvb_map *m, const uint64_t *pcs,
+			    void *buf, size_t len, uint64_t off, uint64_t *bad)
+{
+	struct ubs_val *v;
+	ssize_t n;
+	int ret;
+
+	if (m->bucket < 0 || off >= m->size)
+		return 0;
+	if (len > m->size - off)
+		len = (size_t)(m->size - off);
+	pthread_mutex_lock(&u->lock);
+	v = ubs_find(u, m->page);
+	if (!v) {
+		pthread_mutex_unlock(&u->lock);
+		return -EIO;
+	}
+	if (v->obj && v->obj->w == v) {
+		/* A writer's view: its buffer (the caller holds the writer out). */
+		struct kvb_obj *o = v->obj;
+
+		n = off < o->size ? (ssize_t)(o->size - off < len ? o->size - off : len) : 0;
+		memcpy(buf, o->buf + off, (size_t)n);
+		pthread_mutex_unlock(&u->lock);
+		return n;
+	}
+	ret = ubs_hold(u, v, pcs, bad);
+	if (ret) {
+		pthread_mutex_unlock(&u->lock);
+		return ret;
+	}
+	pthread_mutex_unlock(&u->lock);
+	memcpy(buf, v->data + off, len);
+	pthread_mutex_lock(&u->lock);
+	ubs_unhold(u, v);
+	pthread_mutex_unlock(&u->lock);
+	return (ssize_t)len;
+}
+
+static ssize_t ubs_read(void *arg, const struct kvb_map *m, void *buf, size_t len, uint64_t off)
+{
+	uint64_t bad;
+
+	return ubs_read_any(arg, m, NULL, buf, len, off, &bad);
+}
+
+static ssize_t ubs_read_verified(void *arg, const struct kvb_map *m, const uint64_t *pcsums,
+				 void *buf, size_t len, uint64_t off, uint64_t *bad_page)
+{
+	return ubs_read_any(arg, m, pcsums, buf, len, off, bad_page);
+}
+
+/* ---- writers ---- */
+
+static int ubs_obj_open(void *arg, const struct kvb_map *c, const char *key, size_t klen,
+			struct kvb_obj **out)
+{
+	struct ubs *u = arg;
+	struct kvb_obj *o = calloc(1, sizeof(*o) + klen + 1);
+
+	if (!o)
+		return -ENOMEM;
+	memcpy(o->key, key, klen);
+	o->klen = klen;
+	if (c->bucket >= 0) {
+		pthread_mutex_lock(&u->lock);
+		o->base = ubs_find(u, c->page);
+		pthread_mutex_unlock(&u->lock);
+		if (!o->base) {
+			free(o);
+			return -EIO;
+		}
+		o->base_size = c->size;
+	}
+	o->size = o->base_size;
+	*out = o;
+	return 0;
+}
+
+/*
+ * Count a dirty object of size bytes against the limits and the buffer
+ * bound, or say which one it would break.  Under u->lock.
+ */
+static int ubs_charge(struct ubs *u, struct kvb_obj *o, uint64_t size, uint64_t cap)
+{
+	uint64_t bytes = u->stored_bytes + u->working_bytes - o->charged + size;
+	uint64_t keys = u->stored_keys + u->working_keys - (uint64_t)o->charged_key + (size > 0);
+
+	if (cap > o->cap && u->buffered - o->cap + cap > u->c.buffer_max)
+		return cap > u->c.buffer_max ? -EFBIG : -ENOMEM;
+	if (size > o->charged && u->c.max_bytes && bytes > u->c.max_bytes)
+		return -ENOSPC;
+	if (size > 0 && !o->charged_key && u->c.max_keys && keys > u->c.max_keys)
+		return -ENOSPC;
+	u->working_bytes = u->working_bytes - o->charged + size;
+	u->working_keys = u->working_keys - (uint64_t)o->charged_key + (size > 0);
+	o->charged = size;
+	o->charged_key = size > 0;
+	return 0;
+}
+
+static void ubs_uncharge(struct ubs *u, struct kvb_obj *o)
+{
+	u->working_bytes -= o->charged;
+	u->working_keys -= (uint64_t)o->charged_key;
+	o->charged = 0;
+	o->charged_key = 0;
+}
+
+/* Make room for size bytes in the buffer, charging the limits.  Under u->lock. */
+static int ubs_reserve(struct ubs *u, struct kvb_obj *o, uint64_t size)
+{
+	uint64_t cap = o->cap;
+	unsigned char *nb;
+	int ret;
+
+	if (size > cap) {
+		cap = cap ? cap : 65536;
+		while (cap < size)
+			cap = cap > UINT64_MAX / 2 ? size : cap * 2;
+		/* Doubling must not be what breaks the bound. */
+		if (cap > u->c.buffer_max && size <= u->c.buffer_max)
+			cap = u->c.buffer_max;
+	}
+	ret = ubs_charge(u, o, size, cap);
+	if (ret)
+		return ret;
+	if (cap > o->cap) {
+		nb = realloc(o->buf, (size_t)cap);
+		if (!nb)
+			return -ENOMEM;
+		u->buffered += cap - o->cap;
+		o->buf = nb;
+		o->cap = cap;
+	}
+	return 0;
+}
+
+/* A working value for o's view; under u->lock. */
+static int ubs_new_working(struct ubs *u, struct kvb_obj *o)
+{
+	o->w = ubs_val_new(u, u->next_vid++, 0, NULL, UBS_WORKING);
+	if (!o->w)
+		return -ENOMEM;
+	o->w->obj = o;
+	return 0;
+}
+
+/* Bring the committed bytes into the buffer before the first change. */
+static int ubs_obj_load(struct ubs *u, struct kvb_obj *o, int keep)
+{
+	uint64_t bad;
+	int ret = 0;
+
+	if (o->loaded)
+		return 0;
+	pthread_mutex_lock(&u->lock);
+	o->size = keep ? o->base_size : 0;
+	ret = ubs_reserve(u, o, o->size);
+	if (!ret && keep && o->base_size) {
+		ret = ubs_hold(u, o->base, NULL, &bad);
+		if (!ret) {
+			memcpy(o->buf, o->base->data, o->base_size);
+			ubs_unhold(u, o->base);
+		}
+	}
+	if (!ret)
+		ret = ubs_new_working(u, o);
+	if (ret)
+		ubs_uncharge(u, o);
+	pthread_mutex_unlock(&u->lock);
+	if (!ret)
+		o->loaded = 1;
+	else
+		o->size = o->base_size;
+	return ret;
+}
+
+static ssize_t ubs_obj_write(void *arg, struct kvb_obj *o, const void *buf, size_t len,
+			     uint64_t off)
+{
+	struct ubs *u = arg;
+	uint64_t end = off + len, size;
+	int ret;
+
+	if (len == 0)
+		return 0;
+	if (end < off || end > (uint64_t)SSIZE_MAX)
+		return -EFBIG;
+	ret = ubs_obj_load(u, o, 1);
+	if (ret)
+		return ret;
+	size = end > o->size ? end : o->size;
+	pthread_mutex_lock(&u->lock);
+	ret = ubs_reserve(u, o, size);
+	pthread_mutex_unlock(&u->lock);
+	if (ret)
+		return ret;
+	if (off > o->size)
+		memset(o->buf + o->size, 0, (size_t)(off - o->size));
+	memcpy(o->buf + off, buf, len);
+	o->size = size;
+	o->dirty = 1;
+	return (ssize_t)len;
+}
+
+static int ubs_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size)
+{
+	struct ubs *u = arg;
+	int ret;
+
+	/* Truncating to 0 needs none of the old bytes. */
+	ret = ubs_obj_load(u, o, size > 0);
+	if (ret)
+		return ret;
+	if (size == o->size && (size || !o->base))
+		return 0;
+	pthread_mutex_lock(&u->lock);
+	ret = ubs_reserve(u, o, size);
+	pthread_mutex_unlock(&u->lock);
+	if (ret)
+		return ret;
+	if (size > o->size)
+		memset(o->buf + o->size, 0, (size_t)(size - o->size));
+	o->size = size;
+	o->dirty = 1;
+	return 0;
+}
+
+static void ubs_obj_view(void *arg, struct kvb_obj *o, struct kvb_map *view)
+{
+	struct ubs *u = arg;
+	uint64_t ps = u->c.page_size;
+
+	memset(view, 0, sizeof(*view));
+	if (!o->loaded) {
+		view->bucket = o->base ? 0 : -1;
+		view->page = o->base ? o->base->vid : 0;
+		view->size = o->base_size;
+	} else {
+		view->bucket = o->size ? 0 : -1;
+		view->page = o->w->vid;
+		view->size = o->size;
+	}
+	view->npages = (view->size + ps - 1) / ps;
+}
+
+static int ubs_obj_dirty(void *arg, struct kvb_obj *o)
+{
+	(void)arg;
+	return o->dirty;
+}
+
+/*
+ * "<path>#<vid>".  A path too long for the library's keys keeps its head
+ * and a hash of the whole: the key stays unique through the vid and
+ * readable through the head.
+ */
+static char *ubs_make_key(struct ubs *u, const struct kvb_obj *o, uint64_t vid)
+{
+	size_t max = u->c.key_max, head = o->klen;
+	char suffix[64];
+	char *k;
+	int sl;
+
+	sl = snprintf(suffix, sizeof(suffix), "#%" PRIu64, vid);
+	if (o->klen + (size_t)sl > max) {
+		size_t room = max > (size_t)sl + 20 ? max - (size_t)sl - 18 : 0;
+
+		sl = snprintf(suffix, sizeof(suffix), "~%016llx#%" PRIu64,
+			      (unsigned long long)XXH64(o->key, o->klen, 0), vid);
+		head = room < o->klen ? room : o->klen;
+	}
+	k = malloc(head + (size_t)sl + 1);
+	if (!k)
+		return NULL;
+	memcpy(k, o->key, head);
+	memcpy(k + head, suffix, (size_t)sl + 1);
+	return k;
+}
+
+/*
+ * The value put for o->w will never be recorded: doom it (a failed put may
+ * have written part of it) and give the writer a fresh working value for
+ * the bytes it still holds.  Under u->lock.
+ */
+static void ubs_abandon(struct ubs *u, struct kvb_obj *o)
+{
+	struct ubs_val *w = o->w, *nw = ubs_val_new(u, u->next_vid++, 0, NULL, UBS_WORKING);
+
+	if (nw) {
+		nw->obj = o;
+		o->w = nw;
+		ubs_doom(u, w);
+		return;
+	}
+	/* No memory for that: the journal's P line has the next start delete it. */
+	u->stored_bytes -= w->size;
+	u->stored_keys--;
+	free(w->skey);
+	w->skey = NULL;
+	w->state = UBS_WORKING;
+}
+
+static int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,
+				  uint64_t *csum, const uint64_t **pcsums)
+{
+	struct ubs *u = arg;
+	uint64_t ps = u->c.page_size, np, i;
+	struct ubs_put put = { 0 };
+	struct ubs_val *w;
+	int ret;
+
+	(void)sync; /* a put is as durable as the KV store makes it; nothing to flush */
+	memset(map, 0, sizeof(*map));
+	o->put_new = 0;
+	ret = ubs_obj_load(u, o, 1);
+	if (ret)
+		return ret;
+	if (o->size == 0) {
+		*map = KVB_MAP_EMPTY;
+		*csum = XXH3_64bits(NULL, 0);
+		*pcsums = NULL;
+		return 0;
+	}
+	np = (o->size + ps - 1) / ps;
+	free(o->pcs);
+	o->pcs = malloc(np * sizeof(*o->pcs));
+	if (!o->pcs)
+		return -ENOMEM;
+	for (i = 0; i < np; i++)
+		o->pcs[i] = XXH3_64bits(o->buf + i * ps, o->size - i * ps < ps ? o->size - i * ps : ps);
+	*csum = XXH3_64bits(o->buf, o->size);
+
+	w = o->w;
+	pthread_mutex_lock(&u->lock);
+	w->skey = ubs_make_key(u, o, w->vid);
+	if (!w->skey) {
+		pthread_mutex_unlock(&u->lock);
+		return -ENOMEM;
+	}
+	w->size = o->size;
+	w->state = UBS_PUTTING;
+	u->nputting++;
+	u->stored_bytes += w->size;
+	u->stored_keys++;
+	ret = ubs_journal(u, 'P', &w, 1);
+	pthread_mutex_unlock(&u->lock);
+	if (!ret) {
+		put.key = w->skey;
+		put.buf = o->buf;
+		put.len = (size_t)o->size;
+		ret = ubs_put(u, &put);
+	}
+	if (ret) {
+		/*
+		 * The put failed, but part of the value may have been written
+		 * (the RFC's orphans after a partial batch): delete the key.
+		 */
+		pthread_mutex_lock(&u->lock);
+		u->nputting--;
+		ubs_abandon(u, o);
+		pthread_mutex_unlock(&u->lock);
+		return ret == -ENOSPC ? -ENOSPC : -EIO;
+	}
+	o->put_new = 1;
+	map->bucket = 0;
+	map->page = w->vid;
+	map->npages = np;
+	map->size = o->size;
+	map->skey = w->skey;
+	*pcsums = o->pcs;
+	return 0;
+}
+
+static void ubs_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
+{
+	struct ubs *u = arg;
+	struct ubs_val *w = o->w;
+
+	pthread_mutex_lock(&u->lock);
+	if (o->put_new)
+		u->nputting--;
+	if (ok) {
+		/* The record now points at w (or at nothing): the old value goes. */
+		if (o->base)
+			ubs_doom(u, o->base);
+		o->base = NULL;
+		o->base_size = 0;
+		if (o->put_new) {
+			w->state = UBS_COMMITTED;
+			w->obj = NULL;
+			o->base = w;
+			o->base_size = w->size;
+			o->w = NULL;
+			if (ubs_new_working(u, o)) {
+				/* Keep serving the view from the committed value. */
+				o->loaded = 0;
+				u->buffered -= o->cap;
+				free(o->buf);
+				o->buf = NULL;
+				o->cap = 0;
+			}
+		}
+		u->commit_epoch = u->barrier_epoch;
+		ubs_uncharge(u, o);
+		o->dirty = 0;
+	} else if (o->put_new) {
+		/* The record never pointed at w: its value goes, the writer keeps its bytes. */
+		ubs_abandon(u, o);
+	}
+	o->put_new = 0;
+	pthread_mutex_unlock(&u->lock);
+}
+
+static void ubs_obj_close(void *arg, struct kvb_obj *o)
+{
+	struct ubs *u = arg;
+
+	pthread_mutex_lock(&u->lock);
+	if (o->w) {
+		ubs_unlink(u, o->w);
+		ubs_val_free(u, o->w);
+	}
+	ubs_uncharge(u, o);
+	u->buffered -= o->cap;
+	pthread_mutex_unlock(&u->lock);
+	free(o->buf);
+	free(o->pcs);
+	free(o);
+}
+
+/* ---- committed values ---- */
+
+static int ubs_read_fd(void *arg, const struct kvb_map *m, uint64_t off, int *fd, off_t *pos)
+{
+	(void)arg;
+	(void)m;
+	(void)off;
+	(void)fd;
+	(void)pos;
+	return -EOPNOTSUPP;
+}
+
+static int ubs_sync(void *arg, const struct kvb_map *m)
+{
+	(void)arg;
+	(void)m;
+	return 0;
+}
+
+static int ubs_remove(void *arg, const struct kvb_map *m)
+{
+	struct ubs *u = arg;
+	struct ubs_val *v;
+	int ret = -ENOENT;
+
+	if (m->bucket < 0)
+		return 0;
+	pthread_mutex_lock(&u->lock);
+	v = ubs_find(u, m->page);
+	if (v && v->state == UBS_COMMITTED)
+		ret = ubs_doom(u, v);
+	pthread_mutex_unlock(&u->lock);
+	return ret;
+}
+
+static int ubs_barrier(void *arg, uint64_t *mark)
+{
+	struct ubs *u = arg;
+	int ret = 0;
+
+	pthread_mutex_lock(&u->lock);
+	/* Commits done before this point are in the metadata the caller syncs next. */
+	u->barrier_epoch++;
+	*mark = u->doom_seq;
+	pthread_mutex_unlock(&u->lock);
+	/* The D lines of what the records being synced let go of. */
+	if (fdatasync(u->jfd))
+		ret = -errno;
+	pthread_mutex_lock(&u->lock);
+	u->st.calls[KVB_CALL_SYNC]++;
+	if (ret)
+		u->st.errors[KVB_CALL_SYNC]++;
+	pthread_mutex_unlock(&u->lock);
+	return ret;
+}
+
+static uint64_t ubs_release(void *arg, uint64_t mark)
+{
+	struct ubs *u = arg;
+	uint64_t n = ubs_delete_doomed(u, mark);
+
+	ubs_journal_trim(u);
+	return n;
+}
+
+static int ubs_statfs(void *arg, struct kvb_statfs *st)
+{
+	struct ubs *u = arg;
+	uint64_t ps = u->c.page_size, total, used;
+
+	pthread_mutex_lock(&u->lock);
+	used = u->stored_bytes + u->working_bytes;
+	/* Without a limit: the ssd size given to Init, else a nominal 1 PiB. */
+	total = u->c.max_bytes ? u->c.max_bytes : u->c.ssd_size ? u->c.ssd_size : 1ULL << 50;
+	st->block_size = ps;
+	st->blocks = total / ps;
+	st->blocks_free = used < total ? (total - used) / ps : 0;
+	st->files = u->c.max_keys;
+	st->files_free = 0;
+	if (u->c.max_keys && u->stored_keys + u->working_keys < u->c.max_keys)
+		st->files_free = u->c.max_keys - u->stored_keys - u->working_keys;
+	pthread_mutex_unlock(&u->lock);
+	return 0;
+}
+
+static int ubs_describe(void *arg, const struct kvb_map *m, char *buf, size_t len)
+{
+	struct ubs *u = arg;
+	struct ubs_val *v;
+	int n;
+
+	if (m->bucket < 0) {
+		n = snprintf(buf, len, "ubsio empty size=0");
+		return n < 0 || (size_t)n >= len ? -ERANGE : n;
+	}
+	pthread_mutex_lock(&u->lock);
+	v = ubs_find(u, m->page);
+	n = v && v->skey ? snprintf(buf, len, "ubsio key=%s size=%" PRIu64, v->skey, m->size) : -1;
+	pthread_mutex_unlock(&u->lock);
+	if (n < 0)
+		return -EIO;
+	return (size_t)n >= len ? -ERANGE : n;
+}
+
+/* Load the value table from the records (current and previous keys). */
+static int ubs_load_one(void *ctx, const struct meta_inode *in, const char *skey,
+			const char *prev_skey)
+{
+	struct ubs *u = ctx;
+	struct ubs_val *v;
+
+	if (skey && in->bucket >= 0 && !ubs_find(u, in->page)) {
+		v = ubs_val_new(u, in->page, in->size, skey, UBS_COMMITTED);
+		if (!v)
+			return -ENOMEM;
+		u->stored_bytes += v->size;
+		u->stored_keys++;
+	}
+	if (prev_skey && in->prev_bucket >= 0 && !ubs_find(u, in->prev_page)) {
+		v = ubs_val_new(u, in->prev_page, in->prev_size, prev_skey, UBS_COMMITTED);
+		if (!v)
+			return -ENOMEM;
+		u->stored_bytes += v->size;
+		u->stored_keys++;
+	}
+	if (in->page >= u->next_vid)
+		u->next_vid = in->page + 1;
+	if (in->prev_page >= u->next_vid)
+		u->next_vid = in->prev_page + 1;
+	return 0;
+}
+
+static void ubs_table_clear(struct ubs *u)
+{
+	size_t i;
+
+	for (i = 0; i < u->tabsize; i++) {
+		struct ubs_val *v = u->tab[i], *next;
+
+		for (; v; v = next) {
+			next = v->hnext;
+			ubs_val_free(u, v);
+		}
+		u->tab[i] = NULL;
+	}
+	u->count = 0;
+	u->stored_bytes = u->stored_keys = 0;
+	u->ndoomed = 0;
+}
+
+static int ubs_load(struct ubs *u)
+{
+	int ret;
+
+	ubs_table_clear(u);
+	ret = meta_foreach_value(u->m, ubs_load_one, u);
+	u->loaded = !ret;
+	return ret;
+}
+
+static int ubs_checksum(void *arg, const struct kvb_map *m, uint64_t *csum)
+{
+	struct ubs *u = arg;
+	struct ubs_val *v;
+	uint64_t bad;
+	int ret;
+
+	if (m->bucket < 0) {
+		*csum = XXH3_64bits(NULL, 0);
+		return 0;
+	}
+	/* Recovery checks values before start: read the records now. */
+	if (!u->loaded && (ret = ubs_load(u)))
+		return ret;
+	pthread_mutex_lock(&u->lock);
+	v = ubs_find(u, m->page);
+	ret = v && v->skey && v->size == m->size ? ubs_hold(u, v, NULL, &bad) : -EIO;
+	if (!ret) {
+		*csum = XXH3_64bits(v->data, v->size);
+		ubs_unhold(u, v);
+		/* A one-off pass (fsck, scrub, recovery) need not stay cached. */
+		if (!v->refs && v->state != UBS_WORKING)
+			ubs_uncache(u, v);
+	}
+	pthread_mutex_unlock(&u->lock);
+	return ret;
+}
+
+static int ubs_probe(void *arg, const struct kvb_map *maps, size_t n, int *res)
+{
+	struct ubs *u = arg;
+	const char *keys[UBS_BATCH];
+	bool ex[UBS_BATCH];
+	size_t lens[UBS_BATCH];
+	int32_t lres[UBS_BATCH];
+	size_t i, j, k;
+
+	for (i = 0; i < n; i += k) {
+		k = n - i < UBS_BATCH ? n - i : UBS_BATCH;
+		pthread_mutex_lock(&u->lock);
+		for (j = 0; j < k; j++) {
+			struct ubs_val *v = maps[i + j].bucket >= 0 ? ubs_find(u, maps[i + j].page)
+								    : NULL;
+
+			keys[j] = v && v->skey ? v->skey : NULL;
+		}
+		pthread_mutex_unlock(&u->lock);
+		/* Probe only the keys we know; a record with none is reported missing. */
+		for (j = 0; j < k; j++)
+			if (!keys[j])
+				keys[j] = "#";
+		for (j = 0; j < k; j++) {
+			ex[j] = false;
+			lres[j] = -EIO;
+		}
+		/* A key the store fails on reads as not existing; its length says why. */
+		UBS_CALL(SYM_BEXIST, ubs_bexist_fn)(keys, (uint32_t)k, ex, 0);
+		UBS_CALL(SYM_BGETLEN, ubs_bgetlen_fn)(keys, (uint32_t)k, lens, lres, 0);
+		for (j = 0; j < k; j++) {
+			if (lres[j] == 0 && ex[j])
+				res[i + j] = lens[j] == maps[i + j].size ? 0 : -EBADMSG;
+			else if (lres[j] == 0 || lres[j] == -ENOENT)
+				res[i + j] = -ENOENT;
+			else
+				res[i + j] = ubs_errno(lres[j]);
+		}
+	}
+	return 0;
+}
+
+static void ubs_stats(void *arg, struct kvb_stats *st)
+{
+	struct ubs *u = arg;
+
+	pthread_mutex_lock(&u->lock);
+	*st = u->st;
+	pthread_mutex_unlock(&u->lock);
+}
+
+static int ubs_bucket_usage(void *arg, uint32_t b, uint64_t *used, uint64_t *free_pages,
+			    uint64_t *largest_free)
+{
+	(void)arg;
+	(void)b;
+	(void)used;
+	(void)free_pages;
+	(void)largest_free;
+	return -ENOENT;
+}
+
+/*
+ * Mount: the table from the records, then the journal: every value it
+ * names that no record points at is deleted (a put whose commit never
+ * happened, a delete that never ran).  Then the journal is emptied.
+ */
+static int ubs_start(void *arg, struct meta *m, int clean, char *msg, size_t msglen)
+{
+	struct ubs *u = arg;
+	uint64_t orphans = 0, lines = 0;
+	char *line = NULL, *key = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	FILE *f;
+	int ret, fd;
+
+	(void)clean;
+	u->m = m;
+	ret = ubs_load(u);
+	if (ret) {
+		snprintf(msg, msglen, "cannot read the value keys: %s", strerror(-ret));
+		return ret;
+	}
+	fd = dup(u->jfd);
+	f = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		snprintf(msg, msglen, "cannot read %s: %s", u->jpath, strerror(errno));
+		return -errno;
+	}
+	rewind(f);
+	while ((len = getline(&line, &cap, f)) > 0) {
+		char tag, *sp;
+		unsigned long long vid;
+		struct ubs_val *v;
+
+		lines++;
+		if (line[len - 1] == '\n')
+			line[--len] = '\0';
+		sp = len > 2 ? strchr(line + 2, ' ') : NULL;
+		tag = line[0];
+		if ((tag != 'P' && tag != 'D') || line[1] != ' ' || !sp ||
+		    sscanf(line + 2, "%llu", &vid) != 1) {
+			/* A torn last line: its put was never issued (the sync comes first). */
+			continue;
+		}
+		free(key);
+		key = malloc((size_t)(len / 2) + 1);
+		if (!key || ubs_unhex(sp + 1, strlen(sp + 1), key))
+			continue;
+		if (vid >= u->next_vid)
+			u->next_vid = vid + 1;
+		v = ubs_find(u, vid);
+		if (v)
+			continue; /* a record points at it */
+		v = ubs_val_new(u, vid, 0, key, UBS_DOOMED);
+		if (!v) {
+			ret = -ENOMEM;
+			break;
+		}
+		v->doom_seq = u->doom_seq++;
+		u->ndoomed++;
+		u->stored_keys++;
+		orphans++;
+	}
+	free(line);
+	free(key);
+	fclose(f);
+	if (ret) {
+		snprintf(msg, msglen, "cannot replay %s: %s", u->jpath, strerror(-ret));
+		return ret;
+	}
+	ubs_delete_doomed(u, UINT64_MAX);
+	if (u->ndoomed) {
+		/* Deletes that failed: keep their lines, and the rest, for the next try. */
+		snprintf(msg, msglen,
+			 "ubsio %s: %" PRIu64 " values (%" PRIu64 " bytes); %" PRIu64
+			 " of %" PRIu64 " orphaned values could not be deleted yet",
+			 ubs_lib.path, u->stored_keys - u->ndoomed, u->stored_bytes, u->ndoomed,
+			 orphans);
+		return 0;
+	}
+	if (ftruncate(u->jfd, 0) || fdatasync(u->jfd)) {
+		ret = -errno;
+		snprintf(msg, msglen, "cannot empty %s: %s", u->jpath, strerror(errno));
+		return ret;
+	}
+	snprintf(msg, msglen,
+		 "ubsio %s: %" PRIu64 " values (%" PRIu64 " bytes); journal: %" PRIu64
+		 " lines, %" PRIu64 " orphaned values deleted",
+		 ubs_lib.path, u->stored_keys, u->stored_bytes, lines, orphans);
+	return 0;
+}
+
+static int ubs_stop(void *arg, struct meta *m)
+{
+	struct ubs *u = arg;
+
+	(void)m;
+	/* The caller's barrier made every record durable: every doomed value can go. */
+	ubs_delete_doomed(u, UINT64_MAX);
+	ubs_journal_trim(u);
+	return 0;
+}
+
+static void ubs_free(void *arg)
+{
+	struct ubs *u = arg;
+
+	if (!u)
+		return;
+	if (u->tab) {
+		ubs_table_clear(u);
+		free(u->tab);
+	}
+	if (u->jfd >= 0)
+		close(u->jfd);
+	free(u->jpath);
+	pthread_mutex_destroy(&u->lock);
+	pthread_mutex_destroy(&u->qlock);
+	pthread_cond_destroy(&u->qcond);
+	free(u);
+	ubs_lib_unload();
+}
+
+static const struct kvb_ops ubs_ops = {
+	.name = "ubsio",
+	.start = ubs_start,
+	.stop = ubs_stop,
+	.obj_open = ubs_obj_open,
+	.obj_write = ubs_obj_write,
+	.obj_truncate = ubs_obj_truncate,
+	.obj_view = ubs_obj_view,
+	.obj_dirty = ubs_obj_dirty,
+	.obj_commit_prepare = ubs_obj_commit_prepare,
+	.obj_commit_done = ubs_obj_commit_done,
+	.obj_close = ubs_obj_close,
+	.read = ubs_read,
+	.read_fd = ubs_read_fd,
+	.sync = ubs_sync,
+	.remove = ubs_remove,
+	.barrier = ubs_barrier,
+	.release = ubs_release,
+	.read_verified = ubs_read_verified,
+	.statfs = ubs_statfs,
+	.describe = ubs_describe,
+	.checksum = ubs_checksum,
+	.stats = ubs_stats,
+	.bucket_usage = ubs_bucket_usage,
+	.probe = ubs_probe,
+	.free = ubs_free,
+};
+
+int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_config *c,
+		   struct meta *m, char *err, size_t errlen)
+{
+	struct ubs *u;
+	int ret;
+
+	if (!c->page_size || !c->buffer_max || c->key_max < 64) {
+		snprintf(err, errlen, "ubsio: page_size, kv_buffer_max and a key_max of at least "
+				      "64 are required");
+		return -EINVAL;
+	}
+	ret = ubs_lib_load(c, err, errlen);
+	if (ret)
+		return ret;
+	u = calloc(1, sizeof(*u));
+	if (!u) {
+		ubs_lib_unload();
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	u->c = *c;
+	u->m = m;
+	u->jfd = -1;
+	u->next_vid = 1;
+	u->tabsize = 1024;
+	u->qtail = &u->qhead;
+	pthread_mutex_init(&u->lock, NULL);
+	pthread_mutex_init(&u->qlock, NULL);
+	pthread_cond_init(&u->qcond, NULL);
+	u->tab = calloc(u->tabsize, sizeof(*u->tab));
+	if (!u->tab || asprintf(&u->jpath, "%s/%s", root, KVB_UBSIO_JOURNAL) < 0) {
+		u->jpath = NULL;
+		ret = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	u->jfd = open(u->jpath, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (u->jfd < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot open %s: %s", u->jpath, strerror(errno));
+		goto fail;
+	}
+	kvb->ops = &ubs_ops;
+	kvb->arg = u;
+	return 0;
+
+fail:
+	ubs_free(u);
+	return ret;
+}
