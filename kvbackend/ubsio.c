@@ -218,8 +218,8 @@ struct ubs {
 	int loaded;
 	uint64_t next_vid;
 	/* What the limits count: values in the store and dirty writers' data. */
-	uint64_t stored_bytes, stored_keys;
-	uint64_t working_bytes, working_keys;
+	uint64_t stored_bytes, stored_keys, stored_pages;
+	uint64_t working_bytes, working_keys, working_pages;
 	uint64_t buffered;      /* bytes of writers' buffers */
 	/* Doomed values, deleted at release in doom order. */
 	uint64_t doom_seq;
@@ -245,6 +245,11 @@ struct ubs_put {
 	int rc, done;
 	struct ubs_put *next;
 };
+
+static uint64_t ubs_pages(const struct ubs *u, uint64_t bytes)
+{
+	return (bytes + u->c.page_size - 1) / u->c.page_size;
+}
 
 static size_t ubs_slot(const struct ubs *u, uint64_t vid)
 {
@@ -501,6 +506,7 @@ static uint64_t ubs_delete_doomed(struct ubs *u, uint64_t mark)
 			/* Not found: gone already (a put that failed, a replayed journal line). */
 			if (res[i] == 0 || res[i] == -ENOENT) {
 				u->stored_bytes -= d->size;
+				u->stored_pages -= ubs_pages(u, d->size);
 				u->stored_keys--;
 				u->ndoomed--;
 				u->st.frees++;
@@ -781,6 +787,7 @@ static int ubs_charge(struct ubs *u, struct kvb_obj *o, uint64_t size, uint64_t 
 	if (size > 0 && !o->charged_key && u->c.max_keys && keys > u->c.max_keys)
 		return -ENOSPC;
 	u->working_bytes = u->working_bytes - o->charged + size;
+	u->working_pages = u->working_pages - ubs_pages(u, o->charged) + ubs_pages(u, size);
 	u->working_keys = u->working_keys - (uint64_t)o->charged_key + (size > 0);
 	o->charged = size;
 	o->charged_key = size > 0;
@@ -790,6 +797,7 @@ static int ubs_charge(struct ubs *u, struct kvb_obj *o, uint64_t size, uint64_t 
 static void ubs_uncharge(struct ubs *u, struct kvb_obj *o)
 {
 	u->working_bytes -= o->charged;
+	u->working_pages -= ubs_pages(u, o->charged);
 	u->working_keys -= (uint64_t)o->charged_key;
 	o->charged = 0;
 	o->charged_key = 0;
@@ -984,6 +992,7 @@ static void ubs_abandon(struct ubs *u, struct kvb_obj *o)
 	}
 	/* No memory for that: the journal's P line has the next start delete it. */
 	u->stored_bytes -= w->size;
+	u->stored_pages -= ubs_pages(u, w->size);
 	u->stored_keys--;
 	free(w->skey);
 	w->skey = NULL;
@@ -1031,6 +1040,7 @@ static int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct
 	w->state = UBS_PUTTING;
 	u->nputting++;
 	u->stored_bytes += w->size;
+	u->stored_pages += ubs_pages(u, w->size);
 	u->stored_keys++;
 	ret = ubs_journal(u, 'P', &w, 1);
 	pthread_mutex_unlock(&u->lock);
@@ -1189,12 +1199,13 @@ static int ubs_statfs(void *arg, struct kvb_statfs *st)
 	uint64_t ps = u->c.page_size, total, used;
 
 	pthread_mutex_lock(&u->lock);
-	used = u->stored_bytes + u->working_bytes;
+	/* In pages, as the pages backend counts: each value rounded up. */
+	used = u->stored_pages + u->working_pages;
 	/* Without a limit: the ssd size given to Init, else a nominal 1 PiB. */
 	total = u->c.max_bytes ? u->c.max_bytes : u->c.ssd_size ? u->c.ssd_size : 1ULL << 50;
 	st->block_size = ps;
 	st->blocks = total / ps;
-	st->blocks_free = used < total ? (total - used) / ps : 0;
+	st->blocks_free = used < st->blocks ? st->blocks - used : 0;
 	st->files = u->c.max_keys;
 	st->files_free = 0;
 	if (u->c.max_keys && u->stored_keys + u->working_keys < u->c.max_keys)
@@ -1210,12 +1221,15 @@ static int ubs_describe(void *arg, const struct kvb_map *m, char *buf, size_t le
 	int n;
 
 	if (m->bucket < 0) {
-		n = snprintf(buf, len, "ubsio empty size=0");
+		n = snprintf(buf, len, "store=ubsio\nkey=\nobject_size=0\n");
 		return n < 0 || (size_t)n >= len ? -ERANGE : n;
 	}
 	pthread_mutex_lock(&u->lock);
 	v = ubs_find(u, m->page);
-	n = v && v->skey ? snprintf(buf, len, "ubsio key=%s size=%" PRIu64, v->skey, m->size) : -1;
+	/* Lines as the pages backend's: what another client needs to Get the value. */
+	n = v && v->skey ? snprintf(buf, len, "store=ubsio\nkey=%s\nobject_size=%" PRIu64 "\n",
+				    v->skey, m->size)
+			 : -1;
 	pthread_mutex_unlock(&u->lock);
 	if (n < 0)
 		return -EIO;
@@ -1234,6 +1248,7 @@ static int ubs_load_one(void *ctx, const struct meta_inode *in, const char *skey
 		if (!v)
 			return -ENOMEM;
 		u->stored_bytes += v->size;
+		u->stored_pages += ubs_pages(u, v->size);
 		u->stored_keys++;
 	}
 	if (prev_skey && in->prev_bucket >= 0 && !ubs_find(u, in->prev_page)) {
@@ -1241,6 +1256,7 @@ static int ubs_load_one(void *ctx, const struct meta_inode *in, const char *skey
 		if (!v)
 			return -ENOMEM;
 		u->stored_bytes += v->size;
+		u->stored_pages += ubs_pages(u, v->size);
 		u->stored_keys++;
 	}
 	if (in->page >= u->next_vid)
@@ -1264,7 +1280,7 @@ static void ubs_table_clear(struct ubs *u)
 		u->tab[i] = NULL;
 	}
 	u->count = 0;
-	u->stored_bytes = u->stored_keys = 0;
+	u->stored_bytes = u->stored_keys = u->stored_pages = 0;
 	u->ndoomed = 0;
 }
 
@@ -1275,6 +1291,51 @@ static int ubs_load(struct ubs *u)
 	ubs_table_clear(u);
 	ret = meta_foreach_value(u->m, ubs_load_one, u);
 	u->loaded = !ret;
+	return ret;
+}
+
+/*
+ * Reload the table after recovery and doom every value the records held
+ * before it and hold no more (a file unlinked while open, a write that
+ * never finished, a version recovery dropped): the pages backend's bitmap
+ * rebuild frees those pages; here their keys must be deleted.  Returns how
+ * many were doomed.
+ */
+static int ubs_reload(struct ubs *u, uint64_t *dropped)
+{
+	struct ubs_val **old = u->tab;
+	size_t i, osize = u->tabsize;
+	int ret;
+
+	*dropped = 0;
+	u->tab = calloc(osize, sizeof(*u->tab));
+	if (!u->tab) {
+		u->tab = old;
+		return -ENOMEM;
+	}
+	u->count = 0;
+	u->stored_bytes = u->stored_keys = u->stored_pages = 0;
+	u->ndoomed = 0;
+	ret = meta_foreach_value(u->m, ubs_load_one, u);
+	for (i = 0; i < osize; i++) {
+		struct ubs_val *v = old[i], *next;
+
+		for (; v; v = next) {
+			next = v->hnext;
+			if (!ret && !ubs_find(u, v->vid) && ubs_insert(u, v) == 0) {
+				v->state = UBS_DOOMED;
+				v->doom_seq = u->doom_seq++;
+				u->ndoomed++;
+				u->stored_keys++;
+				u->stored_bytes += v->size;
+				u->stored_pages += ubs_pages(u, v->size);
+				(*dropped)++;
+				continue;
+			}
+			ubs_val_free(u, v);
+		}
+	}
+	free(old);
 	return ret;
 }
 
@@ -1368,6 +1429,31 @@ static int ubs_bucket_usage(void *arg, uint32_t b, uint64_t *used, uint64_t *fre
 	return -ENOENT;
 }
 
+/* A D line for every doomed value, synced.  Single-threaded (start). */
+static int ubs_journal_doomed(struct ubs *u)
+{
+	struct ubs_val *d[UBS_BATCH];
+	size_t i, n = 0;
+	int ret = 0;
+
+	for (i = 0; !ret && i < u->tabsize; i++) {
+		for (struct ubs_val *v = u->tab[i]; !ret && v; v = v->hnext) {
+			if (v->state != UBS_DOOMED)
+				continue;
+			d[n++] = v;
+			if (n == UBS_BATCH) {
+				ret = ubs_journal(u, 'D', d, n);
+				n = 0;
+			}
+		}
+	}
+	if (!ret && n)
+		ret = ubs_journal(u, 'D', d, n);
+	if (!ret && fdatasync(u->jfd))
+		ret = -errno;
+	return ret;
+}
+
 /*
  * Mount: the table from the records, then the journal: every value it
  * names that no record points at is deleted (a put whose commit never
@@ -1376,16 +1462,16 @@ static int ubs_bucket_usage(void *arg, uint32_t b, uint64_t *used, uint64_t *fre
 static int ubs_start(void *arg, struct meta *m, int clean, char *msg, size_t msglen)
 {
 	struct ubs *u = arg;
-	uint64_t orphans = 0, lines = 0;
+	uint64_t orphans = 0, lines = 0, dropped = 0;
 	char *line = NULL, *key = NULL;
 	size_t cap = 0;
 	ssize_t len;
 	FILE *f;
 	int ret, fd;
 
-	(void)clean;
 	u->m = m;
-	ret = ubs_load(u);
+	/* After a clean unmount recovery changed nothing: the table read at init stands. */
+	ret = clean && u->loaded ? 0 : ubs_reload(u, &dropped);
 	if (ret) {
 		snprintf(msg, msglen, "cannot read the value keys: %s", strerror(-ret));
 		return ret;
@@ -1436,18 +1522,21 @@ static int ubs_start(void *arg, struct meta *m, int clean, char *msg, size_t msg
 	free(line);
 	free(key);
 	fclose(f);
+	/* What recovery dropped is in no journal line yet: write them before deleting. */
+	if (!ret && dropped)
+		ret = ubs_journal_doomed(u);
 	if (ret) {
 		snprintf(msg, msglen, "cannot replay %s: %s", u->jpath, strerror(-ret));
 		return ret;
 	}
 	ubs_delete_doomed(u, UINT64_MAX);
 	if (u->ndoomed) {
-		/* Deletes that failed: keep their lines, and the rest, for the next try. */
+		/* Deletes that failed: the journal keeps a line for each, for the next try. */
 		snprintf(msg, msglen,
 			 "ubsio %s: %" PRIu64 " values (%" PRIu64 " bytes); %" PRIu64
 			 " of %" PRIu64 " orphaned values could not be deleted yet",
 			 ubs_lib.path, u->stored_keys - u->ndoomed, u->stored_bytes, u->ndoomed,
-			 orphans);
+			 orphans + dropped);
 		return 0;
 	}
 	if (ftruncate(u->jfd, 0) || fdatasync(u->jfd)) {
@@ -1456,9 +1545,12 @@ static int ubs_start(void *arg, struct meta *m, int clean, char *msg, size_t msg
 		return ret;
 	}
 	snprintf(msg, msglen,
-		 "ubsio %s: %" PRIu64 " values (%" PRIu64 " bytes); journal: %" PRIu64
-		 " lines, %" PRIu64 " orphaned values deleted",
-		 ubs_lib.path, u->stored_keys, u->stored_bytes, lines, orphans);
+		 "ubsio %s: %" PRIu64 " values (%" PRIu64 " bytes) %s; journal: %" PRIu64
+		 " lines; %" PRIu64 " orphaned values deleted (%" PRIu64 " journalled, %" PRIu64
+		 " dropped by recovery)",
+		 ubs_lib.path, u->stored_keys, u->stored_bytes,
+		 clean ? "from a clean unmount" : "rebuilt after an unclean stop", lines,
+		 orphans + dropped, orphans, dropped);
 	return 0;
 }
 
@@ -1561,6 +1653,12 @@ int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_con
 	if (u->jfd < 0) {
 		ret = -errno;
 		snprintf(err, errlen, "cannot open %s: %s", u->jpath, strerror(errno));
+		goto fail;
+	}
+	/* The records as they stand before recovery: start frees what it drops. */
+	ret = ubs_load(u);
+	if (ret) {
+		snprintf(err, errlen, "cannot read the value keys: %s", strerror(-ret));
 		goto fail;
 	}
 	kvb->ops = &ubs_ops;

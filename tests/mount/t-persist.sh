@@ -83,7 +83,7 @@ check_fsck_clean "after a clean unmount"
 
 ofs_mount || ofs_bail "cannot remount"
 check_grep_log "remount after a clean unmount: log says clean" "mounted clean store"
-check_grep_log "remount after a clean unmount: snapshot loaded" "bitmaps loaded from the clean-unmount snapshot"
+check_grep_log "remount after a clean unmount: snapshot loaded" "$OFS_LOG_CLEAN"
 check_eq "after clean remount: names, modes, owners, times equal" "$snap0" "$(snap)"
 check_tree "after clean remount"
 check_eq "after clean remount: free blocks equal" "$free0" "$(ofs_free)"
@@ -109,7 +109,7 @@ check_eq "fsck after kill -9: no snapshot comparison line" 0 "$(grep -c "bitmap 
 check_contains "fsck after kill -9: no checksum mismatch" "checksum mismatches 0" "$OUT"
 ofs_mount || ofs_bail "cannot mount after kill -9"
 check_grep_log "remount after kill -9: log says unclean" "mounted unclean store"
-check_grep_log "remount after kill -9: log says rebuilt" "bitmaps rebuilt from"
+check_grep_log "remount after kill -9: log says rebuilt" "$OFS_LOG_REBUILT"
 check_grep_log "remount after kill -9: nothing dropped (every file was closed)" \
 	"recovery dropped 0 unfinished writes and 0 unlinked-open files"
 check_eq "after kill -9: names, modes, owners, times equal" "$snap1" "$(snap)"
@@ -144,7 +144,7 @@ check_eq "the in-flight file is visible with its size before the kill" 1048576 \
 check "kill -9 the daemon while files are open" ofs_kill9
 for p in "$H1" "$H2" "$H3"; do bg_kill "$p"; done
 ofs_mount || ofs_bail "cannot mount after the second kill -9"
-check_grep_log "after kill -9 with open writers: log says rebuilt" "bitmaps rebuilt from"
+check_grep_log "after kill -9 with open writers: log says rebuilt" "$OFS_LOG_REBUILT"
 check_grep_log "recovery dropped the unfinished write and the unlinked-open file" \
 	"recovery dropped 1 unfinished writes and 1 unlinked-open files"
 check_fails "the never-closed file is absent" "No such file or directory" stat "$MNT/t1/inflight"
@@ -204,7 +204,7 @@ check_grep_log "SIGTERM: logged a clean unmount" "unmounted $MNT cleanly"
 for p in "$H1" "$H2" "$H3"; do bg_kill "$p"; done
 check_fsck_clean "after SIGTERM with open files"
 ofs_mount || ofs_bail "cannot mount after SIGTERM"
-check_grep_log "after SIGTERM: the clean snapshot is loaded" "bitmaps loaded from the clean-unmount snapshot"
+check_grep_log "after SIGTERM: the clean snapshot is loaded" "$OFS_LOG_CLEAN"
 check_fails "after SIGTERM: the never-closed file is absent" "No such file or directory" stat "$MNT/t1/inflight2"
 check_tree "after SIGTERM"
 check_eq "after SIGTERM: free blocks (writers dropped, the orphan's 2 pages back)" \
