@@ -1,7 +1,9 @@
 /*
  * offloadctl: operator commands for an offloadfs store.
  *
- *   offloadctl fsck ROOT [--meta PATH] [--repair]   check an unmounted store
+ *   offloadctl fsck ROOT [--meta PATH] [--repair] [--ubsio-lib PATH]
+ *                   [--ubsio-ssd-size N] [--ubsio-device N]
+ *                                                    check an unmounted store
  *   offloadctl scrub MOUNTPOINT                      checksum pass on a mounted store
  *   offloadctl stats MOUNTPOINT [--json]             live metrics of a mounted store
  *   offloadctl promote MOUNTPOINT FILE...            queue promotions to the DRAM tier
@@ -12,8 +14,12 @@
  * in range and inside their bucket files; the clean snapshot equal to the
  * bitmaps rebuilt from the mappings, i.e. no leaked pages) and invariant 2
  * (every committed object's checksum), plus the schema version, the
- * geometry and the bucket file sizes.  Exit 0 only when clean, 1 when
- * problems were found, 2 when the check could not run.
+ * geometry and the bucket file sizes.  On a store of a KV backend (ubsio)
+ * there are no pages or bucket files: it checks instead that every
+ * committed value is in the KV store with its recorded length, and its
+ * checksum (invariant 2); the library is loaded as the daemon loads it.
+ * Exit 0 only when clean, 1 when problems were found, 2 when the check
+ * could not run.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -37,6 +43,7 @@
 #include "store.h"
 
 #define LOST_FOUND "lost+found"
+#define FSCK_BATCH 256 /* values per probe of a KV store */
 
 /* ---- progress: a bar on a terminal, a line every few seconds otherwise ---- */
 
@@ -68,11 +75,28 @@ static void progress_show(struct progress *p, int final)
 	fflush(stderr);
 }
 
+/* Before a message: clear the bar, so the message starts a line; redrawn at the next step. */
+static void progress_clear(struct progress *p)
+{
+	if (!p->tty)
+		return;
+	fflush(stdout);
+	fprintf(stderr, "\r\033[K");
+	p->last = 0;
+}
+
 /* ---- fsck ---- */
+
+/* A value waiting in a batch for its probe. */
+struct fsck_val {
+	struct meta_inode in;
+	char *skey;
+};
 
 struct fsck {
 	struct meta *meta;
 	struct meta_geom geom;
+	char backend[32];
 	struct alloc *rebuilt;
 	uint64_t *bucket_bytes; /* actual size of each bucket file */
 	struct kvb kvb;
@@ -83,6 +107,12 @@ struct fsck {
 		quarantined;
 	uint64_t *corrupt;      /* inos to quarantine on --repair */
 	size_t ncorrupt, capcorrupt;
+	/* A KV store: what its values showed. */
+	uint64_t values, missing, bad_length, keyless;
+	uint64_t *keyed;        /* inos whose record names a value key, ascending */
+	size_t nkeyed, capkeyed, kcur;
+	struct fsck_val *batch; /* FSCK_BATCH of them */
+	size_t nbatch;
 };
 
 /* The object's key below its tenant, and its tenant's ino, for messages and repair. */
@@ -213,7 +243,7 @@ static int fsck_quarantine(struct fsck *f, uint64_t ino)
 
 static int fsck_open(const char *root, const char *meta_path, struct fsck *f, int *lock_fd)
 {
-	char err[1024], path[4096], backend[32];
+	char err[1024], path[4096];
 	struct stat st;
 	int ret;
 
@@ -237,15 +267,316 @@ static int fsck_open(const char *root, const char *meta_path, struct fsck *f, in
 		fprintf(stderr, "offloadctl: %s: %s; not touched\n", meta_path, err);
 		return 2;
 	}
-	if (meta_geom_get(f->meta, &f->geom, backend, sizeof(backend))) {
+	if (meta_geom_get(f->meta, &f->geom, f->backend, sizeof(f->backend))) {
 		fprintf(stderr, "offloadctl: %s: the store was never formatted\n", meta_path);
+		return 2;
+	}
+	if (strcmp(f->backend, "pages") && strcmp(f->backend, "ubsio")) {
+		fprintf(stderr, "offloadctl: %s: the store uses backend '%s', which this build "
+				"lacks; not touched\n", meta_path, f->backend);
 		return 2;
 	}
 	return 0;
 }
 
-static int cmd_fsck(const char *root, const char *meta_path, int repair)
+/* ---- fsck of a KV store (ubsio): every object's bytes are one value under its key ---- */
+
+/*
+ * The values the check covers: the current version of a committed object
+ * in the namespace.  A new file's or an unlinked-open file's value is the
+ * next mount's to drop; a quarantined one already is in lost+found.
+ */
+static int fsck_kv_wanted(const struct meta_inode *in, const char *skey)
 {
+	return skey && in->bucket >= 0 && in->parent && in->state != META_NEW;
+}
+
+/* First walk: which records name a key (in ino order), and how many values to check. */
+static int fsck_kv_scan(void *ctx, const struct meta_inode *in, const char *skey,
+			const char *prev_skey)
+{
+	struct fsck *f = ctx;
+
+	(void)prev_skey;
+	if (!fsck_kv_wanted(in, skey))
+		return 0;
+	if (f->nkeyed == f->capkeyed) {
+		size_t cap = f->capkeyed ? f->capkeyed * 2 : 1024;
+		uint64_t *v = realloc(f->keyed, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		f->keyed = v;
+		f->capkeyed = cap;
+	}
+	f->keyed[f->nkeyed++] = in->ino;
+	if (in->state == META_COMMITTED)
+		f->values++;
+	return 0;
+}
+
+/* The object's path with its tenant: two tenants may hold the same key. */
+static void fsck_fullpath(struct meta *m, uint64_t ino, char *out, size_t outlen)
+{
+	size_t len;
+
+	if (meta_path(m, ino, 1, out, outlen, &len, NULL))
+		snprintf(out, outlen, "(inode %llu)", (unsigned long long)ino);
+}
+
+/*
+ * A version committed after the last barrier whose value is gone or wrong
+ * is what a power cut leaves: the next mount's recovery falls back to the
+ * last durable version, empty ones included (prev_bucket -2).
+ */
+static int fsck_kv_reverts(const struct fsck *f, const struct meta_inode *in)
+{
+	return in->gen > f->synced_gen && (in->prev_bucket >= 0 || in->prev_bucket == -2);
+}
+
+/* A value that is missing, of another length or fails its checksum: what. */
+static void fsck_kv_bad(struct fsck *f, const struct fsck_val *v, const char *what,
+			uint64_t *count)
+{
+	char path[4096];
+
+	progress_clear(&f->prog);
+	fsck_fullpath(f->meta, v->in.ino, path, sizeof(path));
+	if (fsck_kv_reverts(f, &v->in)) {
+		printf("inode %" PRIu64 " '%s': unsynced version: %s (key '%s'); the next mount "
+		       "falls back to the last synced version\n",
+		       v->in.ino, path, what, v->skey);
+		f->unsynced_bad++;
+		return;
+	}
+	printf("inode %" PRIu64 " '%s': %s (key '%s', size %" PRIu64 ")\n", v->in.ino, path, what,
+	       v->skey, v->in.size);
+	(*count)++;
+	fsck_note_corrupt(f, v->in.ino);
+}
+
+/*
+ * Check a batch: one probe (batched existence and length calls) for all,
+ * then the checksum of each value that is there with its length.
+ */
+static void fsck_kv_batch(struct fsck *f)
+{
+	struct kvb_map maps[FSCK_BATCH];
+	int res[FSCK_BATCH], ret = 0;
+	char path[4096];
+	size_t i, n = f->nbatch;
+
+	for (i = 0; i < n; i++) {
+		const struct meta_inode *in = &f->batch[i].in;
+
+		maps[i] = (struct kvb_map){ in->bucket, in->page, in->npages, in->size,
+					    f->batch[i].skey };
+		res[i] = 0;
+	}
+	/* Without a probe, the checksum's fetch finds the missing ones (as read errors). */
+	if (n && f->kvb.ops->probe)
+		ret = f->kvb.ops->probe(f->kvb.arg, maps, n, res);
+	for (i = 0; i < n; i++) {
+		struct fsck_val *v = &f->batch[i];
+		int r = ret ? ret : res[i];
+		uint64_t csum;
+
+		f->prog.done++;
+		progress_show(&f->prog, 0);
+		if (r == -ENOENT) {
+			fsck_kv_bad(f, v, "value missing from the KV store", &f->missing);
+		} else if (r == -EBADMSG) {
+			fsck_kv_bad(f, v, "value has the wrong length", &f->bad_length);
+		} else if (r) {
+			/* The store could not tell: not a verdict on the value. */
+			progress_clear(&f->prog);
+			fsck_fullpath(f->meta, v->in.ino, path, sizeof(path));
+			printf("inode %" PRIu64 " '%s': cannot probe key '%s': %s\n", v->in.ino,
+			       path, v->skey, strerror(-r));
+			f->io_errors++;
+		} else if ((r = f->kvb.ops->checksum(f->kvb.arg, &maps[i], &csum))) {
+			progress_clear(&f->prog);
+			fsck_fullpath(f->meta, v->in.ino, path, sizeof(path));
+			printf("inode %" PRIu64 " '%s': cannot read key '%s': %s\n", v->in.ino, path,
+			       v->skey, strerror(-r));
+			f->io_errors++;
+		} else if (csum != v->in.csum) {
+			fsck_kv_bad(f, v, "checksum mismatch", &f->bad_csum);
+		}
+		free(v->skey);
+		v->skey = NULL;
+	}
+	f->nbatch = 0;
+}
+
+/* Second walk: batch up the values to check. */
+static int fsck_kv_value(void *ctx, const struct meta_inode *in, const char *skey,
+			 const char *prev_skey)
+{
+	struct fsck *f = ctx;
+	struct fsck_val *v;
+
+	(void)prev_skey;
+	if (!fsck_kv_wanted(in, skey) || in->state != META_COMMITTED)
+		return 0;
+	v = &f->batch[f->nbatch];
+	v->in = *in;
+	/* skey lives in the walk's buffer, rewritten by the next row. */
+	v->skey = strdup(skey);
+	if (!v->skey)
+		return -ENOMEM;
+	if (++f->nbatch == FSCK_BATCH)
+		fsck_kv_batch(f);
+	return 0;
+}
+
+/* Third walk, over every object with a value: counts, and records that lost their key. */
+static int fsck_kv_map(void *ctx, const struct meta_inode *in)
+{
+	struct fsck *f = ctx;
+	char path[4096];
+
+	f->objects++;
+	if (in->state == META_QUARANTINED) {
+		f->quarantined++;
+		return 0;
+	}
+	if (in->bucket < 0)
+		return 0;
+	/* Both walks go in ino order. */
+	while (f->kcur < f->nkeyed && f->keyed[f->kcur] < in->ino)
+		f->kcur++;
+	if (f->kcur < f->nkeyed && f->keyed[f->kcur] == in->ino)
+		return 0;
+	/* The daemon cannot read it: without its key the value cannot be named. */
+	fsck_fullpath(f->meta, in->ino, path, sizeof(path));
+	printf("inode %" PRIu64 " '%s': records a value (id %" PRIu64 ", %" PRIu64
+	       " bytes) but no key\n",
+	       in->ino, path, in->page, in->size);
+	f->keyless++;
+	fsck_note_corrupt(f, in->ino);
+	return 0;
+}
+
+/* Lines left in the backend's journal of puts and deletes, or a negative errno. */
+static long fsck_kv_journal(const char *root)
+{
+	char path[4096], buf[65536];
+	long lines = 0;
+	ssize_t n, i;
+	int fd, err;
+
+	snprintf(path, sizeof(path), "%s/%s", root, KVB_UBSIO_JOURNAL);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		for (i = 0; i < n; i++)
+			lines += buf[i] == '\n';
+	err = errno;
+	close(fd);
+	return n < 0 ? -err : lines;
+}
+
+/*
+ * fsck of a ubsio store, after the header: the bitmap and bucket file
+ * checks do not apply (the KV store allocates); every committed value is
+ * probed for presence and length, then checksummed.  Values no record
+ * points at cannot be found (nothing lists a KV store): the journal names
+ * those that may exist, and the next mount deletes them.  Returns the exit
+ * status.
+ */
+static int fsck_kv(struct fsck *f, const struct ofs_config *cfg, int repair)
+{
+	struct kvb_ubsio_config uc = cfg->ubsio;
+	char err[1024];
+	int problems = 0, ret;
+	long lines;
+
+	lines = fsck_kv_journal(cfg->root);
+	if (lines > 0)
+		printf("%s: %ld line(s); the next mount deletes the values they name that no "
+		       "record points at\n",
+		       KVB_UBSIO_JOURNAL, lines);
+	else if (lines < 0)
+		printf("%s: cannot read: %s\n", KVB_UBSIO_JOURNAL, strerror((int)-lines));
+	/* Before loading the library: a record that cannot be read needs no KV store to tell. */
+	ret = meta_foreach_value(f->meta, fsck_kv_scan, f);
+	if (ret) {
+		fprintf(stderr, "offloadctl: %s: cannot read the value keys: %s\n", cfg->root,
+			ret == -ENOMEM ? strerror(ENOMEM) : meta_errmsg(f->meta));
+		return 2;
+	}
+	uc.page_size = f->geom.page_size;
+	ret = kvb_ubsio_init(&f->kvb, cfg->root, &uc, f->meta, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "offloadctl: %s: %s%s\n", cfg->root, err,
+			ret == -ENOENT && !cfg->ubsio.lib ? " (give its path with --ubsio-lib)" : "");
+		return 2;
+	}
+	/*
+	 * Init read the records' keys (the probe looks values up there).
+	 * Never start: it replays the journal and deletes values, not what a
+	 * check may do.
+	 */
+	f->have_kvb = 1;
+	f->batch = calloc(FSCK_BATCH, sizeof(*f->batch));
+	if (!f->batch) {
+		fprintf(stderr, "offloadctl: out of memory\n");
+		return 2;
+	}
+	f->prog.what = "fsck";
+	f->prog.total = f->values;
+	f->prog.tty = isatty(2);
+	ret = meta_foreach_value(f->meta, fsck_kv_value, f);
+	if (!ret)
+		fsck_kv_batch(f);
+	progress_show(&f->prog, 1);
+	if (!ret)
+		ret = meta_foreach_mapping(f->meta, fsck_kv_map, f);
+	if (ret) {
+		printf("cannot read the mappings: %s\n",
+		       ret == -ENOMEM ? strerror(ENOMEM) : meta_errmsg(f->meta));
+		problems++;
+	}
+	while (f->nbatch)
+		free(f->batch[--f->nbatch].skey);
+	problems += (int)(f->missing + f->bad_length + f->bad_csum + f->keyless + f->io_errors);
+	printf("objects %" PRIu64 ", missing values %" PRIu64 ", wrong length %" PRIu64
+	       ", checksum mismatches %" PRIu64 ", records without a key %" PRIu64
+	       ", read errors %" PRIu64 ", quarantined %" PRIu64 "\n",
+	       f->objects, f->missing, f->bad_length, f->bad_csum, f->keyless, f->io_errors,
+	       f->quarantined);
+
+	if (repair && problems) {
+		int fixed = 1;
+		size_t i;
+
+		ret = meta_begin(f->meta);
+		for (i = 0; !ret && i < f->ncorrupt; i++)
+			ret = fsck_quarantine(f, f->corrupt[i]);
+		if (!ret)
+			ret = meta_commit(f->meta);
+		else
+			meta_rollback(f->meta);
+		if (ret) {
+			printf("repair failed: %s; nothing changed\n", meta_errmsg(f->meta));
+			fixed = 0;
+		}
+		/* A value the store could not answer for may be intact: left where it is. */
+		if (f->io_errors)
+			printf("repair: objects the KV store could not answer for are left in "
+			       "place; run fsck again once it can\n");
+		if (fixed && !f->io_errors && problems == (int)f->ncorrupt)
+			problems = 0;
+	}
+	printf("%s\n", problems ? "fsck: PROBLEMS FOUND" : "fsck: clean");
+	return problems ? 1 : 0;
+}
+
+static int cmd_fsck(const struct ofs_config *cfg, int repair)
+{
+	const char *root = cfg->root;
 	struct fsck f = { 0 };
 	struct kvb_pages_geom pg;
 	char err[1024], path[4096];
@@ -254,20 +585,31 @@ static int cmd_fsck(const char *root, const char *meta_path, int repair)
 	int lock_fd = -1, clean = 0, problems = 0, ret, have_snapshot = 1, bucket_problems = 0;
 	uint32_t b;
 
-	ret = fsck_open(root, meta_path, &f, &lock_fd);
+	ret = fsck_open(root, cfg->meta_path, &f, &lock_fd);
 	if (ret)
 		goto out;
 	meta_clean_get(f.meta, &clean);
 	meta_synced_gen(f.meta, &f.synced_gen);
 	meta_count_files(f.meta, &files);
-	printf("store %s: page_size %" PRIu64 ", bucket_size %" PRIu64 ", bucket_count %u, "
-	       "schema %d, %s\n",
-	       root, f.geom.page_size, f.geom.bucket_size, f.geom.bucket_count,
-	       META_SCHEMA_VERSION, clean ? "cleanly unmounted" : "not cleanly unmounted");
+	if (!strcmp(f.backend, "ubsio"))
+		printf("store %s: backend ubsio, page_size %" PRIu64 ", schema %d, %s\n", root,
+		       f.geom.page_size, META_SCHEMA_VERSION,
+		       clean ? "cleanly unmounted" : "not cleanly unmounted");
+	else
+		printf("store %s: page_size %" PRIu64 ", bucket_size %" PRIu64 ", bucket_count %u, "
+		       "schema %d, %s\n",
+		       root, f.geom.page_size, f.geom.bucket_size, f.geom.bucket_count,
+		       META_SCHEMA_VERSION, clean ? "cleanly unmounted" : "not cleanly unmounted");
 	if (!clean && meta_count_unsettled(f.meta, &n_new, &n_orphans) == 0 && (n_new || n_orphans))
 		printf("unfinished writes %" PRIu64 ", unlinked-open files %" PRIu64
 		       ": the next mount drops them\n",
 		       n_new, n_orphans);
+	if (!strcmp(f.backend, "ubsio")) {
+		ret = fsck_kv(&f, cfg, repair);
+		goto out;
+	}
+	if (cfg->ubsio.lib || cfg->ubsio.new_init || cfg->ubsio.device_id)
+		fprintf(stderr, "offloadctl: the store uses the pages backend: --ubsio-* ignored\n");
 
 	/* Bucket files: present, regular, at least bucket_size. */
 	f.bucket_bytes = calloc(f.geom.bucket_count, sizeof(*f.bucket_bytes));
@@ -400,6 +742,8 @@ out:
 	free(f.rebuilt);
 	free(f.bucket_bytes);
 	free(f.corrupt);
+	free(f.keyed);
+	free(f.batch);
 	kvb_release(&f.kvb);
 	meta_close(f.meta);
 	if (lock_fd >= 0)
@@ -766,13 +1110,16 @@ static int cmd_promote(const char *mnt, int nfiles, char **files)
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: offloadctl fsck ROOT [--meta PATH] [--repair]\n"
+	fprintf(out, "usage: offloadctl fsck ROOT [--meta PATH] [--repair] [--ubsio-lib PATH]\n"
+		     "                        [--ubsio-ssd-size N] [--ubsio-device N]\n"
 		     "       offloadctl scrub MOUNTPOINT\n"
 		     "       offloadctl stats MOUNTPOINT [--json]\n"
 		     "       offloadctl promote MOUNTPOINT FILE...\n"
 		     "       offloadctl --version\n"
 		     "fsck checks an unmounted store (read-only unless --repair, which frees\n"
-		     "leaked pages and moves corrupted objects to <tenant>/lost+found);\n"
+		     "leaked pages and moves corrupted objects to <tenant>/lost+found); on a\n"
+		     "ubsio store it checks every value in the KV store, loading the library\n"
+		     "as the daemon's ubsio_lib, ubsio_ssd_size and ubsio_device options do;\n"
 		     "scrub re-reads every committed object of a mounted store from its\n"
 		     "bucket file and checks its checksum.  Exit 0: clean, 1: problems, 2: error.\n");
 }
@@ -790,27 +1137,56 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc >= 3 && !strcmp(argv[1], "fsck")) {
-		const char *meta = NULL, *root = NULL;
+		/* The backend stays the one the store records (backend NULL). */
+		struct ofs_config cfg = {
+			.ubsio = { .buffer_max = OFS_UBSIO_BUFFER_MAX,
+				   .cache_max = OFS_UBSIO_CACHE_MAX,
+				   .key_max = OFS_UBSIO_KEY_MAX },
+		};
 		int repair = 0;
 
 		for (i = 2; i < argc; i++) {
-			if (!strcmp(argv[i], "--repair"))
+			if (!strcmp(argv[i], "--repair")) {
 				repair = 1;
-			else if (!strcmp(argv[i], "--meta") && i + 1 < argc)
-				meta = argv[++i];
-			else if (argv[i][0] != '-' && !root)
-				root = argv[i];
-			else {
+			} else if (!strcmp(argv[i], "--meta") && i + 1 < argc) {
+				cfg.meta_path = argv[++i];
+			} else if (!strcmp(argv[i], "--ubsio-lib") && i + 1 < argc) {
+				cfg.ubsio.lib = argv[++i];
+			} else if (!strcmp(argv[i], "--ubsio-ssd-size") && i + 1 < argc) {
+				if (ofs_parse_size(argv[++i], &cfg.ubsio.ssd_size)) {
+					fprintf(stderr, "offloadctl: invalid --ubsio-ssd-size '%s': "
+							"expected a number such as 0, 64K or 4G\n",
+						argv[i]);
+					return 2;
+				}
+				/* As the daemon: giving the size is what selects the newer Init. */
+				cfg.ubsio.new_init = 1;
+			} else if (!strcmp(argv[i], "--ubsio-device") && i + 1 < argc) {
+				char *end;
+				long d;
+
+				errno = 0;
+				d = strtol(argv[++i], &end, 10);
+				if (errno || *end || end == argv[i] || d < 0 || d > INT32_MAX) {
+					fprintf(stderr, "offloadctl: invalid --ubsio-device '%s': a "
+							"device number\n",
+						argv[i]);
+					return 2;
+				}
+				cfg.ubsio.device_id = (int32_t)d;
+			} else if (argv[i][0] != '-' && !cfg.root) {
+				cfg.root = argv[i];
+			} else {
 				fprintf(stderr, "offloadctl: unknown argument '%s'\n", argv[i]);
 				usage(stderr);
 				return 2;
 			}
 		}
-		if (!root) {
+		if (!cfg.root) {
 			usage(stderr);
 			return 2;
 		}
-		return cmd_fsck(root, meta, repair);
+		return cmd_fsck(&cfg, repair);
 	}
 	if (argc == 3 && !strcmp(argv[1], "scrub"))
 		return cmd_scrub(argv[2]);
