@@ -483,6 +483,15 @@ out_args:
 	free(cli.dram);
 	free(cli.promote_after);
 	free(cli.promote_window);
+	free(cli.backend);
+	free(cli.ubsio_lib);
+	free(cli.ubsio_device);
+	free(cli.ubsio_ssd_size);
+	free(cli.ubsio_key_max);
+	free(cli.kv_max_bytes);
+	free(cli.kv_max_keys);
+	free(cli.kv_buffer_max);
+	free(cli.kv_cache);
 	free(cli.metrics);
 	if (ofs.dram_capacity)
 		ofs_dram_release(&ofs.dram);

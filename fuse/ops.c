@@ -1809,7 +1809,7 @@ full:
 static void ofs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct ofs *ofs = ofs_of(req);
-	struct kvb_statfs ks;
+	struct kvb_statfs ks = { 0 };
 	struct statvfs st;
 	int ret;
 

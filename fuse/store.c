@@ -282,7 +282,8 @@ static int store_verify_unsynced(struct ofs_store *s)
 int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err, size_t errlen)
 {
 	struct kvb_pages_geom pg;
-	char backend[32] = "";
+	char backend[32] = "", *db = NULL, *journal = NULL;
+	int created;
 	struct stat st;
 	int ret, buckets;
 
@@ -420,7 +421,31 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	return 0;
 
 out:
+	created = s->created && s->meta_path && s->root;
+	if (created) {
+		db = strdup(s->meta_path);
+		if (asprintf(&journal, "%s/%s", s->root, KVB_UBSIO_JOURNAL) < 0)
+			journal = NULL;
+	}
 	ofs_store_crash(s);
+	/*
+	 * A store this call set out to create and could not (a missing
+	 * library, a bad geometry): leave ROOT as it was.  Its database holds
+	 * no object yet.
+	 */
+	if (created && db) {
+		char aux[PATH_MAX + 8];
+
+		unlink(db);
+		snprintf(aux, sizeof(aux), "%s-wal", db);
+		unlink(aux);
+		snprintf(aux, sizeof(aux), "%s-shm", db);
+		unlink(aux);
+		if (journal)
+			unlink(journal);
+	}
+	free(db);
+	free(journal);
 	return ret;
 }
 

@@ -218,8 +218,8 @@ struct ubs {
 	int loaded;
 	uint64_t next_vid;
 	/* What the limits count: values in the store and dirty writers' data. */
-	uint64_t stored_bytes, stored_keys, stored_pages;
-	uint64_t working_bytes, working_keys, working_pages;
+	uint64_t stored_bytes, stored_keys;
+	uint64_t working_bytes, working_keys;
 	uint64_t buffered;      /* bytes of writers' buffers */
 	/* Doomed values, deleted at release in doom order. */
 	uint64_t doom_seq;
@@ -245,11 +245,6 @@ struct ubs_put {
 	int rc, done;
 	struct ubs_put *next;
 };
-
-static uint64_t ubs_pages(const struct ubs *u, uint64_t bytes)
-{
-	return (bytes + u->c.page_size - 1) / u->c.page_size;
-}
 
 static size_t ubs_slot(const struct ubs *u, uint64_t vid)
 {
@@ -506,7 +501,6 @@ static uint64_t ubs_delete_doomed(struct ubs *u, uint64_t mark)
 			/* Not found: gone already (a put that failed, a replayed journal line). */
 			if (res[i] == 0 || res[i] == -ENOENT) {
 				u->stored_bytes -= d->size;
-				u->stored_pages -= ubs_pages(u, d->size);
 				u->stored_keys--;
 				u->ndoomed--;
 				u->st.frees++;
@@ -787,7 +781,6 @@ static int ubs_charge(struct ubs *u, struct kvb_obj *o, uint64_t size, uint64_t 
 	if (size > 0 && !o->charged_key && u->c.max_keys && keys > u->c.max_keys)
 		return -ENOSPC;
 	u->working_bytes = u->working_bytes - o->charged + size;
-	u->working_pages = u->working_pages - ubs_pages(u, o->charged) + ubs_pages(u, size);
 	u->working_keys = u->working_keys - (uint64_t)o->charged_key + (size > 0);
 	o->charged = size;
 	o->charged_key = size > 0;
@@ -797,7 +790,6 @@ static int ubs_charge(struct ubs *u, struct kvb_obj *o, uint64_t size, uint64_t 
 static void ubs_uncharge(struct ubs *u, struct kvb_obj *o)
 {
 	u->working_bytes -= o->charged;
-	u->working_pages -= ubs_pages(u, o->charged);
 	u->working_keys -= (uint64_t)o->charged_key;
 	o->charged = 0;
 	o->charged_key = 0;
@@ -992,7 +984,6 @@ static void ubs_abandon(struct ubs *u, struct kvb_obj *o)
 	}
 	/* No memory for that: the journal's P line has the next start delete it. */
 	u->stored_bytes -= w->size;
-	u->stored_pages -= ubs_pages(u, w->size);
 	u->stored_keys--;
 	free(w->skey);
 	w->skey = NULL;
@@ -1040,7 +1031,6 @@ static int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct
 	w->state = UBS_PUTTING;
 	u->nputting++;
 	u->stored_bytes += w->size;
-	u->stored_pages += ubs_pages(u, w->size);
 	u->stored_keys++;
 	ret = ubs_journal(u, 'P', &w, 1);
 	pthread_mutex_unlock(&u->lock);
@@ -1199,13 +1189,17 @@ static int ubs_statfs(void *arg, struct kvb_statfs *st)
 	uint64_t ps = u->c.page_size, total, used;
 
 	pthread_mutex_lock(&u->lock);
-	/* In pages, as the pages backend counts: each value rounded up. */
-	used = u->stored_pages + u->working_pages;
+	/*
+	 * A KV store holds bytes, not pages: statfs shows the bytes the
+	 * values take (in blocks of page_size), the same count kv_max_bytes
+	 * is checked against, so df and ENOSPC agree.
+	 */
+	used = u->stored_bytes + u->working_bytes;
 	/* Without a limit: the ssd size given to Init, else a nominal 1 PiB. */
 	total = u->c.max_bytes ? u->c.max_bytes : u->c.ssd_size ? u->c.ssd_size : 1ULL << 50;
 	st->block_size = ps;
 	st->blocks = total / ps;
-	st->blocks_free = used < st->blocks ? st->blocks - used : 0;
+	st->blocks_free = used < total ? (total - used) / ps : 0;
 	st->files = u->c.max_keys;
 	st->files_free = 0;
 	if (u->c.max_keys && u->stored_keys + u->working_keys < u->c.max_keys)
@@ -1248,7 +1242,6 @@ static int ubs_load_one(void *ctx, const struct meta_inode *in, const char *skey
 		if (!v)
 			return -ENOMEM;
 		u->stored_bytes += v->size;
-		u->stored_pages += ubs_pages(u, v->size);
 		u->stored_keys++;
 	}
 	if (prev_skey && in->prev_bucket >= 0 && !ubs_find(u, in->prev_page)) {
@@ -1256,7 +1249,6 @@ static int ubs_load_one(void *ctx, const struct meta_inode *in, const char *skey
 		if (!v)
 			return -ENOMEM;
 		u->stored_bytes += v->size;
-		u->stored_pages += ubs_pages(u, v->size);
 		u->stored_keys++;
 	}
 	if (in->page >= u->next_vid)
@@ -1280,7 +1272,7 @@ static void ubs_table_clear(struct ubs *u)
 		u->tab[i] = NULL;
 	}
 	u->count = 0;
-	u->stored_bytes = u->stored_keys = u->stored_pages = 0;
+	u->stored_bytes = u->stored_keys = 0;
 	u->ndoomed = 0;
 }
 
@@ -1314,7 +1306,7 @@ static int ubs_reload(struct ubs *u, uint64_t *dropped)
 		return -ENOMEM;
 	}
 	u->count = 0;
-	u->stored_bytes = u->stored_keys = u->stored_pages = 0;
+	u->stored_bytes = u->stored_keys = 0;
 	u->ndoomed = 0;
 	ret = meta_foreach_value(u->m, ubs_load_one, u);
 	for (i = 0; i < osize; i++) {
@@ -1328,7 +1320,6 @@ static int ubs_reload(struct ubs *u, uint64_t *dropped)
 				u->ndoomed++;
 				u->stored_keys++;
 				u->stored_bytes += v->size;
-				u->stored_pages += ubs_pages(u, v->size);
 				(*dropped)++;
 				continue;
 			}

@@ -38,15 +38,6 @@ check_tree() {
 	fi
 }
 
-# check_grep_log NAME TEXT: the current daemon's log has TEXT.
-check_grep_log() {
-	if grep -qF -- "$2" "$LOG"; then
-		ok "$1"
-	else
-		not_ok "$1" "'$2' not in the log: $(tr '\n' ' ' <"$LOG")"
-	fi
-}
-
 # put PATH SIZE: a random file at $TREE/PATH and $MNT/PATH.
 put() {
 	mkdir -p "$(dirname "$TREE/$1")" "$(dirname "$MNT/$1")"
@@ -137,7 +128,7 @@ H3=$HOLDER_PID
 check_eq "three holders started" 1 "$ok_holders"
 rm "$MNT/t1/orphan"
 rm "$TREE/t1/orphan"
-check_eq "pages in use: 16 for the in-flight 1 MiB, 33 for the copy-on-write rewrite" \
+check_pages "pages in use: 16 for the in-flight 1 MiB, 33 for the copy-on-write rewrite" \
 	$((free2 - 16 - 33)) "$(ofs_free)"
 check_eq "the in-flight file is visible with its size before the kill" 1048576 \
 	"$(stat -c %s "$MNT/t1/inflight")"

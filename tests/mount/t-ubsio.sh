@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# t-ubsio: what only the ubsio backend has, through the real dlopen path over
+# the stand-in library (tests/ubsio): loading (missing library, missing
+# symbol, failing Init, both Init signatures, the default search path),
+# option checks, store keys, deletes of old values, restart without a key
+# scan, fetch once per open, batched puts, failed puts and partial batches
+# leaving no orphan, the crash journal, capacity limits and the writer
+# memory bound.  The file semantics themselves run on this backend through
+# t-io, t-namespace, t-persist, t-perms, t-stress and t-commitfail with
+# OFS_BACKEND=ubsio (scripts/test).
+. "$(dirname "$0")/lib.sh"
+
+LIBDIR="$OFS_BUILD/tests"
+LIB="$LIBDIR/libubsio_kvc.so"
+KV="$TESTDIR/kv"
+mkdir -p "$KV"
+export UBSIO_STUB_DIR="$KV"
+export UBSIO_STUB_LOG="$TESTDIR/ubsio.log"
+BASE="bucket_count=4,bucket_size=64M,backend=ubsio"
+U="$BASE,ubsio_lib=$LIB,ubsio_ssd_size=0"
+
+hexkey() { printf %s "$1" | od -An -tx1 -v | tr -d ' \n'; }
+# The store key of FILE, from its descriptor.
+skey() { getfattr --absolute-names --only-values -n user.offload.descriptor "$1" 2>/dev/null |
+	sed -n 's/^key=//p'; }
+has_value() { [ -f "$KV/$(hexkey "$1")" ]; }
+nvalues() { find "$KV" -type f ! -name '.tmp-*' | wc -l; }
+nrecorded() { sqlite3 "$ROOT/offloadfs.db" 'SELECT count(*) FROM inodes WHERE skey IS NOT NULL'; }
+log_since() { tail -n +"$(($1 + 1))" "$UBSIO_STUB_LOG"; }
+# pywrite PATH TEXT: one open, write, close (bash's > closes a dup first, which
+# commits the truncated file on its own); a close error goes to stderr.
+pywrite() {
+	python3 -c '
+import sys
+try:
+    with open(sys.argv[1], "w") as f:
+        f.write(sys.argv[2])
+except OSError as e:
+    sys.exit("%s: %s" % (sys.argv[1], e.strerror))
+' "$1" "$2"
+}
+loglines() { wc -l <"$UBSIO_STUB_LOG" 2>/dev/null || echo 0; }
+
+# ---- loading the library ----
+run "$OFS" "$ROOT" "$MNT" -f -o "$BASE,ubsio_lib=$TESTDIR/nope.so"
+check_eq "a missing library stops the mount" 1 "$RC"
+check_contains "the message names the library and gives dlerror's text" \
+	"cannot load the ubsio library $TESTDIR/nope.so: $TESTDIR/nope.so: cannot open shared object file" "$ERR"
+run "$OFS" "$ROOT" "$MNT" -f -o "$BASE,ubsio_lib=$LIBDIR/libubsio_kvc_nodelete.so,ubsio_ssd_size=0"
+check_eq "a library without UbsioKvCacheDelete stops the mount" 1 "$RC"
+check_contains "the message names the missing symbol" "lacks symbol UbsioKvCacheDelete: " "$ERR"
+UBSIO_STUB_FAIL_INIT=1 run "$OFS" "$ROOT" "$MNT" -f -o "$U"
+check_eq "a failing Init stops the mount" 1 "$RC"
+check_contains "the message gives Init's result" "UbsioKvCacheInit(0, ssd_size) failed with -5" "$ERR"
+check_eq "refused mounts left no store behind" "" "$(ls "$ROOT")"
+run "$OFS" "$ROOT" "$MNT" -f -o "bucket_count=4,backend=pages,kv_max_bytes=1M"
+check_contains "a ubsio option without backend=ubsio is refused" "option kv_max_bytes needs backend=ubsio" "$ERR"
+run "$OFS" "$ROOT" "$MNT" -f -o "backend=s3"
+check_contains "an unknown backend is refused" "invalid backend 's3': pages or ubsio" "$ERR"
+run "$OFS" "$ROOT" "$MNT" -f -o "$U,kv_buffer_max=1K"
+check_contains "a writer memory bound below 1M is refused" "invalid kv_buffer_max 1024" "$ERR"
+
+# The older Init(deviceId): ubsio_ssd_size absent; the capacity comes from the library.
+UBSIO_STUB_SSD_SIZE=1000000 ofs_mount "$BASE,ubsio_lib=$LIBDIR/libubsio_kvc_oldinit.so,ubsio_device=3" ||
+	ofs_bail "cannot mount with the old Init"
+check_contains "old Init: called with the device id only" "Init 3 1000000 0" "$(cat "$UBSIO_STUB_LOG")"
+mkdir "$MNT/t"
+head -c 100000 /dev/urandom >"$REF/a"
+cp "$REF/a" "$MNT/t/a"
+check_cmp "old Init: a file round-trips" "$REF/a" "$MNT/t/a"
+ofs_umount
+check_eq "old Init: clean unmount" 0 "$OFS_RC"
+
+# The default: libubsio_kvc.so through the search path; the store remembers its backend.
+: >"$UBSIO_STUB_LOG"
+LD_LIBRARY_PATH="$LIBDIR" ofs_mount "bucket_count=4,bucket_size=64M,ubsio_ssd_size=0,backend=ubsio" ||
+	ofs_bail "cannot mount with the default library name"
+check_contains "the default library is found through the search path" "libubsio_kvc.so:" "$(head -1 "$LOG")"
+check_eq "restart: only Init reaches the store (no key scan)" "Init 0 0 0" "$(cat "$UBSIO_STUB_LOG")"
+check_cmp "restart: the file is back" "$REF/a" "$MNT/t/a"
+ofs_umount
+run "$OFS" "$ROOT" "$MNT" -f -o "bucket_count=4,backend=pages"
+check_contains "a ubsio store refuses a pages mount" \
+	"store uses backend 'ubsio', this mount asked for 'pages'" "$ERR"
+
+# ---- keys, overwrite, unlink ----
+ofs_mount "$U,sync_interval=0" || ofs_bail "cannot mount"
+mkdir -p "$MNT/t2/x"
+echo one >"$MNT/t/k"
+echo two >"$MNT/t2/k"
+k1=$(skey "$MNT/t/k")
+k2=$(skey "$MNT/t2/k")
+check_contains "the store key is <tenant>/<key>#<vid>" "t/k#" "$k1"
+check "tenants' equal keys are different values" test -n "$k1" -a -n "$k2" -a "$k1" != "$k2"
+check "the value is in the store under its key" has_value "$k1"
+echo nested >"$MNT/t2/x/deep"
+check_contains "a key with '/' keeps its path" "t2/x/deep#" "$(skey "$MNT/t2/x/deep")"
+echo three >"$MNT/t/k"
+k3=$(skey "$MNT/t/k")
+check "an overwrite puts a new value" has_value "$k3"
+ofs_sync
+check "an overwrite deletes the old value once the record is durable" test ! -f "$KV/$(hexkey "$k1")"
+check_eq "the overwritten file reads back" three "$(cat "$MNT/t/k")"
+mv "$MNT/t/k" "$MNT/t/renamed"
+check_eq "a rename keeps the value (and its key)" "$k3" "$(skey "$MNT/t/renamed")"
+rm "$MNT/t/renamed"
+ofs_sync
+check "an unlink deletes the value" test ! -f "$KV/$(hexkey "$k3")"
+: >"$MNT/t/empty"
+check_eq "an empty file has no value" "" "$(skey "$MNT/t/empty")"
+
+# ---- reads: one fetch per open, served from it ----
+head -c 3000000 /dev/urandom >"$REF/big"
+cp "$REF/big" "$MNT/t/big"
+ofs_umount
+check_eq "the store holds exactly the recorded values" "$(nrecorded)" "$(nvalues)"
+ofs_mount "$U,sync_interval=0" || ofs_bail "cannot remount"
+n0=$(loglines)
+check_cmp "a 3 MB file reads back after a remount" "$REF/big" "$MNT/t/big"
+check_eq "one fetch (BatchGetDirect) for a whole read of it" 1 \
+	"$(log_since "$n0" | grep -c '^BatchGetDirect 1 1 1 0')"
+check_eq "no copy through Get" 0 "$(log_since "$n0" | grep -c '^Get ')"
+check_eq "the library's buffer is freed with BatchFree" 0 \
+	"$(log_since "$n0" | grep -c '^BatchFree')"
+ofs_umount
+check_contains "freed at unmount at the latest" "BatchFree 1" "$(log_since "$n0")"
+
+# ---- puts arriving together go out in one batch ----
+ofs_mount "$U,sync_interval=0" || ofs_bail "cannot mount"
+mkdir "$MNT/p"
+n0=$(loglines)
+pids=()
+for i in $(seq 1 48); do
+	head -c 40000 /dev/urandom >"$MNT/p/f$i" &
+	pids+=($!)
+done
+wait "${pids[@]}" # not a bare wait: the watchdog is a child too
+check_eq "48 parallel writers: 48 values put" 48 "$(log_since "$n0" | awk '$1 == "BatchPut" {s += $2} END {print s + 0}')"
+check "puts arriving together are grouped (some BatchPut carries several keys)" \
+	test "$(log_since "$n0" | awk '$1 == "BatchPut" && $2 > 1' | wc -l)" -gt 0
+note "batches: $(log_since "$n0" | awk '$1 == "BatchPut" {print $2}' | sort -n | uniq -c | tr '\n' ' ')"
+ofs_umount
+
+# ---- failed puts: the old value stays, nothing is orphaned ----
+UBSIO_STUB_FAIL_KEYS=bad ofs_mount "$U,sync_interval=0" || ofs_bail "cannot mount with failing keys"
+echo old >"$MNT/p/f1"
+n0=$(loglines)
+pids=()
+for i in $(seq 1 16); do
+	head -c 20000 /dev/urandom >"$MNT/p/bad$i" 2>/dev/null &
+	pids+=($!)
+	head -c 20000 /dev/urandom >"$MNT/p/good$i" &
+	pids+=($!)
+done
+wait "${pids[@]}"
+check_eq "writers of failing keys get an error at close: none committed" \
+	"0" "$(for i in $(seq 1 16); do stat -c %s "$MNT/p/bad$i"; done | grep -vc '^0$')"
+check_eq "the other keys of the same batches are committed" 16 \
+	"$(for i in $(seq 1 16); do stat -c %s "$MNT/p/good$i"; done | grep -c '^20000$')"
+check_fails "a failed put is EIO to the writer" "Input/output error" pywrite "$MNT/p/bad-again" x
+ofs_sync
+check "a delete was sent for every failed key (the library may have written part of it)" \
+	test "$(log_since "$n0" | awk '$1 == "BatchDelete" {s += $2} END {print s + 0}')" -ge 17
+ofs_umount
+# The stand-in fails every call on those keys, deletes too: the journal keeps them.
+check_eq "deletes that failed stay in the journal" 17 \
+	"$(grep -c "^D .*$(hexkey bad)" "$ROOT/ubsio.journal")"
+check_eq "after failing keys: the store holds exactly the recorded values" "$(nrecorded)" "$(nvalues)"
+ofs_mount "$U" || ofs_bail "cannot remount"
+check_grep_log "the next start deletes them" "orphaned values deleted"
+check_eq "and empties the journal" 0 "$(stat -c %s "$ROOT/ubsio.journal")"
+ofs_umount
+
+UBSIO_STUB_FAIL_PUT=2 ofs_mount "$U,sync_interval=0" || ofs_bail "cannot mount with a failing put"
+pywrite "$MNT/p/f2" first
+check_fails "the 2nd put fails: the overwrite returns EIO" "Input/output error" \
+	pywrite "$MNT/p/f2" second
+check_eq "a failed put leaves the previous value" first "$(cat "$MNT/p/f2")"
+ofs_umount
+ofs_mount "$U" || ofs_bail "cannot remount"
+check_eq "and the previous record, after a remount" first "$(cat "$MNT/p/f2")"
+ofs_umount
+check_eq "after a failed put: the store holds exactly the recorded values" "$(nrecorded)" "$(nvalues)"
+
+# ---- the journal: a put whose commit never happened is deleted at start ----
+ghost="t/ghost#999999"
+printf 'orphan' >"$KV/$(hexkey "$ghost")"
+printf 'P 999999 %s\n' "$(hexkey "$ghost")" >>"$ROOT/ubsio.journal"
+ofs_mount "$U" || ofs_bail "cannot mount with a journal"
+check_grep_log "start: the journalled orphan is deleted" "1 orphaned values deleted (1 journalled"
+check "its value is gone from the store" test ! -f "$KV/$(hexkey "$ghost")"
+check_eq "the journal is emptied" 0 "$(stat -c %s "$ROOT/ubsio.journal")"
+# A kill -9 while writers hold files open, some unlinked: no orphan either.
+for i in 1 2 3; do echo "v$i" >"$MNT/p/k$i"; done
+head -c 70000 /dev/urandom >"$REF/held"
+holder_start "$MNT/p/k1" w "$REF/held" || ofs_bail "cannot hold a file"
+rm "$MNT/p/k2"
+check "kill -9 with a writer open" ofs_kill9
+holder_kill
+ofs_mount "$U" || ofs_bail "cannot mount after kill -9"
+check_grep_log "after kill -9: rebuilt" "rebuilt after an unclean stop"
+ofs_umount
+check_eq "after kill -9: the store holds exactly the recorded values" "$(nrecorded)" "$(nvalues)"
+
+# ---- capacity limits ----
+# Limits a little above what the store holds: 5 more keys, about 2 MiB more.
+keys=$(nrecorded)
+bytes=$(sqlite3 "$ROOT/offloadfs.db" "SELECT coalesce(sum(size), 0) FROM inodes WHERE skey IS NOT NULL")
+maxk=$((keys + 5)) maxp=$((bytes / 65536 + 33))
+ofs_mount "$U,kv_max_keys=$maxk,kv_max_bytes=$((maxp * 65536)),sync_interval=0" ||
+	ofs_bail "cannot mount with limits"
+check_eq "statfs: files is kv_max_keys" "$maxk" "$(stat -f -c %c "$MNT")"
+check_eq "statfs: free files is what the limit leaves" 5 "$(stat -f -c %d "$MNT")"
+check_eq "statfs: blocks is kv_max_bytes in pages" "$maxp" "$(stat -f -c %b "$MNT")"
+check_eq "statfs: free blocks is what the values' bytes leave" $(((maxp * 65536 - bytes) / 65536)) \
+	"$(stat -f -c %f "$MNT")"
+for i in 1 2 3 4 5; do pywrite "$MNT/p/cap$i" "$i" || break; done
+check_eq "five more keys fit" 5 "$(ls "$MNT/p" | grep -c '^cap')"
+check_fails "one key past kv_max_keys: ENOSPC" "No space left on device" \
+	pywrite "$MNT/p/one-too-many" x
+rm -f "$MNT"/p/cap*
+ofs_sync
+check_fails "a file past kv_max_bytes: ENOSPC" "No space left on device" \
+	dd if=/dev/zero of="$MNT/p/huge" bs=1M count=3 status=none
+check "after deletes, room again" pywrite "$MNT/p/fits" x
+ofs_umount
+ofs_mount "$U,kv_buffer_max=1M" || ofs_bail "cannot mount with a small buffer"
+check_fails "a file larger than kv_buffer_max: EFBIG, not an OOM" "File too large" \
+	dd if=/dev/zero of="$MNT/p/toolarge" bs=256K count=5 status=none
+check_eq "the daemon is still serving" v3 "$(cat "$MNT/p/k3")"
+ofs_umount
+check_eq "after the limits: the store holds exactly the recorded values" "$(nrecorded)" "$(nvalues)"
+
+ofs_done
