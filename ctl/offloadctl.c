@@ -4,7 +4,7 @@
  *   offloadctl fsck ROOT [--meta PATH] [--repair] [--ubsio-lib PATH]
  *                   [--ubsio-ssd-size N] [--ubsio-device N]
  *                                                    check an unmounted store
- *   offloadctl scrub MOUNTPOINT                      checksum pass on a mounted store
+ *   offloadctl scrub MOUNTPOINT [--ubsio-*]          checksum pass on a mounted store
  *   offloadctl stats MOUNTPOINT [--json]             live metrics of a mounted store
  *   offloadctl promote MOUNTPOINT FILE...            queue promotions to the DRAM tier
  *
@@ -508,6 +508,8 @@ static int fsck_kv(struct fsck *f, const struct ofs_config *cfg, int repair)
 		return 2;
 	}
 	uc.page_size = f->geom.page_size;
+	/* Without --repair fsck writes nothing, not even an empty journal. */
+	uc.readonly = !repair;
 	ret = kvb_ubsio_init(&f->kvb, cfg->root, &uc, f->meta, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "offloadctl: %s: %s%s\n", cfg->root, err,
@@ -751,10 +753,15 @@ out:
 	return ret;
 }
 
-/* ---- scrub: read every object's pages straight from its bucket file ---- */
+/*
+ * ---- scrub: read every object straight from where it is stored (its
+ * bucket file, or its value in the KV store), as another node would ----
+ */
 
 struct scrub {
 	uint64_t files, bytes, bad, errors, skipped;
+	struct kvb_ubsio_config uc;
+	int ubsio;          /* 1: library loaded, -1: could not be */
 	struct progress prog;
 };
 
@@ -777,6 +784,65 @@ static int scrub_parse(const char *d, char *path, size_t plen, uint64_t *off, ui
 	return 0;
 }
 
+/* The value under the descriptor's key, fetched through the library. */
+static void scrub_value(struct scrub *sc, const char *file, const char *desc,
+			const char *sumtxt)
+{
+	const char *k = strstr(desc, "key="), *s = strstr(desc, "object_size=");
+	char key[META_SKEY_MAX + 1], err[1024], again[64];
+	unsigned char *buf = NULL;
+	uint64_t size;
+	size_t n;
+	ssize_t got;
+
+	if (!k || !s || (n = strcspn(k + 4, "\n")) > META_SKEY_MAX) {
+		printf("%s: unreadable descriptor\n", file);
+		sc->errors++;
+		return;
+	}
+	memcpy(key, k + 4, n);
+	key[n] = '\0';
+	size = strtoull(s + strlen("object_size="), NULL, 10);
+	sc->files++;
+	if (size == 0)
+		return;
+	if (!sc->ubsio) {
+		sc->ubsio = kvb_ubsio_client_open(&sc->uc, err, sizeof(err)) ? -1 : 1;
+		if (sc->ubsio < 0)
+			printf("%s: %s%s\n", file, err,
+			       sc->uc.lib ? "" : " (give its path with --ubsio-lib)");
+	}
+	if (sc->ubsio < 0) {
+		sc->errors++;
+		return;
+	}
+	got = kvb_ubsio_client_get(key, &buf);
+	if (got < 0) {
+		printf("%s: value '%s': %s\n", file, key,
+		       got == -ENOENT ? "missing from the KV store" : strerror((int)-got));
+		sc->errors++;
+	} else if ((uint64_t)got != size) {
+		printf("%s: value '%s' holds %zd bytes, the record says %" PRIu64 "\n", file, key,
+		       got, size);
+		sc->bad++;
+	} else if (XXH3_64bits(buf, (size_t)got) != strtoull(sumtxt, NULL, 16)) {
+		/* A new version committed meanwhile is not a mismatch. */
+		ssize_t m = getxattr(file, "user.offload.checksum", again, sizeof(again) - 1);
+
+		if (m > 0 && (again[m] = '\0', strcmp(again, sumtxt))) {
+			sc->files--;
+			sc->skipped++;
+		} else {
+			printf("%s: checksum mismatch (value '%s', %" PRIu64 " bytes)\n", file, key,
+			       size);
+			sc->bad++;
+		}
+	} else {
+		sc->bytes += size;
+	}
+	free(buf);
+}
+
 static void scrub_file(struct scrub *sc, const char *file)
 {
 	char desc[8192], sumtxt[64], bucket[4096];
@@ -794,6 +860,11 @@ static void scrub_file(struct scrub *sc, const char *file)
 	}
 	desc[n] = '\0';
 	n = getxattr(file, "user.offload.checksum", sumtxt, sizeof(sumtxt) - 1);
+	if (n >= 0 && strstr(desc, "store=ubsio\n") == desc) {
+		sumtxt[n] = '\0';
+		scrub_value(sc, file, desc, sumtxt);
+		return;
+	}
 	if (n < 0 || scrub_parse(desc, bucket, sizeof(bucket), &off, &size)) {
 		printf("%s: unreadable descriptor\n", file);
 		sc->errors++;
@@ -909,12 +980,13 @@ static int check_mount(const char *mnt)
 	return 0;
 }
 
-static int cmd_scrub(const char *mnt)
+static int cmd_scrub(const char *mnt, const struct kvb_ubsio_config *uc)
 {
 	struct scrub sc = { 0 };
 
 	if (check_mount(mnt))
 		return 2;
+	sc.uc = *uc;
 	sc.prog.what = "scrub";
 	sc.prog.tty = isatty(2);
 	scrub_dir(&sc, mnt);
@@ -923,6 +995,8 @@ static int cmd_scrub(const char *mnt)
 	       " checksum mismatches, %" PRIu64 " errors, %" PRIu64 " skipped (being written)\n",
 	       mnt, sc.files, sc.bytes, sc.bad, sc.errors, sc.skipped);
 	printf("%s\n", sc.bad || sc.errors ? "scrub: PROBLEMS FOUND" : "scrub: clean");
+	if (sc.ubsio > 0)
+		kvb_ubsio_client_close();
 	return sc.bad || sc.errors ? 1 : 0;
 }
 
@@ -1112,7 +1186,8 @@ static void usage(FILE *out)
 {
 	fprintf(out, "usage: offloadctl fsck ROOT [--meta PATH] [--repair] [--ubsio-lib PATH]\n"
 		     "                        [--ubsio-ssd-size N] [--ubsio-device N]\n"
-		     "       offloadctl scrub MOUNTPOINT\n"
+		     "       offloadctl scrub MOUNTPOINT [--ubsio-lib PATH] [--ubsio-ssd-size N]\n"
+		     "                        [--ubsio-device N]\n"
 		     "       offloadctl stats MOUNTPOINT [--json]\n"
 		     "       offloadctl promote MOUNTPOINT FILE...\n"
 		     "       offloadctl --version\n"
@@ -1121,7 +1196,48 @@ static void usage(FILE *out)
 		     "ubsio store it checks every value in the KV store, loading the library\n"
 		     "as the daemon's ubsio_lib, ubsio_ssd_size and ubsio_device options do;\n"
 		     "scrub re-reads every committed object of a mounted store from its\n"
-		     "bucket file and checks its checksum.  Exit 0: clean, 1: problems, 2: error.\n");
+		     "bucket file, or its value in the KV store (another client of the same\n"
+		     "library), and checks its checksum.  Exit 0: clean, 1: problems, 2: error.\n");
+}
+
+/*
+ * --ubsio-lib PATH, --ubsio-ssd-size N, --ubsio-device N at argv[*i]: 1 when
+ * taken (*i moves past its value), 0 when argv[*i] is something else, -1
+ * (after a message) when malformed.
+ */
+static int ubsio_opt(int argc, char **argv, int *i, struct kvb_ubsio_config *uc)
+{
+	const char *a = argv[*i];
+
+	if (*i + 1 >= argc)
+		return 0;
+	if (!strcmp(a, "--ubsio-lib")) {
+		uc->lib = argv[++*i];
+	} else if (!strcmp(a, "--ubsio-ssd-size")) {
+		if (ofs_parse_size(argv[++*i], &uc->ssd_size)) {
+			fprintf(stderr, "offloadctl: invalid --ubsio-ssd-size '%s': expected a "
+					"number such as 0, 64K or 4G\n",
+				argv[*i]);
+			return -1;
+		}
+		/* As the daemon: giving the size is what selects the newer Init. */
+		uc->new_init = 1;
+	} else if (!strcmp(a, "--ubsio-device")) {
+		char *end;
+		long d;
+
+		errno = 0;
+		d = strtol(argv[++*i], &end, 10);
+		if (errno || *end || end == argv[*i] || d < 0 || d > INT32_MAX) {
+			fprintf(stderr, "offloadctl: invalid --ubsio-device '%s': a device number\n",
+				argv[*i]);
+			return -1;
+		}
+		uc->device_id = (int32_t)d;
+	} else {
+		return 0;
+	}
+	return 1;
 }
 
 int main(int argc, char **argv)
@@ -1143,37 +1259,16 @@ int main(int argc, char **argv)
 				   .cache_max = OFS_UBSIO_CACHE_MAX,
 				   .key_max = OFS_UBSIO_KEY_MAX },
 		};
-		int repair = 0;
+		int repair = 0, r;
 
 		for (i = 2; i < argc; i++) {
 			if (!strcmp(argv[i], "--repair")) {
 				repair = 1;
 			} else if (!strcmp(argv[i], "--meta") && i + 1 < argc) {
 				cfg.meta_path = argv[++i];
-			} else if (!strcmp(argv[i], "--ubsio-lib") && i + 1 < argc) {
-				cfg.ubsio.lib = argv[++i];
-			} else if (!strcmp(argv[i], "--ubsio-ssd-size") && i + 1 < argc) {
-				if (ofs_parse_size(argv[++i], &cfg.ubsio.ssd_size)) {
-					fprintf(stderr, "offloadctl: invalid --ubsio-ssd-size '%s': "
-							"expected a number such as 0, 64K or 4G\n",
-						argv[i]);
+			} else if ((r = ubsio_opt(argc, argv, &i, &cfg.ubsio)) != 0) {
+				if (r < 0)
 					return 2;
-				}
-				/* As the daemon: giving the size is what selects the newer Init. */
-				cfg.ubsio.new_init = 1;
-			} else if (!strcmp(argv[i], "--ubsio-device") && i + 1 < argc) {
-				char *end;
-				long d;
-
-				errno = 0;
-				d = strtol(argv[++i], &end, 10);
-				if (errno || *end || end == argv[i] || d < 0 || d > INT32_MAX) {
-					fprintf(stderr, "offloadctl: invalid --ubsio-device '%s': a "
-							"device number\n",
-						argv[i]);
-					return 2;
-				}
-				cfg.ubsio.device_id = (int32_t)d;
 			} else if (argv[i][0] != '-' && !cfg.root) {
 				cfg.root = argv[i];
 			} else {
@@ -1188,8 +1283,29 @@ int main(int argc, char **argv)
 		}
 		return cmd_fsck(&cfg, repair);
 	}
-	if (argc == 3 && !strcmp(argv[1], "scrub"))
-		return cmd_scrub(argv[2]);
+	if (argc >= 3 && !strcmp(argv[1], "scrub")) {
+		struct kvb_ubsio_config uc = { 0 };
+		const char *mnt = NULL;
+		int r;
+
+		for (i = 2; i < argc; i++) {
+			if ((r = ubsio_opt(argc, argv, &i, &uc)) < 0)
+				return 2;
+			if (r)
+				continue;
+			if (argv[i][0] == '-' || mnt) {
+				fprintf(stderr, "offloadctl: unknown argument '%s'\n", argv[i]);
+				usage(stderr);
+				return 2;
+			}
+			mnt = argv[i];
+		}
+		if (!mnt) {
+			usage(stderr);
+			return 2;
+		}
+		return cmd_scrub(mnt, &uc);
+	}
 	if ((argc == 3 || (argc == 4 && !strcmp(argv[3], "--json"))) && !strcmp(argv[1], "stats"))
 		return cmd_stats(argv[2], argc == 4);
 	if (argc >= 4 && !strcmp(argv[1], "promote"))

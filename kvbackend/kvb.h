@@ -197,11 +197,22 @@ struct kvb_ubsio_config {
 	uint64_t cache_max;     /* bytes of fetched values kept for readers */
 	uint64_t page_size;     /* checksum granularity */
 	uint32_t key_max;       /* longest store key; longer paths are shortened with a hash */
+	int readonly;           /* fsck: read the records and the store, write nothing */
 };
 #define KVB_UBSIO_LIB_DEFAULT "libubsio_kvc.so"
 #define KVB_UBSIO_JOURNAL "ubsio.journal"
 int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_config *c,
 		   struct meta *m, char *err, size_t errlen);
+
+/*
+ * A plain client of the same library, outside any store (offloadctl scrub
+ * reads values by the key a descriptor gives, as another node would):
+ * open loads and initialises it, get returns the value under key in a
+ * malloc'd buffer (-ENOENT when missing), close unloads it.
+ */
+int kvb_ubsio_client_open(const struct kvb_ubsio_config *c, char *err, size_t errlen);
+ssize_t kvb_ubsio_client_get(const char *key, unsigned char **buf);
+void kvb_ubsio_client_close(void);
 
 /* Home bucket of a key: XXH64(key, len, seed 0) % bucket_count. */
 uint32_t kvb_home_bucket(const char *key, size_t len, uint32_t bucket_count);

@@ -1604,6 +1604,44 @@ static const struct kvb_ops ubs_ops = {
 	.free = ubs_free,
 };
 
+/* ---- a client outside a store (offloadctl scrub) ---- */
+
+int kvb_ubsio_client_open(const struct kvb_ubsio_config *c, char *err, size_t errlen)
+{
+	return ubs_lib_load(c, err, errlen);
+}
+
+ssize_t kvb_ubsio_client_get(const char *key, unsigned char **out)
+{
+	typedef int32_t (*getlen_fn)(const char *, size_t *, uint32_t);
+	typedef int32_t (*get_fn)(const char *, void *, size_t, uint32_t);
+	size_t len = 0;
+	unsigned char *buf;
+	int32_t rc;
+
+	*out = NULL;
+	rc = UBS_CALL(SYM_GETLEN, getlen_fn)(key, &len, 0);
+	if (rc)
+		return ubs_errno(rc);
+	if (len > (size_t)SSIZE_MAX)
+		return -EFBIG;
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return -ENOMEM;
+	rc = UBS_CALL(SYM_GET, get_fn)(key, buf, len, 0);
+	if (rc) {
+		free(buf);
+		return ubs_errno(rc);
+	}
+	*out = buf;
+	return (ssize_t)len;
+}
+
+void kvb_ubsio_client_close(void)
+{
+	ubs_lib_unload();
+}
+
 int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_config *c,
 		   struct meta *m, char *err, size_t errlen)
 {
@@ -1640,7 +1678,12 @@ int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_con
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	u->jfd = open(u->jpath, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	/* A read-only user (fsck without --repair) must not create the journal. */
+	u->jfd = c->readonly ? open(u->jpath, O_RDONLY | O_CLOEXEC)
+			     : open(u->jpath, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (u->jfd < 0 && c->readonly && errno == ENOENT) {
+		u->jfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
 	if (u->jfd < 0) {
 		ret = -errno;
 		snprintf(err, errlen, "cannot open %s: %s", u->jpath, strerror(errno));

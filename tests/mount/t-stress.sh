@@ -26,7 +26,11 @@ check_eq "all four workers finished without an unexpected error" 0 "$bad"
 [ "$bad" -eq 0 ] || note "$(cat "$TESTDIR"/worker*.out | tail -5)"
 check_eq "the daemon is still serving" yes "$(ls "$MNT/t" >/dev/null 2>&1 && echo yes || echo no)"
 note "$(cat "$TESTDIR"/worker*.out | tr '\n' ' ')"
-run "$OFSCTL" scrub "$MNT"
+if [ "$OFS_BACKEND" == ubsio ]; then
+	run "$OFSCTL" scrub "$MNT" --ubsio-lib "$OFS_BUILD/tests/libubsio_kvc.so" --ubsio-ssd-size 0
+else
+	run "$OFSCTL" scrub "$MNT"
+fi
 check_eq "scrub of the mounted store after the stress: clean" 0 "$RC"
 [ "$RC" -eq 0 ] || note "$OUT"
 ofs_umount

@@ -231,4 +231,25 @@ check_eq "the daemon is still serving" v3 "$(cat "$MNT/p/k3")"
 ofs_umount
 check_eq "after the limits: the store holds exactly the recorded values" "$(nrecorded)" "$(nvalues)"
 
+# ---- scrub: values re-read from the KV store, as another client would ----
+ofs_mount "$U" || ofs_bail "cannot mount for scrub"
+mkdir -p "$MNT/s"
+for i in 1 2 3; do head -c $((i * 50000)) /dev/urandom >"$MNT/s/v$i"; done
+SCRUB=("$OFSCTL" scrub "$MNT" --ubsio-lib "$LIB" --ubsio-ssd-size 0)
+run "${SCRUB[@]}"
+check_eq "scrub of a healthy mounted store: clean" 0 "$RC"
+check_contains "scrub checked every file" "$MNT: $(find "$MNT" -type f | wc -l) files" "$OUT"
+v1=$(skey "$MNT/s/v1") v2=$(skey "$MNT/s/v2")
+printf '\xff' | dd of="$KV/$(hexkey "$v1")" bs=1 seek=100 conv=notrunc status=none
+rm -f "$KV/$(hexkey "$v2")"
+run "${SCRUB[@]}"
+check_eq "scrub after damage in the KV store: exit 1" 1 "$RC"
+check_contains "a changed value is a checksum mismatch" "s/v1: checksum mismatch (value '$v1'" "$OUT"
+check_contains "a lost value is named" "s/v2: value '$v2': missing from the KV store" "$OUT"
+run "$OFSCTL" scrub "$MNT"
+check_contains "without --ubsio-lib: a clear message" "(give its path with --ubsio-lib)" "$OUT"
+rm "$MNT/s/v1" "$MNT/s/v2"
+ofs_umount
+check_eq "the daemon exits cleanly" 0 "$OFS_RC"
+
 ofs_done
