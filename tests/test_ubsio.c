@@ -1,0 +1,416 @@
+/*
+ * The ubsio backend through a whole store (fuse/store.c, a real database)
+ * over the stand-in library (tests/ubsio), loaded through dlopen from the
+ * path given as argv[1].  What the mount tests cannot reach cheaply: a
+ * metadata commit failing after the put, a crash between them, key
+ * shortening, and the accounting behind the limits.
+ *
+ * After each scenario: the KV store holds exactly the values the records
+ * name (invariant 11, DESIGN.md), and every record's value matches its
+ * checksum (invariant 2).
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "kvb.h"
+#include "meta.h"
+#include "store.h"
+
+#define PS 4096u
+
+static const char *lib;
+static char dir[256], kvdir[300];
+
+static void setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/ofs-test-ubsio-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(kvdir, sizeof(kvdir), "%s.kv", dir);
+	ck_assert_int_eq(mkdir(kvdir, 0755), 0);
+	/* The stand-in reads its store directory at Init. */
+	setenv("UBSIO_STUB_DIR", kvdir, 1);
+}
+
+static void teardown(void)
+{
+	char cmd[700];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", dir, kvdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static void open_limited(struct ofs_store *s, uint64_t max_bytes, uint64_t max_keys,
+			 uint64_t buffer_max, uint32_t key_max)
+{
+	struct ofs_config cfg = { 0 };
+	char err[1024];
+
+	cfg.root = dir;
+	cfg.backend = "ubsio";
+	cfg.geom.page_size = PS;
+	cfg.geom.bucket_size = 16 * PS;
+	cfg.geom.bucket_count = 1;
+	cfg.ubsio.lib = lib;
+	cfg.ubsio.new_init = 1;
+	cfg.ubsio.max_bytes = max_bytes;
+	cfg.ubsio.max_keys = max_keys;
+	cfg.ubsio.buffer_max = buffer_max;
+	cfg.ubsio.cache_max = 1 << 20;
+	cfg.ubsio.key_max = key_max;
+	ck_assert_msg(ofs_store_open(s, &cfg, err, sizeof(err)) == 0, "%s", err);
+}
+
+static void open_store(struct ofs_store *s)
+{
+	open_limited(s, 0, 0, 64 << 20, 1024);
+}
+
+static void fill(char *buf, size_t len, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		buf[i] = (char)(seed * 37 + i * 11 + (i >> 8));
+}
+
+/* Values in the stand-in's directory (one file each, or a "+" directory chain). */
+static int count_values(const char *d)
+{
+	struct dirent *de;
+	DIR *dp = opendir(d);
+	int n = 0;
+
+	ck_assert_ptr_nonnull(dp);
+	while ((de = readdir(dp))) {
+		char sub[1024];
+		struct stat st;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", d, de->d_name);
+		ck_assert_int_eq(stat(sub, &st), 0);
+		n += S_ISDIR(st.st_mode) ? count_values(sub) : 1;
+	}
+	closedir(dp);
+	return n;
+}
+
+struct census {
+	struct ofs_store *s;
+	int values, bad;
+};
+
+static int census_one(void *ctx, const struct meta_inode *in, const char *skey,
+		      const char *prev)
+{
+	struct census *c = ctx;
+	struct kvb_map map = { in->bucket, in->page, in->npages, in->size, NULL };
+	uint64_t csum;
+
+	(void)prev;
+	if (!skey)
+		return 0;
+	c->values++;
+	if (c->s->kvb.ops->checksum(c->s->kvb.arg, &map, &csum) || csum != in->csum)
+		c->bad++;
+	return 0;
+}
+
+/* Invariants 11 and 2: the store holds exactly the recorded values, all intact. */
+static void check_invariants(struct ofs_store *s)
+{
+	struct census c = { .s = s };
+
+	ck_assert_int_eq(meta_foreach_value(s->meta, census_one, &c), 0);
+	ck_assert_int_eq(c.bad, 0);
+	ck_assert_int_eq(count_values(kvdir), c.values);
+}
+
+static struct meta_inode new_record(struct ofs_store *s, const char *name)
+{
+	struct meta_inode m = { 0 };
+
+	m.parent = META_ROOT_INO;
+	m.mode = 0100644;
+	m.bucket = -1;
+	m.prev_bucket = -1;
+	m.state = META_NEW;
+	ck_assert_int_eq(meta_insert(s->meta, &m, name, strlen(name)), 0);
+	return m;
+}
+
+/* Write len bytes of pattern seed as the whole new content of m and commit. */
+static int put(struct ofs_store *s, struct meta_inode *m, const char *key, size_t len,
+	       unsigned seed)
+{
+	struct kvb_map c = { m->bucket, m->page, m->npages, m->size, NULL };
+	struct kvb_obj *o;
+	char *buf = malloc(len + 1);
+	int ret;
+
+	ck_assert_int_eq(s->kvb.ops->obj_open(s->kvb.arg, &c, key, strlen(key), &o), 0);
+	ck_assert_int_eq(s->kvb.ops->obj_truncate(s->kvb.arg, o, 0), 0);
+	fill(buf, len, seed);
+	ret = (int)s->kvb.ops->obj_write(s->kvb.arg, o, buf, len, 0);
+	if (ret == (int)len)
+		ret = ofs_store_commit(s, NULL, m, o);
+	s->kvb.ops->obj_close(s->kvb.arg, o);
+	free(buf);
+	return ret;
+}
+
+static void expect(struct ofs_store *s, const struct meta_inode *m, size_t len, unsigned seed)
+{
+	struct kvb_map map = { m->bucket, m->page, m->npages, m->size, NULL };
+	char *want = malloc(len + 1), *got = malloc(len + 1);
+
+	ck_assert_uint_eq(m->size, len);
+	fill(want, len, seed);
+	ck_assert_int_eq(s->kvb.ops->read(s->kvb.arg, &map, got, len + 1, 0), (ssize_t)len);
+	ck_assert_mem_eq(got, want, len);
+	free(want);
+	free(got);
+}
+
+/* An overwrite keeps the old value until the barrier, then deletes it. */
+START_TEST(test_overwrite_deletes_after_barrier)
+{
+	struct ofs_store s;
+	struct meta_inode m;
+
+	open_store(&s);
+	m = new_record(&s, "a");
+	ck_assert_int_eq(put(&s, &m, "t/a", 100000, 1), 0);
+	ck_assert_int_eq(count_values(kvdir), 1);
+	ck_assert_int_eq(put(&s, &m, "t/a", 5000, 2), 0);
+	/* The old value may still be what a durable record names. */
+	ck_assert_int_eq(count_values(kvdir), 2);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(count_values(kvdir), 1);
+	expect(&s, &m, 5000, 2);
+	/* Truncating to empty leaves no value at all. */
+	ck_assert_int_eq(put(&s, &m, "t/a", 0, 3), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(count_values(kvdir), 0);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+/* A metadata commit that fails after the put: the record stays, the new value goes. */
+START_TEST(test_failed_record_dooms_the_put)
+{
+	struct ofs_store s;
+	struct meta_inode m, before;
+
+	open_store(&s);
+	m = new_record(&s, "b");
+	ck_assert_int_eq(put(&s, &m, "t/b", 30000, 1), 0);
+	before = m;
+	meta_inject_fault(s.meta, 1);
+	ck_assert_int_eq(put(&s, &m, "t/b", 40000, 2), -EIO);
+	meta_inject_fault(s.meta, 0);
+	ck_assert_uint_eq(m.page, before.page);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(count_values(kvdir), 1);
+	expect(&s, &m, 30000, 1);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+/*
+ * A crash after the put and before the record (the failed commit stands
+ * for it; the crash comes before any release): the journal names the key,
+ * and the next start deletes it.
+ */
+START_TEST(test_crash_between_put_and_record)
+{
+	struct ofs_store s;
+	struct meta_inode m;
+
+	open_store(&s);
+	m = new_record(&s, "c");
+	ck_assert_int_eq(put(&s, &m, "t/c", 20000, 1), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	meta_inject_fault(s.meta, 1);
+	ck_assert_int_eq(put(&s, &m, "t/c", 20000, 2), -EIO);
+	meta_inject_fault(s.meta, 0);
+	ck_assert_int_eq(count_values(kvdir), 2);
+	ofs_store_crash(&s);
+
+	open_store(&s);
+	ck_assert_ptr_nonnull(strstr(s.start_msg, "1 orphaned values deleted (1 journalled"));
+	ck_assert_int_eq(count_values(kvdir), 1);
+	ck_assert_int_eq(meta_get(s.meta, m.ino, &m), 0);
+	expect(&s, &m, 20000, 1);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+/* A crash with a replaced value not yet deleted: the next start deletes it. */
+START_TEST(test_crash_before_delete)
+{
+	struct ofs_store s;
+	struct meta_inode m;
+
+	open_store(&s);
+	m = new_record(&s, "d");
+	ck_assert_int_eq(put(&s, &m, "t/d", 9000, 1), 0);
+	ck_assert_int_eq(put(&s, &m, "t/d", 9001, 2), 0);
+	ck_assert_int_eq(count_values(kvdir), 2);
+	ofs_store_crash(&s);
+	open_store(&s);
+	ck_assert_int_eq(count_values(kvdir), 1);
+	ck_assert_int_eq(meta_get(s.meta, m.ino, &m), 0);
+	expect(&s, &m, 9001, 2);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+/* A path longer than key_max keeps its head, gains a hash, stays unique. */
+START_TEST(test_long_key_shortened)
+{
+	struct ofs_store s;
+	struct meta_inode a, b;
+	struct kvb_map map;
+	char key[1500], desc[4096], *k;
+
+	open_limited(&s, 0, 0, 64 << 20, 200);
+	memset(key, 'x', sizeof(key));
+	memcpy(key, "t/", 2);
+	key[sizeof(key) - 1] = '\0';
+	a = new_record(&s, "a");
+	b = new_record(&s, "b");
+	ck_assert_int_eq(put(&s, &a, key, 1000, 1), 0);
+	key[sizeof(key) - 2] = 'y'; /* the same head, another path */
+	ck_assert_int_eq(put(&s, &b, key, 1000, 2), 0);
+	map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
+	ck_assert_int_gt(s.kvb.ops->describe(s.kvb.arg, &map, desc, sizeof(desc)), 0);
+	k = strstr(desc, "key=");
+	ck_assert_ptr_nonnull(k);
+	ck_assert_uint_le(strcspn(k + 4, "\n"), 200);
+	ck_assert_ptr_nonnull(strstr(k, "~"));
+	ck_assert_int_eq(strncmp(k + 4, "t/xxx", 5), 0);
+	expect(&s, &a, 1000, 1);
+	expect(&s, &b, 1000, 2);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+/* kv_max_keys, kv_max_bytes, kv_buffer_max, and room coming back after deletes. */
+START_TEST(test_limits)
+{
+	struct ofs_store s;
+	struct meta_inode a, b, c;
+	struct kvb_statfs st = { 0 };
+	struct kvb_obj *o1, *o2;
+	struct kvb_map empty = KVB_MAP_EMPTY;
+	static char buf[700 << 10];
+
+	open_limited(&s, 64 * PS, 2, 64 << 20, 1024);
+	a = new_record(&s, "a");
+	b = new_record(&s, "b");
+	c = new_record(&s, "c");
+	ck_assert_int_eq(put(&s, &a, "t/a", 10 * PS, 1), 0);
+	ck_assert_int_eq(put(&s, &b, "t/b", 10, 2), 0);
+	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st), 0);
+	ck_assert_uint_eq(st.blocks, 64);
+	ck_assert_uint_eq(st.blocks_free, (64 * PS - 10 * PS - 10) / PS);
+	ck_assert_uint_eq(st.files, 2);
+	ck_assert_uint_eq(st.files_free, 0);
+	/* A third key: ENOSPC; after b's value is deleted: room. */
+	ck_assert_int_eq(put(&s, &c, "t/c", 10, 3), -ENOSPC);
+	ck_assert_int_eq(put(&s, &b, "t/b", 0, 2), 0);
+	ck_assert_int_eq(put(&s, &c, "t/c", 10, 3), -ENOSPC); /* b's value awaits the barrier */
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(put(&s, &c, "t/c", 10, 3), 0);
+	/* Bytes: a rewrite of a to 60 pages needs both versions: over 64 pages. */
+	ck_assert_int_eq(put(&s, &a, "t/a", 60 * PS, 4), -ENOSPC);
+	expect(&s, &a, 10 * PS, 1);
+
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+
+	/* The writers' memory bound: one file over it, or two that together are. */
+	open_limited(&s, 0, 0, 1 << 20, 1024);
+	ck_assert_int_eq(s.kvb.ops->obj_open(s.kvb.arg, &empty, "t/x", 3, &o1), 0);
+	ck_assert_int_eq(s.kvb.ops->obj_write(s.kvb.arg, o1, buf, sizeof(buf), 0),
+			 (ssize_t)sizeof(buf));
+	ck_assert_int_eq(s.kvb.ops->obj_write(s.kvb.arg, o1, buf, sizeof(buf), sizeof(buf)),
+			 -EFBIG);
+	ck_assert_int_eq(s.kvb.ops->obj_open(s.kvb.arg, &empty, "t/y", 3, &o2), 0);
+	ck_assert_int_eq(s.kvb.ops->obj_write(s.kvb.arg, o2, buf, sizeof(buf), 0), -ENOMEM);
+	s.kvb.ops->obj_close(s.kvb.arg, o1);
+	ck_assert_int_eq(s.kvb.ops->obj_write(s.kvb.arg, o2, buf, 1000, 0), 1000);
+	s.kvb.ops->obj_close(s.kvb.arg, o2);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+/* A restart reads the keys from the records: the values are found, no scan. */
+START_TEST(test_restart_finds_values)
+{
+	struct ofs_store s;
+	struct meta_inode m[5];
+	char name[8], key[16];
+	int i;
+
+	open_store(&s);
+	for (i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		snprintf(key, sizeof(key), "t/f%d", i);
+		m[i] = new_record(&s, name);
+		ck_assert_int_eq(put(&s, &m[i], key, 1000u * (unsigned)(i + 1), (unsigned)i), 0);
+	}
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+	open_store(&s);
+	ck_assert_ptr_nonnull(strstr(s.start_msg, "5 values (15000 bytes) from a clean unmount"));
+	for (i = 0; i < 5; i++) {
+		ck_assert_int_eq(meta_get(s.meta, m[i].ino, &m[i]), 0);
+		expect(&s, &m[i], 1000u * (unsigned)(i + 1), (unsigned)i);
+	}
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+	Suite *su = suite_create("ubsio");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s PATH-TO-libubsio_kvc.so\n", argv[0]);
+		return 2;
+	}
+	lib = argv[1];
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_overwrite_deletes_after_barrier);
+	tcase_add_test(tc, test_failed_record_dooms_the_put);
+	tcase_add_test(tc, test_crash_between_put_and_record);
+	tcase_add_test(tc, test_crash_before_delete);
+	tcase_add_test(tc, test_long_key_shortened);
+	tcase_add_test(tc, test_limits);
+	tcase_add_test(tc, test_restart_finds_values);
+	suite_add_tcase(su, tc);
+	sr = srunner_create(su);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
