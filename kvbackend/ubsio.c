@@ -343,12 +343,16 @@ static void ubs_uncache(struct ubs *u, struct ubs_val *v)
 	u->cached -= v->size;
 }
 
-/* Keep the cache within its bound, sparing values being read. */
+/*
+ * Keep the cache within its bound, sparing values being read and the most
+ * recently used one even when it alone is larger than the bound: a file
+ * read in pieces is then still fetched once, not once per piece.
+ */
 static void ubs_cache_trim(struct ubs *u)
 {
 	struct ubs_val *v = u->lru_tail, *prev;
 
-	for (; v && u->cached > u->c.cache_max; v = prev) {
+	for (; v && v != u->lru_head && u->cached > u->c.cache_max; v = prev) {
 		prev = v->lru_prev;
 		if (!v->refs)
 			ubs_uncache(u, v);
@@ -1540,7 +1544,9 @@ static int ubs_start(void *arg, struct meta *m, int clean, char *msg, size_t msg
 		 " lines; %" PRIu64 " orphaned values deleted (%" PRIu64 " journalled, %" PRIu64
 		 " dropped by recovery)",
 		 ubs_lib.path, u->stored_keys, u->stored_bytes,
-		 clean ? "from a clean unmount" : "rebuilt after an unclean stop", lines,
+		 clean ? "from a clean unmount"
+		       : u->stored_keys || lines ? "rebuilt after an unclean stop" : "(none yet)",
+		 lines,
 		 orphans + dropped, orphans, dropped);
 	return 0;
 }

@@ -124,6 +124,24 @@ check_eq "the library's buffer is freed with BatchFree" 0 \
 	"$(log_since "$n0" | grep -c '^BatchFree')"
 ofs_umount
 check_contains "freed at unmount at the latest" "BatchFree 1" "$(log_since "$n0")"
+# A value larger than the whole cache is still fetched once for a read of it all.
+ofs_mount "$U,kv_cache=1M" || ofs_bail "cannot remount with a small cache"
+n0=$(loglines)
+check_cmp "a 3 MB file through a 1 MB cache" "$REF/big" "$MNT/t/big"
+check_eq "still one fetch" 1 "$(log_since "$n0" | grep -c '^BatchGetDirect')"
+ofs_umount
+# A failed get is not remembered: the kernel's retry of the read fetches again.
+UBSIO_STUB_FAIL_GET=1 ofs_mount "$U" || ofs_bail "cannot mount with a failing get"
+n0=$(loglines)
+check_cmp "after a failed get, the read is retried and succeeds" "$REF/big" "$MNT/t/big"
+check_eq "a failed fetch, then a good one" "BatchGetDirect 1 1 1 -5,BatchGetDirect 1 1 1 0" \
+	"$(log_since "$n0" | grep '^BatchGetDirect' | paste -sd,)"
+ofs_umount
+# A value the store cannot give: EIO, never wrong bytes.
+UBSIO_STUB_FAIL_KEYS=big ofs_mount "$U" || ofs_bail "cannot mount with a failing key"
+check_fails "a value that cannot be fetched: the read is EIO" "Input/output error" cat "$MNT/t/big"
+check_grep_log "the failed fetch is logged with its key" "fetching 't/big#"
+ofs_umount
 
 # ---- puts arriving together go out in one batch ----
 ofs_mount "$U,sync_interval=0" || ofs_bail "cannot mount"
@@ -181,6 +199,18 @@ ofs_mount "$U" || ofs_bail "cannot remount"
 check_eq "and the previous record, after a remount" first "$(cat "$MNT/p/f2")"
 ofs_umount
 check_eq "after a failed put: the store holds exactly the recorded values" "$(nrecorded)" "$(nvalues)"
+
+# A failing delete keeps the value doomed and retries it: nothing is left.
+UBSIO_STUB_FAIL_DELETE=1 ofs_mount "$U,sync_interval=0" || ofs_bail "cannot mount with a failing delete"
+pywrite "$MNT/p/del1" one
+pywrite "$MNT/p/del2" two
+rm "$MNT/p/del1" "$MNT/p/del2"
+ofs_sync
+check_grep_log "a failed delete is logged" "kept in the journal, retried at the next sync"
+ofs_sync
+ofs_umount
+check_eq "after a failed delete and its retry: the store holds exactly the recorded values" \
+	"$(nrecorded)" "$(nvalues)"
 
 # ---- the journal: a put whose commit never happened is deleted at start ----
 ghost="t/ghost#999999"
