@@ -213,7 +213,12 @@ static void ofs_isettle(struct ofs *ofs, struct ofs_inode *in)
 
 	if (in->nopen == 0 && in->unlinked == 2) {
 		struct kvb_map map = ofs_committed(&in->m);
-		int ret = meta_delete(s->meta, in->ino);
+		int ret = map.bucket >= 0 && s->kvb.ops->remove_prepare
+				  ? s->kvb.ops->remove_prepare(s->kvb.arg, &map)
+				  : 0;
+
+		if (!ret)
+			ret = meta_delete(s->meta, in->ino);
 
 		if (ret)
 			ofs_log("cannot delete unlinked inode %llu: %s (recovered at next mount)",
@@ -1079,9 +1084,15 @@ static int ofs_drop_name(struct ofs *ofs, const struct meta_inode *m, struct kvb
 		if (!ret)
 			in->unlinked = 2;
 	} else {
-		ret = meta_delete(ofs->store.meta, m->ino);
+		struct kvb_map map = ofs_committed(in ? &in->m : m);
+
+		ret = map.bucket >= 0 && ofs->store.kvb.ops->remove_prepare
+			      ? ofs->store.kvb.ops->remove_prepare(ofs->store.kvb.arg, &map)
+			      : 0;
+		if (!ret)
+			ret = meta_delete(ofs->store.meta, m->ino);
 		if (!ret) {
-			*to_free = ofs_committed(in ? &in->m : m);
+			*to_free = map;
 			if (in)
 				in->unlinked = 1;
 		}

@@ -405,6 +405,16 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 		snprintf(err, errlen, "recovery failed: %s", meta_errmsg(s->meta));
 		goto out;
 	}
+	/*
+	 * Recovery's changes durable before the backend acts on them: a KV
+	 * backend deletes the values recovery let go of, which a power cut
+	 * must not bring back as records.
+	 */
+	if (!s->was_clean && meta_sync(s->meta, s->synced_gen)) {
+		snprintf(err, errlen, "recovery failed: %s", meta_errmsg(s->meta));
+		ret = -EIO;
+		goto out;
+	}
 	ret = s->kvb.ops->start(s->kvb.arg, s->meta, s->was_clean, s->start_msg,
 				sizeof(s->start_msg));
 	if (ret) {

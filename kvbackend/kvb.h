@@ -116,6 +116,13 @@ struct kvb_ops {
 	/* Free the pages of a committed object whose record is gone (at the next barrier). */
 	int (*remove)(void *arg, const struct kvb_map *m);
 	/*
+	 * May be NULL.  Called before the record naming m is deleted: make
+	 * sure a crash that keeps the deletion can still find m's storage (a
+	 * KV backend journals the key durably; the pages backend's rebuild
+	 * needs nothing).  The record is deleted only when this returns 0.
+	 */
+	int (*remove_prepare)(void *arg, const struct kvb_map *m);
+	/*
 	 * Durability barrier, in two halves around the metadata sync: barrier
 	 * makes every byte written so far durable and returns a mark of the
 	 * runs freed so far; once the metadata sync that follows has

@@ -183,6 +183,9 @@ struct ubs_val {
 	enum ubs_state state;
 	struct kvb_obj *obj;    /* WORKING/PUTTING: the writer whose buffer holds it */
 	uint64_t doom_seq;      /* DOOMED: position in the doomed order */
+	struct ubs_val *dprev, *dnext; /* DOOMED: the doomed list, in doom order */
+	uint64_t sweep;         /* the last delete pass that tried it */
+	int deleting;           /* in a BatchDelete now: no new reader may hold it */
 	/* Read cache: the library's buffer from BatchGetDirect. */
 	void **block;
 	const unsigned char *data;
@@ -196,6 +199,12 @@ struct kvb_obj {
 	struct ubs_val *base;   /* the committed value (NULL: empty or none) */
 	uint64_t base_size;
 	struct ubs_val *w;      /* the working value once loaded */
+	/*
+	 * Taken by commit_prepare before anything is journalled, so that
+	 * commit_done and a failed put can always give the writer a new
+	 * working value (no allocation may fail after the put).
+	 */
+	struct ubs_val *spare;
 	unsigned char *buf;
 	uint64_t size, cap;
 	int loaded, dirty;
@@ -224,6 +233,10 @@ struct ubs {
 	/* Doomed values, deleted at release in doom order. */
 	uint64_t doom_seq;
 	uint64_t ndoomed;
+	struct ubs_val *doomed_head, *doomed_tail;
+	uint64_t sweep;
+	off_t jlen;             /* the journal's length: a torn append is cut back to it */
+	int jdirty;             /* lines appended since the last reset */
 	uint64_t nputting;      /* values between their P line and commit_done */
 	uint64_t commit_epoch, barrier_epoch; /* for emptying the journal */
 	/* Read cache, most recent first. */
@@ -261,16 +274,18 @@ static struct ubs_val *ubs_find(struct ubs *u, uint64_t vid)
 	return NULL;
 }
 
-static int ubs_insert(struct ubs *u, struct ubs_val *v)
+/* Never fails: without memory to grow, the chains just get longer. */
+static void ubs_insert(struct ubs *u, struct ubs_val *v)
 {
 	size_t i;
+	struct ubs_val **nt = NULL;
 
-	if (u->count + 1 > u->tabsize / 2) {
+	if (u->count + 1 > u->tabsize / 2)
+		nt = calloc(u->tabsize * 2, sizeof(*nt));
+	if (nt) {
 		size_t nsize = u->tabsize * 2, osize = u->tabsize;
-		struct ubs_val **old = u->tab, **nt = calloc(nsize, sizeof(*nt));
+		struct ubs_val **old = u->tab;
 
-		if (!nt)
-			return -ENOMEM;
 		u->tab = nt;
 		u->tabsize = nsize;
 		for (i = 0; i < osize; i++) {
@@ -290,7 +305,6 @@ static int ubs_insert(struct ubs *u, struct ubs_val *v)
 	v->hnext = u->tab[i];
 	u->tab[i] = v;
 	u->count++;
-	return 0;
 }
 
 static void ubs_unlink(struct ubs *u, struct ubs_val *v)
@@ -380,11 +394,7 @@ static struct ubs_val *ubs_val_new(struct ubs *u, uint64_t vid, uint64_t size, c
 		free(v);
 		return NULL;
 	}
-	if (ubs_insert(u, v)) {
-		free(v->skey);
-		free(v);
-		return NULL;
-	}
+	ubs_insert(u, v);
 	return v;
 }
 
@@ -421,8 +431,15 @@ static int ubs_journal(struct ubs *u, char tag, struct ubs_val *const *v, size_t
 		buf[len++] = '\n';
 	}
 	w = write(u->jfd, buf, len);
-	if (w != (ssize_t)len)
+	if (w != (ssize_t)len) {
 		ret = w < 0 ? -errno : -EIO;
+		/* A torn line would swallow the next append's first line at replay. */
+		if (w > 0 && ftruncate(u->jfd, u->jlen))
+			ret = -EIO;
+	} else {
+		u->jlen += (off_t)len;
+		u->jdirty = 1;
+	}
 	free(buf);
 	return ret;
 }
@@ -447,18 +464,46 @@ static int ubs_unhex(const char *h, size_t n, char *out)
 
 /* ---- doomed values ---- */
 
-/* v's value is to be deleted once the record change that let go of it is durable. */
-static int ubs_doom(struct ubs *u, struct ubs_val *v)
+/* Put v on the doomed list (no journal line).  Under u->lock. */
+static void ubs_doom_quiet(struct ubs *u, struct ubs_val *v)
 {
-	int ret;
-
 	v->state = UBS_DOOMED;
 	v->obj = NULL;
 	v->doom_seq = u->doom_seq++;
+	v->dnext = NULL;
+	v->dprev = u->doomed_tail;
+	if (u->doomed_tail)
+		u->doomed_tail->dnext = v;
+	else
+		u->doomed_head = v;
+	u->doomed_tail = v;
 	u->ndoomed++;
-	/* Not synced here: the barrier that makes the record change durable syncs it first. */
-	ret = ubs_journal(u, 'D', &v, 1);
-	return ret;
+}
+
+static void ubs_doom_remove(struct ubs *u, struct ubs_val *v)
+{
+	if (v->dprev)
+		v->dprev->dnext = v->dnext;
+	else
+		u->doomed_head = v->dnext;
+	if (v->dnext)
+		v->dnext->dprev = v->dprev;
+	else
+		u->doomed_tail = v->dprev;
+	v->dprev = v->dnext = NULL;
+	u->ndoomed--;
+}
+
+/*
+ * v's value is to be deleted once the record change that let go of it is
+ * durable.  Its key is normally in the journal already (written, synced,
+ * before the record change: commit_prepare, remove_prepare); this line
+ * covers the rest and is synced by the next barrier.
+ */
+static int ubs_doom(struct ubs *u, struct ubs_val *v)
+{
+	ubs_doom_quiet(u, v);
+	return ubs_journal(u, 'D', &v, 1);
 }
 
 /*
@@ -468,27 +513,28 @@ static int ubs_doom(struct ubs *u, struct ubs_val *v)
  */
 static uint64_t ubs_delete_doomed(struct ubs *u, uint64_t mark)
 {
-	struct ubs_val *batch[UBS_BATCH];
+	struct ubs_val *batch[UBS_BATCH], *v;
 	const char *keys[UBS_BATCH];
 	int32_t res[UBS_BATCH];
-	uint64_t freed = 0, ps = u->c.page_size;
-	size_t i, n, start = 0;
+	uint64_t freed = 0, ps = u->c.page_size, sweep;
+	size_t i, n;
 
+	pthread_mutex_lock(&u->lock);
+	sweep = ++u->sweep;
+	pthread_mutex_unlock(&u->lock);
 	for (;;) {
-		size_t slot;
-		struct ubs_val *v;
-
 		n = 0;
 		pthread_mutex_lock(&u->lock);
-		/* Walk the table from where the last batch stopped (each pass is one sweep). */
-		for (slot = start; slot < u->tabsize && n < UBS_BATCH; slot++)
-			for (v = u->tab[slot]; v && n < UBS_BATCH; v = v->hnext)
-				if (v->state == UBS_DOOMED && v->doom_seq < mark && !v->refs) {
-					v->refs++; /* ours until the delete returns */
-					batch[n] = v;
-					keys[n++] = v->skey;
-				}
-		start = slot;
+		/* Oldest first; each value tried once per pass; never one a reader holds. */
+		for (v = u->doomed_head; v && v->doom_seq < mark && n < UBS_BATCH; v = v->dnext) {
+			if (v->refs || v->sweep == sweep)
+				continue;
+			v->sweep = sweep;
+			v->deleting = 1;
+			v->refs++; /* ours until the delete returns */
+			batch[n] = v;
+			keys[n++] = v->skey;
+		}
 		pthread_mutex_unlock(&u->lock);
 		if (!n)
 			break;
@@ -502,13 +548,14 @@ static uint64_t ubs_delete_doomed(struct ubs *u, uint64_t mark)
 			struct ubs_val *d = batch[i];
 
 			d->refs--;
+			d->deleting = 0;
 			/* Not found: gone already (a put that failed, a replayed journal line). */
 			if (res[i] == 0 || res[i] == -ENOENT) {
 				u->stored_bytes -= d->size;
 				u->stored_keys--;
-				u->ndoomed--;
 				u->st.frees++;
 				freed += (d->size + ps - 1) / ps;
+				ubs_doom_remove(u, d);
 				ubs_unlink(u, d);
 				ubs_val_free(u, d);
 			} else {
@@ -521,18 +568,36 @@ static uint64_t ubs_delete_doomed(struct ubs *u, uint64_t mark)
 			}
 		}
 		pthread_mutex_unlock(&u->lock);
-		if (start >= u->tabsize)
-			break;
 	}
 	return freed;
+}
+
+/*
+ * Start the journal afresh: truncate it and write the next vid, so that
+ * vids are never reused even after every line naming them is gone.
+ * Under u->lock or single-threaded.
+ */
+static int ubs_journal_reset(struct ubs *u)
+{
+	char line[40];
+	int n = snprintf(line, sizeof(line), "V %" PRIu64 "\n", u->next_vid);
+
+	if (ftruncate(u->jfd, 0))
+		return -errno;
+	u->jlen = 0;
+	if (write(u->jfd, line, (size_t)n) != n || fdatasync(u->jfd))
+		return -EIO;
+	u->jlen = n;
+	u->jdirty = 0;
+	return 0;
 }
 
 /* Empty the journal when nothing in it can still need a delete. */
 static void ubs_journal_trim(struct ubs *u)
 {
 	pthread_mutex_lock(&u->lock);
-	if (!u->ndoomed && !u->nputting && u->commit_epoch < u->barrier_epoch &&
-	    ftruncate(u->jfd, 0) == 0)
+	if (u->jdirty && !u->ndoomed && !u->nputting && u->commit_epoch < u->barrier_epoch &&
+	    ubs_journal_reset(u) == 0)
 		u->logged_delete_fail = 0;
 	pthread_mutex_unlock(&u->lock);
 }
@@ -627,7 +692,7 @@ static int ubs_hold(struct ubs *u, struct ubs_val *v, const uint64_t *pcs, uint6
 	int32_t rc;
 	char *skey;
 
-	if (!v->skey)
+	if (!v->skey || v->deleting)
 		return -EIO;
 	v->refs++; /* v cannot be freed while we fetch */
 	if (v->data)
@@ -838,17 +903,20 @@ static int ubs_new_working(struct ubs *u, struct kvb_obj *o)
 	return 0;
 }
 
-/* Bring the committed bytes into the buffer before the first change. */
+/*
+ * Bring the committed bytes into the buffer before the first change.  The
+ * fields obj_view reads (loaded, w, size) change under u->lock only:
+ * getattr asks for the view without the inode's data lock.
+ */
 static int ubs_obj_load(struct ubs *u, struct kvb_obj *o, int keep)
 {
-	uint64_t bad;
+	uint64_t bad, size = keep ? o->base_size : 0;
 	int ret = 0;
 
 	if (o->loaded)
 		return 0;
 	pthread_mutex_lock(&u->lock);
-	o->size = keep ? o->base_size : 0;
-	ret = ubs_reserve(u, o, o->size);
+	ret = ubs_reserve(u, o, size);
 	if (!ret && keep && o->base_size) {
 		ret = ubs_hold(u, o->base, NULL, &bad);
 		if (!ret) {
@@ -858,13 +926,13 @@ static int ubs_obj_load(struct ubs *u, struct kvb_obj *o, int keep)
 	}
 	if (!ret)
 		ret = ubs_new_working(u, o);
-	if (ret)
+	if (ret) {
 		ubs_uncharge(u, o);
-	pthread_mutex_unlock(&u->lock);
-	if (!ret)
+	} else {
+		o->size = size;
 		o->loaded = 1;
-	else
-		o->size = o->base_size;
+	}
+	pthread_mutex_unlock(&u->lock);
 	return ret;
 }
 
@@ -891,8 +959,10 @@ static ssize_t ubs_obj_write(void *arg, struct kvb_obj *o, const void *buf, size
 	if (off > o->size)
 		memset(o->buf + o->size, 0, (size_t)(off - o->size));
 	memcpy(o->buf + off, buf, len);
+	pthread_mutex_lock(&u->lock);
 	o->size = size;
 	o->dirty = 1;
+	pthread_mutex_unlock(&u->lock);
 	return (ssize_t)len;
 }
 
@@ -901,6 +971,9 @@ static int ubs_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size)
 	struct ubs *u = arg;
 	int ret;
 
+	/* No change needs no bytes fetched (an ftruncate to the same size). */
+	if (!o->loaded && size == o->base_size && (size || !o->base))
+		return 0;
 	/* Truncating to 0 needs none of the old bytes. */
 	ret = ubs_obj_load(u, o, size > 0);
 	if (ret)
@@ -909,14 +982,14 @@ static int ubs_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size)
 		return 0;
 	pthread_mutex_lock(&u->lock);
 	ret = ubs_reserve(u, o, size);
+	if (!ret) {
+		if (size > o->size)
+			memset(o->buf + o->size, 0, (size_t)(size - o->size));
+		o->size = size;
+		o->dirty = 1;
+	}
 	pthread_mutex_unlock(&u->lock);
-	if (ret)
-		return ret;
-	if (size > o->size)
-		memset(o->buf + o->size, 0, (size_t)(size - o->size));
-	o->size = size;
-	o->dirty = 1;
-	return 0;
+	return ret;
 }
 
 static void ubs_obj_view(void *arg, struct kvb_obj *o, struct kvb_map *view)
@@ -925,6 +998,7 @@ static void ubs_obj_view(void *arg, struct kvb_obj *o, struct kvb_map *view)
 	uint64_t ps = u->c.page_size;
 
 	memset(view, 0, sizeof(*view));
+	pthread_mutex_lock(&u->lock);
 	if (!o->loaded) {
 		view->bucket = o->base ? 0 : -1;
 		view->page = o->base ? o->base->vid : 0;
@@ -934,6 +1008,7 @@ static void ubs_obj_view(void *arg, struct kvb_obj *o, struct kvb_map *view)
 		view->page = o->w->vid;
 		view->size = o->size;
 	}
+	pthread_mutex_unlock(&u->lock);
 	view->npages = (view->size + ps - 1) / ps;
 }
 
@@ -976,22 +1051,25 @@ static char *ubs_make_key(struct ubs *u, const struct kvb_obj *o, uint64_t vid)
  * have written part of it) and give the writer a fresh working value for
  * the bytes it still holds.  Under u->lock.
  */
+/* o's spare (taken by commit_prepare) as its new working value.  Under u->lock. */
+static void ubs_take_spare(struct ubs *u, struct kvb_obj *o)
+{
+	struct ubs_val *nw = o->spare;
+
+	o->spare = NULL;
+	nw->vid = u->next_vid++;
+	nw->state = UBS_WORKING;
+	nw->obj = o;
+	ubs_insert(u, nw);
+	o->w = nw;
+}
+
 static void ubs_abandon(struct ubs *u, struct kvb_obj *o)
 {
-	struct ubs_val *w = o->w, *nw = ubs_val_new(u, u->next_vid++, 0, NULL, UBS_WORKING);
+	struct ubs_val *w = o->w;
 
-	if (nw) {
-		nw->obj = o;
-		o->w = nw;
-		ubs_doom(u, w);
-		return;
-	}
-	/* No memory for that: the journal's P line has the next start delete it. */
-	u->stored_bytes -= w->size;
-	u->stored_keys--;
-	free(w->skey);
-	w->skey = NULL;
-	w->state = UBS_WORKING;
+	ubs_take_spare(u, o);
+	ubs_doom(u, w);
 }
 
 static int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,
@@ -1009,7 +1087,20 @@ static int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct
 	ret = ubs_obj_load(u, o, 1);
 	if (ret)
 		return ret;
+	/* Nothing may fail to allocate once the put is out (see ubs_take_spare). */
+	if (!o->spare && !(o->spare = calloc(1, sizeof(*o->spare))))
+		return -ENOMEM;
 	if (o->size == 0) {
+		/* The old value's key goes to the journal, synced, before the record lets go. */
+		if (o->base) {
+			pthread_mutex_lock(&u->lock);
+			ret = ubs_journal(u, 'D', &o->base, 1);
+			pthread_mutex_unlock(&u->lock);
+			if (!ret && fdatasync(u->jfd))
+				ret = -EIO;
+			if (ret)
+				return ret;
+		}
 		*map = KVB_MAP_EMPTY;
 		*csum = XXH3_64bits(NULL, 0);
 		*pcsums = NULL;
@@ -1036,7 +1127,14 @@ static int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct
 	u->nputting++;
 	u->stored_bytes += w->size;
 	u->stored_keys++;
+	/*
+	 * The new key, and the old one the record will let go of, are in the
+	 * journal before the put (ubs_put_batch syncs it first): whatever a
+	 * crash keeps of the record change, the next start finds both.
+	 */
 	ret = ubs_journal(u, 'P', &w, 1);
+	if (!ret && o->base)
+		ret = ubs_journal(u, 'D', &o->base, 1);
 	pthread_mutex_unlock(&u->lock);
 	if (!ret) {
 		put.key = w->skey;
@@ -1074,9 +1172,9 @@ static void ubs_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 	if (o->put_new)
 		u->nputting--;
 	if (ok) {
-		/* The record now points at w (or at nothing): the old value goes. */
+		/* The record now points at w (or at nothing): the old value goes (journalled). */
 		if (o->base)
-			ubs_doom(u, o->base);
+			ubs_doom_quiet(u, o->base);
 		o->base = NULL;
 		o->base_size = 0;
 		if (o->put_new) {
@@ -1084,15 +1182,8 @@ static void ubs_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 			w->obj = NULL;
 			o->base = w;
 			o->base_size = w->size;
-			o->w = NULL;
-			if (ubs_new_working(u, o)) {
-				/* Keep serving the view from the committed value. */
-				o->loaded = 0;
-				u->buffered -= o->cap;
-				free(o->buf);
-				o->buf = NULL;
-				o->cap = 0;
-			}
+			/* The buffer stays the writer's, under a new working value. */
+			ubs_take_spare(u, o);
 		}
 		u->commit_epoch = u->barrier_epoch;
 		ubs_uncharge(u, o);
@@ -1117,6 +1208,7 @@ static void ubs_obj_close(void *arg, struct kvb_obj *o)
 	ubs_uncharge(u, o);
 	u->buffered -= o->cap;
 	pthread_mutex_unlock(&u->lock);
+	free(o->spare);
 	free(o->buf);
 	free(o->pcs);
 	free(o);
@@ -1154,6 +1246,28 @@ static int ubs_remove(void *arg, const struct kvb_map *m)
 	if (v && v->state == UBS_COMMITTED)
 		ret = ubs_doom(u, v);
 	pthread_mutex_unlock(&u->lock);
+	return ret;
+}
+
+/*
+ * Before a record naming m is deleted: its key goes to the journal, synced,
+ * so that no crash can keep the deletion and lose the key.
+ */
+static int ubs_remove_prepare(void *arg, const struct kvb_map *m)
+{
+	struct ubs *u = arg;
+	struct ubs_val *v;
+	int ret = 0;
+
+	if (m->bucket < 0)
+		return 0;
+	pthread_mutex_lock(&u->lock);
+	v = ubs_find(u, m->page);
+	if (v && v->skey)
+		ret = ubs_journal(u, 'D', &v, 1);
+	pthread_mutex_unlock(&u->lock);
+	if (!ret && fdatasync(u->jfd))
+		ret = -EIO;
 	return ret;
 }
 
@@ -1278,6 +1392,7 @@ static void ubs_table_clear(struct ubs *u)
 	u->count = 0;
 	u->stored_bytes = u->stored_keys = 0;
 	u->ndoomed = 0;
+	u->doomed_head = u->doomed_tail = NULL;
 }
 
 static int ubs_load(struct ubs *u)
@@ -1312,16 +1427,18 @@ static int ubs_reload(struct ubs *u, uint64_t *dropped)
 	u->count = 0;
 	u->stored_bytes = u->stored_keys = 0;
 	u->ndoomed = 0;
+	u->doomed_head = u->doomed_tail = NULL;
 	ret = meta_foreach_value(u->m, ubs_load_one, u);
 	for (i = 0; i < osize; i++) {
 		struct ubs_val *v = old[i], *next;
 
 		for (; v; v = next) {
 			next = v->hnext;
-			if (!ret && !ubs_find(u, v->vid) && ubs_insert(u, v) == 0) {
-				v->state = UBS_DOOMED;
-				v->doom_seq = u->doom_seq++;
-				u->ndoomed++;
+			if (!ret && !ubs_find(u, v->vid)) {
+				v->hnext = NULL;
+				v->lru_prev = v->lru_next = NULL;
+				ubs_insert(u, v);
+				ubs_doom_quiet(u, v);
 				u->stored_keys++;
 				u->stored_bytes += v->size;
 				(*dropped)++;
@@ -1485,9 +1602,15 @@ static int ubs_start(void *arg, struct meta *m, int clean, char *msg, size_t msg
 		unsigned long long vid;
 		struct ubs_val *v;
 
-		lines++;
 		if (line[len - 1] == '\n')
 			line[--len] = '\0';
+		if (line[0] == 'V' && sscanf(line, "V %llu", &vid) == 1) {
+			/* The vid high-water mark a reset left: never reuse a vid. */
+			if (vid > u->next_vid)
+				u->next_vid = vid;
+			continue;
+		}
+		lines++;
 		sp = len > 2 ? strchr(line + 2, ' ') : NULL;
 		tag = line[0];
 		if ((tag != 'P' && tag != 'D') || line[1] != ' ' || !sp ||
@@ -1509,8 +1632,7 @@ static int ubs_start(void *arg, struct meta *m, int clean, char *msg, size_t msg
 			ret = -ENOMEM;
 			break;
 		}
-		v->doom_seq = u->doom_seq++;
-		u->ndoomed++;
+		ubs_doom_quiet(u, v);
 		u->stored_keys++;
 		orphans++;
 	}
@@ -1534,9 +1656,9 @@ static int ubs_start(void *arg, struct meta *m, int clean, char *msg, size_t msg
 			 orphans + dropped);
 		return 0;
 	}
-	if (ftruncate(u->jfd, 0) || fdatasync(u->jfd)) {
-		ret = -errno;
-		snprintf(msg, msglen, "cannot empty %s: %s", u->jpath, strerror(errno));
+	ret = ubs_journal_reset(u);
+	if (ret) {
+		snprintf(msg, msglen, "cannot empty %s: %s", u->jpath, strerror(-ret));
 		return ret;
 	}
 	snprintf(msg, msglen,
@@ -1598,6 +1720,7 @@ static const struct kvb_ops ubs_ops = {
 	.read_fd = ubs_read_fd,
 	.sync = ubs_sync,
 	.remove = ubs_remove,
+	.remove_prepare = ubs_remove_prepare,
 	.barrier = ubs_barrier,
 	.release = ubs_release,
 	.read_verified = ubs_read_verified,
@@ -1695,6 +1818,9 @@ int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_con
 		snprintf(err, errlen, "cannot open %s: %s", u->jpath, strerror(errno));
 		goto fail;
 	}
+	u->jlen = lseek(u->jfd, 0, SEEK_END);
+	if (u->jlen < 0)
+		u->jlen = 0;
 	/* The records as they stand before recovery: start frees what it drops. */
 	ret = ubs_load(u);
 	if (ret) {

@@ -387,6 +387,59 @@ START_TEST(test_restart_finds_values)
 }
 END_TEST
 
+/*
+ * An unlink: remove_prepare journals the key before the record goes; a
+ * crash right after the record is deleted (before remove) leaves nothing.
+ */
+START_TEST(test_unlink_crash_after_record)
+{
+	struct ofs_store s;
+	struct meta_inode a;
+	struct kvb_map map;
+
+	open_store(&s);
+	a = new_record(&s, "a");
+	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
+	ck_assert_ptr_nonnull(s.kvb.ops->remove_prepare);
+	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	ck_assert_int_eq(meta_delete(s.meta, a.ino), 0);
+	ofs_store_crash(&s);
+	ck_assert_int_eq(count_values(kvdir), 1);
+	open_store(&s);
+	ck_assert_int_eq(count_values(kvdir), 0);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+/* A vid is never reused, even after the values and journal lines naming it are gone. */
+START_TEST(test_vids_never_reused)
+{
+	struct ofs_store s;
+	struct meta_inode a, b;
+	uint64_t first;
+
+	open_store(&s);
+	a = new_record(&s, "a");
+	ck_assert_int_eq(put(&s, &a, "t/a", 100, 1), 0);
+	ck_assert_int_eq(put(&s, &a, "t/a", 100, 2), 0);
+	first = a.page;
+	/* Empty it: no record names any value; the barrier deletes and resets the journal. */
+	ck_assert_int_eq(put(&s, &a, "t/a", 0, 3), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(count_values(kvdir), 0);
+	ofs_store_crash(&s);
+	open_store(&s);
+	b = new_record(&s, "b");
+	ck_assert_int_eq(put(&s, &b, "t/b", 100, 4), 0);
+	ck_assert_uint_gt(b.page, first);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
 	Suite *su = suite_create("ubsio");
@@ -407,6 +460,8 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, test_long_key_shortened);
 	tcase_add_test(tc, test_limits);
 	tcase_add_test(tc, test_restart_finds_values);
+	tcase_add_test(tc, test_vids_never_reused);
+	tcase_add_test(tc, test_unlink_crash_after_record);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);

@@ -186,7 +186,7 @@ check_eq "deletes that failed stay in the journal" 17 \
 check_eq "after failing keys: the store holds exactly the recorded values" "$(nrecorded)" "$(nvalues)"
 ofs_mount "$U" || ofs_bail "cannot remount"
 check_grep_log "the next start deletes them" "orphaned values deleted"
-check_eq "and empties the journal" 0 "$(stat -c %s "$ROOT/ubsio.journal")"
+check_eq "and empties the journal" "" "$(grep -v '^V ' "$ROOT/ubsio.journal")"
 ofs_umount
 
 UBSIO_STUB_FAIL_PUT=2 ofs_mount "$U,sync_interval=0" || ofs_bail "cannot mount with a failing put"
@@ -219,7 +219,7 @@ printf 'P 999999 %s\n' "$(hexkey "$ghost")" >>"$ROOT/ubsio.journal"
 ofs_mount "$U" || ofs_bail "cannot mount with a journal"
 check_grep_log "start: the journalled orphan is deleted" "1 orphaned values deleted (1 journalled"
 check "its value is gone from the store" test ! -f "$KV/$(hexkey "$ghost")"
-check_eq "the journal is emptied" 0 "$(stat -c %s "$ROOT/ubsio.journal")"
+check_eq "the journal is emptied (but for the vid mark)" "" "$(grep -v '^V ' "$ROOT/ubsio.journal")"
 # A kill -9 while writers hold files open, some unlinked: no orphan either.
 for i in 1 2 3; do echo "v$i" >"$MNT/p/k$i"; done
 head -c 70000 /dev/urandom >"$REF/held"
