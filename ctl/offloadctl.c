@@ -190,7 +190,8 @@ static int fsck_map(void *ctx, const struct meta_inode *in)
 			f->io_errors++;
 		} else if (csum != in->csum) {
 			fsck_key(f->meta, in->ino, key, sizeof(key), &tenant);
-			if (in->gen > f->synced_gen && in->prev_bucket >= 0) {
+			/* As recovery does: an empty durable version (-2) counts too. */
+			if (in->gen > f->synced_gen && (in->prev_bucket >= 0 || in->prev_bucket == -2)) {
 				/* Lost to a power cut before its barrier: the mount reverts it. */
 				printf("inode %" PRIu64 " '%s': unsynced version does not match its "
 				       "checksum; the next mount falls back to the last synced version\n",
@@ -241,7 +242,8 @@ static int fsck_quarantine(struct fsck *f, uint64_t ino)
 	return ret;
 }
 
-static int fsck_open(const char *root, const char *meta_path, struct fsck *f, int *lock_fd)
+static int fsck_open(const char *root, const char *meta_path, int repair, struct fsck *f,
+		     int *lock_fd)
 {
 	char err[1024], path[4096];
 	struct stat st;
@@ -262,7 +264,8 @@ static int fsck_open(const char *root, const char *meta_path, struct fsck *f, in
 		snprintf(path, sizeof(path), "%s/%s", root, OFS_DB_NAME);
 		meta_path = path;
 	}
-	ret = meta_open(meta_path, 0, &f->meta, err, sizeof(err));
+	/* Without --repair nothing is written: not even a schema upgrade. */
+	ret = meta_open(meta_path, repair ? 0 : META_OPEN_NO_MIGRATE, &f->meta, err, sizeof(err));
 	if (ret < 0) {
 		fprintf(stderr, "offloadctl: %s: %s; not touched\n", meta_path, err);
 		return 2;
@@ -587,7 +590,7 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 	int lock_fd = -1, clean = 0, problems = 0, ret, have_snapshot = 1, bucket_problems = 0;
 	uint32_t b;
 
-	ret = fsck_open(root, cfg->meta_path, &f, &lock_fd);
+	ret = fsck_open(root, cfg->meta_path, repair, &f, &lock_fd);
 	if (ret)
 		goto out;
 	meta_clean_get(f.meta, &clean);

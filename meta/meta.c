@@ -391,7 +391,7 @@ int meta_open(const char *path, int create, struct meta **out, char *err, size_t
 		snprintf(err, errlen, "%s is not a regular file", path);
 		return -EINVAL;
 	}
-	if (!exists && !create) {
+	if (!exists && !(create & 1)) {
 		snprintf(err, errlen, "%s does not exist", path);
 		return -ENOENT;
 	}
@@ -446,6 +446,13 @@ int meta_open(const char *path, int create, struct meta **out, char *err, size_t
 		ret = meta_create_schema(m, err, errlen);
 		if (ret)
 			goto out_close;
+	} else if (m->found_version < META_SCHEMA_VERSION && (create & META_OPEN_NO_MIGRATE)) {
+		snprintf(err, errlen,
+			 "schema version %d, older than this build's %d: the next mount (or "
+			 "offloadctl fsck --repair) upgrades it",
+			 m->found_version, META_SCHEMA_VERSION);
+		ret = -EPROTONOSUPPORT;
+		goto out_close;
 	} else if (m->found_version < META_SCHEMA_VERSION) {
 		ret = meta_migrate(m, err, errlen);
 		if (ret)

@@ -60,6 +60,11 @@ struct meta_inode {
  * Returns 1 when the database was created by this call, 0 when it existed.
  */
 int meta_open(const char *path, int create, struct meta **out, char *err, size_t errlen);
+/*
+ * Or'ed into create: refuse (-EPROTONOSUPPORT, unwritten) a database of an
+ * older schema rather than migrate it (a read-only check).
+ */
+#define META_OPEN_NO_MIGRATE 2
 void meta_close(struct meta *m);
 
 /* Record the geometry and the root directory of a new store. */

@@ -144,6 +144,23 @@ check_eq "newer schema: fsck exits 2" 2 "$RC"
 check_contains "newer schema: found X, expected Y" "found 3, expected 2" "$ERR"
 check_eq "newer schema: the database is untouched" "$sum" "$(md5sum <"$DB")"
 rm -rf "$ROOT"/* 2>/dev/null
+
+# ---- an older schema (1): fsck leaves it as it is; --repair or a mount upgrades it ----
+make_store
+sqlite3 "$DB" "ALTER TABLE inodes DROP COLUMN skey; ALTER TABLE inodes DROP COLUMN prev_skey;
+	PRAGMA user_version = 1"
+sum=$(md5sum <"$DB")
+ofs_fsck
+check_eq "older schema: fsck without --repair exits 2" 2 "$RC"
+check_contains "older schema: says how it gets upgraded" "schema version 1, older than this build's 2" "$ERR"
+check_eq "older schema: the database is untouched" "$sum" "$(md5sum <"$DB")"
+run "$OFSCTL" fsck "$ROOT" --repair
+check_eq "older schema: fsck --repair upgrades it and checks it" 0 "$RC"
+check_eq "older schema: now schema 2" 2 "$(sqlite3 "$DB" 'PRAGMA user_version')"
+ofs_mount "$GEOM" || ofs_bail "cannot mount the upgraded store"
+check_cmp "older schema: the upgraded store mounts and reads" "$REF/a" "$MNT/t/d/a"
+ofs_umount
+rm -rf "$ROOT"/* 2>/dev/null
 sqlite3 "$DB" "CREATE TABLE kv (k TEXT, v BLOB); INSERT INTO kv VALUES ('x', 'y')"
 sum=$(md5sum <"$DB")
 ofs_fsck
