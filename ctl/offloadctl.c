@@ -1084,6 +1084,11 @@ static int cmd_stats(const char *mnt, int json)
 		else if (!strcmp(s[i].name, "offloadfs_bucket_pages_free"))
 			fr += s[i].v;
 	}
+	/* A store without buckets (ubsio): the store-wide statfs figures. */
+	if (used + fr == 0) {
+		fr = find(s, n, "offloadfs_store_pages_free", NULL);
+		used = find(s, n, "offloadfs_store_pages", NULL) - fr;
+	}
 	hits = find(s, n, "offloadfs_dram_hits_total", NULL);
 	misses = find(s, n, "offloadfs_dram_misses_total", NULL);
 	if (json) {
@@ -1148,6 +1153,20 @@ static int cmd_stats(const char *mnt, int json)
 	       find(s, n, "offloadfs_promotions_done_total", NULL),
 	       find(s, n, "offloadfs_promotions_failed_total", NULL),
 	       find(s, n, "offloadfs_promotions_dropped_total", NULL));
+	if (find(s, n, "offloadfs_backend_info", "backend=\"ubsio\"")) {
+		printf("  backend    ubsio: %.0f puts, %.0f gets, %.0f deletes (batch calls); "
+		       "%.0f failed\n",
+		       find(s, n, "offloadfs_backend_calls_total", "backend=\"ubsio\",call=\"write\""),
+		       find(s, n, "offloadfs_backend_calls_total", "backend=\"ubsio\",call=\"read\""),
+		       find(s, n, "offloadfs_backend_calls_total", "backend=\"ubsio\",call=\"zero\""),
+		       find(s, n, "offloadfs_backend_errors_total", "backend=\"ubsio\",call=\"write\"") +
+			       find(s, n, "offloadfs_backend_errors_total",
+				    "backend=\"ubsio\",call=\"read\"") +
+			       find(s, n, "offloadfs_backend_errors_total",
+				    "backend=\"ubsio\",call=\"zero\""));
+		free(s);
+		return 0;
+	}
 	printf("  bucket  allocated       free  largest-free  fragmentation\n");
 	for (bk = 0; bk < 256; bk++) {
 		char lab[32];

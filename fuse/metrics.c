@@ -122,6 +122,7 @@ char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 	struct ofs_metrics *m = &ofs->metrics;
 	struct mbuf b = { 0 };
 	struct kvb_stats ks = { 0 };
+	struct kvb_statfs sf = { 0 };
 	uint64_t used, fr, largest, nfiles;
 	uint32_t i, nb = ofs->store.geom.bucket_count;
 	int c;
@@ -133,8 +134,18 @@ char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 
 	mb_one(&b, "offloadfs_page_size_bytes", "gauge", "Allocation unit of the store.",
 	       ofs->store.geom.page_size);
-	mb_one(&b, "offloadfs_capacity_bytes", "gauge", "Bytes of all pages of all buckets.",
-	       ofs->store.geom.bucket_size * nb);
+	/* From the backend's statfs: all pages of all buckets, or a KV store's capacity. */
+	if (ops->statfs(arg, &sf))
+		memset(&sf, 0, sizeof(sf));
+	mb_one(&b, "offloadfs_capacity_bytes", "gauge",
+	       "Bytes the store can hold (all pages of all buckets; kv_max_bytes on ubsio).",
+	       sf.blocks * sf.block_size);
+	mb_one(&b, "offloadfs_store_pages", "gauge", "Pages (statfs blocks) of the store.",
+	       sf.blocks);
+	mb_one(&b, "offloadfs_store_pages_free", "gauge",
+	       "Free pages (statfs free blocks) of the store.", sf.blocks_free);
+	mb_head(&b, "offloadfs_backend_info", "gauge", "The storage backend of the store.");
+	mb_printf(&b, "offloadfs_backend_info{backend=\"%s\"} 1\n", ops->name);
 	mb_head(&b, "offloadfs_bucket_pages_allocated", "gauge",
 		"Pages in use in each bucket (objects, writes in progress, frees awaiting a sync).");
 	for (i = 0; i < nb; i++)

@@ -244,6 +244,9 @@ check_eq "statfs: free files is what the limit leaves" 5 "$(stat -f -c %d "$MNT"
 check_eq "statfs: blocks is kv_max_bytes in pages" "$maxp" "$(stat -f -c %b "$MNT")"
 check_eq "statfs: free blocks is what the values' bytes leave" $(((maxp * 65536 - bytes) / 65536)) \
 	"$(stat -f -c %f "$MNT")"
+run "$OFSCTL" stats "$MNT"
+check_contains "offloadctl stats: the capacity is kv_max_bytes" "($maxp pages of 64 KiB)" "$OUT"
+check_contains "offloadctl stats: the backend's calls" "backend    ubsio: " "$OUT"
 for i in 1 2 3 4 5; do pywrite "$MNT/p/cap$i" "$i" || break; done
 check_eq "five more keys fit" 5 "$(ls "$MNT/p" | grep -c '^cap')"
 check_fails "one key past kv_max_keys: ENOSPC" "No space left on device" \
