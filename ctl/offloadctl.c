@@ -492,6 +492,7 @@ static long fsck_kv_journal(const char *root)
 static int fsck_kv(struct fsck *f, const struct ofs_config *cfg, int repair)
 {
 	struct kvb_ubsio_config uc = cfg->ubsio;
+	char libbuf[PATH_MAX];
 	char err[1024];
 	int problems = 0, ret;
 	long lines;
@@ -511,6 +512,8 @@ static int fsck_kv(struct fsck *f, const struct ofs_config *cfg, int repair)
 		return 2;
 	}
 	uc.page_size = f->geom.page_size;
+	/* Options not given: the library and Init the last mount used (store settings). */
+	ofs_ubsio_defaults(f->meta, &uc, libbuf, sizeof(libbuf));
 	/* Without --repair fsck writes nothing, not even an empty journal. */
 	uc.readonly = !repair;
 	ret = kvb_ubsio_init(&f->kvb, cfg->root, &uc, f->meta, err, sizeof(err));
@@ -613,7 +616,7 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 		ret = fsck_kv(&f, cfg, repair);
 		goto out;
 	}
-	if (cfg->ubsio.lib || cfg->ubsio.new_init || cfg->ubsio.device_id)
+	if (cfg->ubsio.lib || cfg->ubsio.new_init >= 0 || cfg->ubsio.device_id >= 0)
 		fprintf(stderr, "offloadctl: the store uses the pages backend: --ubsio-* ignored\n");
 
 	/* Bucket files: present, regular, at least bucket_size. */
@@ -1207,7 +1210,7 @@ static int cmd_promote(const char *mnt, int nfiles, char **files)
 static void usage(FILE *out)
 {
 	fprintf(out, "usage: offloadctl fsck ROOT [--meta PATH] [--repair] [--ubsio-lib PATH]\n"
-		     "                        [--ubsio-ssd-size N] [--ubsio-device N]\n"
+		     "                        [--ubsio-ssd-size N | --ubsio-old-init] [--ubsio-device N]\n"
 		     "       offloadctl scrub MOUNTPOINT [--ubsio-lib PATH] [--ubsio-ssd-size N]\n"
 		     "                        [--ubsio-device N]\n"
 		     "       offloadctl stats MOUNTPOINT [--json]\n"
@@ -1216,14 +1219,16 @@ static void usage(FILE *out)
 		     "fsck checks an unmounted store (read-only unless --repair, which frees\n"
 		     "leaked pages and moves corrupted objects to <tenant>/lost+found); on a\n"
 		     "ubsio store it checks every value in the KV store, loading the library\n"
-		     "as the daemon's ubsio_lib, ubsio_ssd_size and ubsio_device options do;\n"
+		     "as the daemon's ubsio_lib, ubsio_ssd_size, ubsio_old_init and ubsio_device\n"
+		     "options do (by default as the store was last mounted);\n"
 		     "scrub re-reads every committed object of a mounted store from its\n"
 		     "bucket file, or its value in the KV store (another client of the same\n"
 		     "library), and checks its checksum.  Exit 0: clean, 1: problems, 2: error.\n");
 }
 
 /*
- * --ubsio-lib PATH, --ubsio-ssd-size N, --ubsio-device N at argv[*i]: 1 when
+ * --ubsio-lib PATH, --ubsio-ssd-size N, --ubsio-old-init, --ubsio-device N at
+ * argv[*i]: 1 when
  * taken (*i moves past its value), 0 when argv[*i] is something else, -1
  * (after a message) when malformed.
  */
@@ -1231,6 +1236,10 @@ static int ubsio_opt(int argc, char **argv, int *i, struct kvb_ubsio_config *uc)
 {
 	const char *a = argv[*i];
 
+	if (!strcmp(a, "--ubsio-old-init")) {
+		uc->new_init = 0;
+		return 1;
+	}
 	if (*i + 1 >= argc)
 		return 0;
 	if (!strcmp(a, "--ubsio-lib")) {
@@ -1277,7 +1286,9 @@ int main(int argc, char **argv)
 	if (argc >= 3 && !strcmp(argv[1], "fsck")) {
 		/* The backend stays the one the store records (backend NULL). */
 		struct ofs_config cfg = {
-			.ubsio = { .buffer_max = OFS_UBSIO_BUFFER_MAX,
+			.ubsio = { .device_id = -1,
+				   .new_init = -1,
+				   .buffer_max = OFS_UBSIO_BUFFER_MAX,
 				   .cache_max = OFS_UBSIO_CACHE_MAX,
 				   .key_max = OFS_UBSIO_KEY_MAX },
 		};

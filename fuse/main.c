@@ -19,6 +19,7 @@ struct ofs_cli {
 	char *dram, *promote_after, *promote_window, *metrics;
 	char *backend, *ubsio_lib, *ubsio_device, *ubsio_ssd_size, *kv_max_bytes, *kv_max_keys;
 	char *kv_buffer_max, *kv_cache, *ubsio_key_max;
+	int ubsio_old_init;
 	int verify;
 	const char *root;
 	int npos;
@@ -46,6 +47,7 @@ static const struct fuse_opt ofs_opts[] = {
 	CLI_OPT("ubsio_device=%s", ubsio_device),
 	CLI_OPT("ubsio_ssd_size=%s", ubsio_ssd_size),
 	CLI_OPT("ubsio_key_max=%s", ubsio_key_max),
+	{ "ubsio_old_init", offsetof(struct ofs_cli, ubsio_old_init), 1 },
 	CLI_OPT("kv_max_bytes=%s", kv_max_bytes),
 	CLI_OPT("kv_max_keys=%s", kv_max_keys),
 	CLI_OPT("kv_buffer_max=%s", kv_buffer_max),
@@ -113,8 +115,10 @@ static void ofs_usage(const char *prog)
 	       "ubsio backend options (a distributed KV store through libubsio_kvc.so):\n"
 	       "    ubsio_lib=PATH    the library (default libubsio_kvc.so via the search path)\n"
 	       "    ubsio_device=N    deviceId passed to UbsioKvCacheInit (default 0)\n"
-	       "    ubsio_ssd_size=N  call the newer UbsioKvCacheInit(deviceId, ssdSize) with N;\n"
-	       "                      without it, the older UbsioKvCacheInit(deviceId)\n"
+	       "    ubsio_ssd_size=N  call the newer UbsioKvCacheInit(deviceId, ssdSize) with N\n"
+	       "    ubsio_old_init    call the older UbsioKvCacheInit(deviceId); with neither,\n"
+	       "                      the Init (and library, device) the store last used,\n"
+	       "                      else the older one\n"
 	       "    ubsio_key_max=N   longest key the store takes (default 1024)\n"
 	       "    kv_max_bytes=N    capacity: bytes of values (default 0: no limit)\n"
 	       "    kv_max_keys=N     capacity: number of values (default 0: no limit)\n"
@@ -201,7 +205,8 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 		const char *stray = cli->ubsio_lib ? "ubsio_lib" : cli->ubsio_device ? "ubsio_device"
 			: cli->ubsio_ssd_size ? "ubsio_ssd_size" : cli->kv_max_bytes ? "kv_max_bytes"
 			: cli->kv_max_keys ? "kv_max_keys" : cli->kv_buffer_max ? "kv_buffer_max"
-			: cli->kv_cache ? "kv_cache" : cli->ubsio_key_max ? "ubsio_key_max" : NULL;
+			: cli->kv_cache ? "kv_cache" : cli->ubsio_key_max ? "ubsio_key_max"
+			: cli->ubsio_old_init ? "ubsio_old_init" : NULL;
 
 		/* Silently ignoring them would hide a mount of the wrong backend. */
 		if (stray) {
@@ -210,6 +215,7 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 		}
 	}
 	cfg->ubsio.lib = cli->ubsio_lib;
+	cfg->ubsio.device_id = -1; /* not given: the store's recorded one, else 0 */
 	cfg->ubsio.buffer_max = OFS_UBSIO_BUFFER_MAX;
 	cfg->ubsio.cache_max = OFS_UBSIO_CACHE_MAX;
 	cfg->ubsio.key_max = OFS_UBSIO_KEY_MAX;
@@ -235,7 +241,13 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 			}
 			*(uint64_t *)((char *)&cfg->ubsio + o[i].off) = v;
 		}
-		cfg->ubsio.new_init = cli->ubsio_ssd_size != NULL;
+		/* Neither option: the Init the store was last mounted with (store.c). */
+		cfg->ubsio.new_init = cli->ubsio_ssd_size ? 1 : cli->ubsio_old_init ? 0 : -1;
+		if (cli->ubsio_ssd_size && cli->ubsio_old_init) {
+			fprintf(stderr, "offloadfs: ubsio_ssd_size and ubsio_old_init exclude "
+					"each other\n");
+			return -1;
+		}
 		if (cfg->ubsio.buffer_max < (1ULL << 20)) {
 			fprintf(stderr, "offloadfs: invalid kv_buffer_max %llu: at least 1M\n",
 				(unsigned long long)cfg->ubsio.buffer_max);

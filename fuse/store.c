@@ -279,8 +279,51 @@ static int store_verify_unsynced(struct ofs_store *s)
 	return ret;
 }
 
+void ofs_ubsio_defaults(struct meta *m, struct kvb_ubsio_config *uc, char *libbuf,
+			size_t liblen)
+{
+	char v[64];
+
+	if (!uc->lib && meta_setting_get(m, "ubsio_lib", libbuf, liblen) == 0 && libbuf[0])
+		uc->lib = libbuf;
+	if (uc->new_init < 0) {
+		uc->new_init = 0;
+		if (meta_setting_get(m, "ubsio_init", v, sizeof(v)) == 0 && strcmp(v, "old") &&
+		    ofs_parse_size(v, &uc->ssd_size) == 0)
+			uc->new_init = 1;
+	}
+	if (uc->device_id < 0) {
+		if (meta_setting_get(m, "ubsio_device", v, sizeof(v)) == 0)
+			uc->device_id = atoi(v);
+		if (uc->device_id < 0)
+			uc->device_id = 0;
+	}
+}
+
+int ofs_ubsio_record(struct meta *m, const struct kvb_ubsio_config *uc)
+{
+	char v[64];
+	int ret;
+
+	ret = meta_setting_set(m, "ubsio_lib", uc->lib ? uc->lib : "");
+	if (!ret) {
+		if (uc->new_init > 0)
+			snprintf(v, sizeof(v), "%llu", (unsigned long long)uc->ssd_size);
+		else
+			snprintf(v, sizeof(v), "old");
+		ret = meta_setting_set(m, "ubsio_init", v);
+	}
+	if (!ret) {
+		snprintf(v, sizeof(v), "%d", uc->device_id);
+		ret = meta_setting_set(m, "ubsio_device", v);
+	}
+	return ret;
+}
+
 int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err, size_t errlen)
 {
+	char ubsio_lib[PATH_MAX];
+	struct kvb_ubsio_config uc = cfg->ubsio;
 	struct kvb_pages_geom pg;
 	char backend[32] = "", *db = NULL, *journal = NULL;
 	int created;
@@ -365,14 +408,13 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	snprintf(s->backend, sizeof(s->backend), "%s",
 		 s->created ? (cfg->backend ? cfg->backend : "pages") : backend);
 	if (!strcmp(s->backend, "ubsio")) {
-		struct kvb_ubsio_config uc = cfg->ubsio;
-
 		if (s->created && buckets) {
 			ret = -EEXIST;
 			snprintf(err, errlen, "ROOT %s holds bucket files: not a ubsio store", s->root);
 			goto out;
 		}
 		uc.page_size = s->geom.page_size;
+		ofs_ubsio_defaults(s->meta, &uc, ubsio_lib, sizeof(ubsio_lib));
 		ret = kvb_ubsio_init(&s->kvb, s->root, &uc, s->meta, err, errlen);
 	} else if (!strcmp(s->backend, "pages")) {
 		pg.page_size = s->geom.page_size;
@@ -392,6 +434,11 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 				 meta_errmsg(s->meta));
 			goto out;
 		}
+	}
+	if (!strcmp(s->backend, "ubsio") && ofs_ubsio_record(s->meta, &uc)) {
+		ret = -EIO;
+		snprintf(err, errlen, "%s: %s", s->meta_path, meta_errmsg(s->meta));
+		goto out;
 	}
 	ret = meta_clean_get(s->meta, &s->was_clean);
 	if (!ret)

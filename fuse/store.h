@@ -64,6 +64,18 @@ struct ofs_store {
 int ofs_parse_size(const char *s, uint64_t *out);
 
 int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err, size_t errlen);
+
+/*
+ * How a ubsio store was last reached (library, Init variant, device) is kept
+ * in its settings.  ofs_ubsio_defaults fills what uc leaves unset (lib NULL,
+ * new_init -1, device_id -1) from them, libbuf holding a recorded path;
+ * ofs_ubsio_record saves uc after a successful mount.  So a later mount or
+ * offloadctl fsck loads the same library the same way without repeating the
+ * options (the two Init signatures must not be confused).
+ */
+void ofs_ubsio_defaults(struct meta *m, struct kvb_ubsio_config *uc, char *libbuf,
+			size_t liblen);
+int ofs_ubsio_record(struct meta *m, const struct kvb_ubsio_config *uc);
 /*
  * The durability barrier: every commit recorded before it, data and
  * metadata, survives a power cut once it returns; pages freed before it

@@ -197,7 +197,7 @@ void kvb_mem_power_cut(struct kvb *kvb);
 struct kvb_ubsio_config {
 	const char *lib;        /* NULL: "libubsio_kvc.so" via the search path */
 	int32_t device_id;
-	int new_init;           /* call Init(deviceId, ssdSize) rather than Init(deviceId) */
+	int new_init;           /* >0: Init(deviceId, ssdSize); 0: Init(deviceId); <0: not chosen */
 	uint64_t ssd_size;
 	uint64_t max_bytes, max_keys; /* capacity limits; 0: none */
 	uint64_t buffer_max;    /* bytes of writers' data held in memory, all files */

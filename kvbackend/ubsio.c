@@ -85,7 +85,7 @@ static int ubs_lib_load(const struct kvb_ubsio_config *c, char *err, size_t errl
 {
 	const char *path = c->lib && *c->lib ? c->lib : KVB_UBSIO_LIB_DEFAULT;
 	void *h, *sym[SYM_N];
-	int32_t rc;
+	int32_t rc, dev;
 	int i, ret = 0;
 
 	pthread_mutex_lock(&ubs_lib.lock);
@@ -120,13 +120,14 @@ static int ubs_lib_load(const struct kvb_ubsio_config *c, char *err, size_t errl
 		}
 	}
 	/* Older releases export Init(deviceId); newer ones Init(deviceId, ssdSize). */
-	if (c->new_init)
-		rc = ((ubs_init2_fn)sym[SYM_INIT])(c->device_id, c->ssd_size);
+	dev = c->device_id < 0 ? 0 : c->device_id;
+	if (c->new_init > 0)
+		rc = ((ubs_init2_fn)sym[SYM_INIT])(dev, c->ssd_size);
 	else
-		rc = ((ubs_init1_fn)sym[SYM_INIT])(c->device_id);
+		rc = ((ubs_init1_fn)sym[SYM_INIT])(dev);
 	if (rc) {
 		snprintf(err, errlen, "%s: UbsioKvCacheInit(%d%s) failed with %d (%s)", path,
-			 c->device_id, c->new_init ? ", ssd_size" : "", rc,
+			 dev, c->new_init > 0 ? ", ssd_size" : "", rc,
 			 rc < 0 ? strerror(-rc) : "library error");
 		ret = -EIO;
 		goto out_close;

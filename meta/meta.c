@@ -283,6 +283,16 @@ static int meta_kv_set_text(struct meta *m, const char *k, const char *v)
 	return meta_step_done(m, s);
 }
 
+int meta_setting_get(struct meta *m, const char *name, char *buf, size_t len)
+{
+	return meta_kv_get(m, name, NULL, buf, len);
+}
+
+int meta_setting_set(struct meta *m, const char *name, const char *value)
+{
+	return meta_kv_set_text(m, name, value);
+}
+
 /*
  * Decide whether an existing database is ours before any write: a foreign
  * or newer database must be left exactly as it was found.

@@ -73,6 +73,13 @@ int meta_format(struct meta *m, const struct meta_geom *g, const char *backend,
 /* Geometry and backend name of a formatted store; -ENOENT when unformatted. */
 int meta_geom_get(struct meta *m, struct meta_geom *g, char *backend, size_t blen);
 
+/*
+ * A named setting of the store (text), such as how its backend was last
+ * reached; -ENOENT when never set.  Names other than the geometry's.
+ */
+int meta_setting_get(struct meta *m, const char *name, char *buf, size_t len);
+int meta_setting_set(struct meta *m, const char *name, const char *value);
+
 int meta_clean_get(struct meta *m, int *clean);
 int meta_clean_set(struct meta *m, int clean);
 

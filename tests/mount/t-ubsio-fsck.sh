@@ -72,8 +72,9 @@ run "$OFSCTL" fsck "$ROOT" --ubsio-lib "$LIB" --ubsio-ssd-size 1G --ubsio-device
 check_eq "newer Init, ssd size 1G, device 2: fsck exits 0" 0 "$RC"
 check_eq "newer Init got the device and the size" "Init 2 1073741824 0" "$(head -n 1 "$TESTDIR/init.log")"
 : >"$TESTDIR/init.log"
-run "$OFSCTL" fsck "$ROOT" --ubsio-lib "$OFS_BUILD/tests/libubsio_kvc_oldinit.so" --ubsio-device 3
-check_eq "older Init (no --ubsio-ssd-size), device 3: fsck exits 0" 0 "$RC"
+run "$OFSCTL" fsck "$ROOT" --ubsio-lib "$OFS_BUILD/tests/libubsio_kvc_oldinit.so" --ubsio-old-init \
+	--ubsio-device 3
+check_eq "older Init (--ubsio-old-init), device 3: fsck exits 0" 0 "$RC"
 check_contains "older Init got the device" "Init 3 " "$(head -n 1 "$TESTDIR/init.log")"
 unset UBSIO_STUB_LOG
 run "$OFSCTL" fsck "$ROOT" --ubsio-lib "$LIB" --ubsio-ssd-size 12Q
@@ -88,7 +89,15 @@ check_eq "fsck leaves the database untouched" "$sum_db" "$(md5sum <"$ROOT/offloa
 check_eq "fsck leaves the KV store untouched" "$sum_kv" \
 	"$(cd "$UBSIO_STUB_DIR" && find . -type f | sort | xargs md5sum | md5sum)"
 
-# ---- without the library on the search path: a clear error ----
+# ---- without options: the library and Init the last mount used ----
+export UBSIO_STUB_LOG="$TESTDIR/init2.log"
+run env -u LD_LIBRARY_PATH "$OFSCTL" fsck "$ROOT"
+check_eq "no options: fsck uses the recorded library and exits 0" 0 "$RC"
+check_eq "no options: the recorded Init (the newer one, size 0, device 0)" "Init 0 0 0" \
+	"$(head -n 1 "$TESTDIR/init2.log")"
+unset UBSIO_STUB_LOG
+# A recorded library that is no longer there (nor on the search path): a clear error.
+sqlite3 "$ROOT/offloadfs.db" "UPDATE store SET v = '' WHERE k = 'ubsio_lib'"
 run env -u LD_LIBRARY_PATH "$OFSCTL" fsck "$ROOT"
 check_eq "no library: fsck exits 2" 2 "$RC"
 check_contains "no library: the error names it" "cannot load the ubsio library libubsio_kvc.so" "$ERR"

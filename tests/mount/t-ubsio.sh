@@ -71,9 +71,25 @@ check_cmp "old Init: a file round-trips" "$REF/a" "$MNT/t/a"
 ofs_umount
 check_eq "old Init: clean unmount" 0 "$OFS_RC"
 
-# The default: libubsio_kvc.so through the search path; the store remembers its backend.
+# Without ubsio options: the library, Init and device the store was last mounted with.
 : >"$UBSIO_STUB_LOG"
-LD_LIBRARY_PATH="$LIBDIR" ofs_mount "bucket_count=4,bucket_size=64M,ubsio_ssd_size=0,backend=ubsio" ||
+UBSIO_STUB_SSD_SIZE=1000000 ofs_mount "bucket_count=4,bucket_size=64M" ||
+	ofs_bail "cannot mount with the recorded settings"
+check_contains "no options: the recorded library" "libubsio_kvc_oldinit.so:" "$(head -1 "$LOG")"
+check_eq "no options: the recorded Init (the older) and device" "Init 3 1000000 0" \
+	"$(head -1 "$UBSIO_STUB_LOG")"
+check_cmp "no options: the file is there" "$REF/a" "$MNT/t/a"
+ofs_umount
+check_eq "the store records how it was reached (device, Init, library)" "3|old|" \
+	"$(sqlite3 "$ROOT/offloadfs.db" "SELECT group_concat(v, '|') FROM (SELECT v FROM store
+		WHERE k IN ('ubsio_lib', 'ubsio_init', 'ubsio_device') ORDER BY k)" |
+		sed "s|$LIBDIR/libubsio_kvc_oldinit.so||")"
+
+# The default: libubsio_kvc.so through the search path (no library recorded);
+# the store remembers its backend.
+sqlite3 "$ROOT/offloadfs.db" "UPDATE store SET v = '' WHERE k = 'ubsio_lib'"
+: >"$UBSIO_STUB_LOG"
+LD_LIBRARY_PATH="$LIBDIR" ofs_mount "bucket_count=4,bucket_size=64M,backend=ubsio,ubsio_ssd_size=0,ubsio_device=0" ||
 	ofs_bail "cannot mount with the default library name"
 check_contains "the default library is found through the search path" "libubsio_kvc.so:" "$(head -1 "$LOG")"
 check_eq "restart: only Init reaches the store (no key scan)" "Init 0 0 0" "$(cat "$UBSIO_STUB_LOG")"
