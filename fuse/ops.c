@@ -1484,7 +1484,7 @@ static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, 
 	pthread_rwlock_t *lk;
 	uint64_t t0 = ofs_now_ns();
 	off_t pos;
-	int fd;
+	int fd, settle;
 
 	(void)fi;
 	if (!in) {
@@ -1502,7 +1502,10 @@ static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, 
 		ops->obj_view(ofs->store.kvb.arg, in->obj, &map);
 	else
 		map = ofs_committed(&in->m);
-	if ((uint64_t)off >= map.size) {
+	/* A writer's run may still be filling lazily (copy-on-write): complete it first. */
+	if (in->obj && ops->obj_settle && (settle = ops->obj_settle(ofs->store.kvb.arg, in->obj))) {
+		fuse_reply_err(req, -settle);
+	} else if ((uint64_t)off >= map.size) {
 		fuse_reply_buf(req, NULL, 0);
 	} else {
 		if (size > map.size - (uint64_t)off)

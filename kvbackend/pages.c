@@ -6,8 +6,14 @@
  *  - A writer's run is either *shared* (it starts at the committed run and
  *    may extend past it in place) or *private* (a run of its own).
  *  - Bytes in [0, committed size) of a shared run are never modified: the
- *    first write that would touch them copies the object to a private run
+ *    first write that would touch them moves the object to a private run
  *    (copy-on-write).  Appends go in place.
+ *  - A write moves it lazily: the private run starts empty and `src` (the
+ *    old run) keeps the bytes of every page not yet *filled*; a page is
+ *    filled when a write covers it, or copied from src before a write
+ *    covers part of it, and every page is filled before anything else
+ *    reads the working run (commit, truncate, a reader: obj_settle).  So an
+ *    overwrite of a large file copies only what it does not overwrite.
  *  - Pages reachable only from the working state are freed when it is
  *    dropped; committed pages are freed only in commit_done(ok=1) or by
  *    remove, after the metadata no longer points at them.
@@ -87,6 +93,11 @@ struct kvb_obj {
 	struct pages_hasher h;
 	int hash_ok;
 	uint64_t *pcs;     /* per-page sums handed out by commit_prepare */
+	/* Lazy copy-on-write (see the top): src.bucket -1 when none. */
+	struct kvb_map src;
+	uint64_t *filled;  /* bit per page below src.size: the working run holds it */
+	uint64_t unfilled;
+	pthread_mutex_t fill_lock; /* readers settle the view under a shared data lock */
 	size_t klen;
 	char key[];
 };
@@ -435,6 +446,109 @@ static void pages_drop_working(struct pages *p, struct kvb_obj *o)
 	}
 }
 
+static int pages_filled(const struct kvb_obj *o, uint64_t pg)
+{
+	return (o->filled[pg / 64] >> (pg % 64)) & 1;
+}
+
+static void pages_mark_filled(struct kvb_obj *o, uint64_t pg)
+{
+	if (!pages_filled(o, pg)) {
+		o->filled[pg / 64] |= 1ULL << (pg % 64);
+		o->unfilled--;
+	}
+}
+
+static void pages_src_done(struct kvb_obj *o)
+{
+	free(o->filled);
+	o->filled = NULL;
+	o->src = KVB_MAP_EMPTY;
+	o->unfilled = 0;
+}
+
+/* Copy the src bytes of pages [from, to) into the working run. */
+static int pages_fill_range(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t to)
+{
+	uint64_t off = from * p->page_size, end = to * p->page_size;
+	char *buf;
+	int ret = 0;
+
+	if (end > o->src.size)
+		end = o->src.size;
+	if (off >= end)
+		return 0;
+	buf = malloc(PAGES_COPY_CHUNK);
+	if (!buf)
+		return -ENOMEM;
+	while (off < end && !ret) {
+		size_t n = end - off < PAGES_COPY_CHUNK ? (size_t)(end - off) : PAGES_COPY_CHUNK;
+
+		ret = pages_read_all(p, (uint32_t)o->src.bucket, buf, n, pages_byte(p, &o->src, off));
+		if (!ret)
+			ret = pages_write_all(p, (uint32_t)o->w.bucket, buf, n, pages_byte(p, &o->w, off));
+		off += n;
+	}
+	free(buf);
+	return ret;
+}
+
+/* Fill page pg from src unless the working run holds it already. */
+static int pages_fill_page(struct pages *p, struct kvb_obj *o, uint64_t pg)
+{
+	int ret;
+
+	if (o->src.bucket < 0 || pg >= pages_for(p, o->src.size) || pages_filled(o, pg))
+		return 0;
+	ret = pages_fill_range(p, o, pg, pg + 1);
+	if (!ret)
+		pages_mark_filled(o, pg);
+	return ret;
+}
+
+/* Fill page pg before a write of [off, end) unless the write covers all its old bytes. */
+static int pages_fill_partial(struct pages *p, struct kvb_obj *o, uint64_t pg, uint64_t off,
+			      uint64_t end)
+{
+	uint64_t start = pg * p->page_size, stop = start + p->page_size;
+
+	if (stop > o->src.size)
+		stop = o->src.size;
+	if (off <= start && end >= stop)
+		return 0;
+	return pages_fill_page(p, o, pg);
+}
+
+/* Fill every page still in src, a run of unfilled pages at a time; then src is done. */
+static int pages_fill_all(struct pages *p, struct kvb_obj *o)
+{
+	uint64_t n, pg = 0;
+	int ret = 0;
+
+	if (o->src.bucket < 0)
+		return 0;
+	n = pages_for(p, o->src.size);
+	while (!ret && pg < n && o->unfilled) {
+		uint64_t end;
+
+		if (pages_filled(o, pg)) {
+			pg++;
+			continue;
+		}
+		for (end = pg; end < n && !pages_filled(o, end); end++)
+			;
+		ret = pages_fill_range(p, o, pg, end);
+		for (; !ret && pg < end; pg++)
+			pages_mark_filled(o, pg);
+	}
+	if (!ret) {
+		pages_src_done(o);
+		/* Filled out of order: the running checksum no longer matches. */
+		o->hash_ok = 0;
+	}
+	return ret;
+}
+
 /*
  * Move the working bytes [0, w.size) to a new private run of at least n
  * pages.  Used for copy-on-write and when a run cannot grow in place.
@@ -474,15 +588,38 @@ static int pages_need(struct pages *p, struct kvb_obj *o, uint64_t size)
 	return pages_move(p, o, n);
 }
 
-/* Before modifying bytes below `from`: copy a shared run if they are committed. */
-static int pages_cow(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t size)
+/*
+ * Before modifying bytes below `from`: leave a shared run if they are
+ * committed.  With lazy set, and a shared run that is exactly the committed
+ * one (nothing appended in place), the new run starts unfilled (see the
+ * top); otherwise the bytes are copied now.
+ */
+static int pages_cow(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t size, int lazy)
 {
-	uint64_t n;
+	struct kvb_map fresh = { 0 };
+	uint64_t n, np;
+	int ret;
 
 	if (!pages_shared(o) || from >= o->c.size)
 		return 0;
 	n = pages_for(p, size > o->w.size ? size : o->w.size);
-	return pages_move(p, o, n ? n : 1);
+	np = pages_for(p, o->w.size);
+	if (!lazy || o->w.npages != o->c.npages || np == 0)
+		return pages_move(p, o, n ? n : 1);
+	o->filled = calloc((np + 63) / 64, sizeof(*o->filled));
+	if (!o->filled)
+		return -ENOMEM;
+	ret = pages_alloc_run(p, o->key, o->klen, n, &fresh);
+	if (ret) {
+		free(o->filled);
+		o->filled = NULL;
+		return ret;
+	}
+	o->src = o->w;
+	o->unfilled = np;
+	fresh.size = o->w.size;
+	o->w = fresh;
+	return 0;
 }
 
 static int pages_zero_range(struct pages *p, const struct kvb_map *w, uint64_t from, uint64_t to)
@@ -514,6 +651,8 @@ static int pages_obj_open(void *arg, const struct kvb_map *c, const char *key, s
 	o->hash_ok = 1;
 	o->c = *c;
 	o->w = *c;
+	o->src = KVB_MAP_EMPTY;
+	pthread_mutex_init(&o->fill_lock, NULL);
 	memcpy(o->key, key, klen);
 	o->klen = klen;
 	*out = o;
@@ -525,21 +664,42 @@ static ssize_t pages_obj_write(void *arg, struct kvb_obj *o, const void *buf, si
 {
 	struct pages *p = arg;
 	uint64_t end = off + len;
-	int ret;
+	int ret, lazy_start;
 
 	if (len == 0)
 		return 0;
 	if (end < off || end > p->bucket_size)
 		return -EFBIG;
-	ret = pages_cow(p, o, off < o->w.size ? off : o->w.size, end);
+	lazy_start = pages_shared(o);
+	ret = pages_cow(p, o, off < o->w.size ? off : o->w.size, end, 1);
+	lazy_start = lazy_start && !ret && o->src.bucket >= 0;
 	if (!ret)
 		ret = pages_need(p, o, end);
 	if (!ret && off > o->w.size)
 		ret = pages_zero_range(p, &o->w, o->w.size, off);
+	/* Pages still in src that this write covers only in part: their old bytes first. */
+	if (!ret && o->src.bucket >= 0)
+		ret = pages_fill_partial(p, o, off / p->page_size, off, end);
+	if (!ret && o->src.bucket >= 0)
+		ret = pages_fill_partial(p, o, (end - 1) / p->page_size, off, end);
 	if (!ret)
 		ret = pages_write_all(p, (uint32_t)o->w.bucket, buf, len, pages_byte(p, &o->w, off));
+	if (ret && lazy_start) {
+		/* Undo the move this write began: the writer is left as it was, holding nothing new. */
+		pages_free_run(p, o->w.bucket, o->w.page, o->w.npages);
+		o->w = o->src;
+		pages_src_done(o);
+	}
 	if (ret)
 		return ret;
+	if (o->src.bucket >= 0) {
+		uint64_t pg, last = (end - 1) / p->page_size, np = pages_for(p, o->src.size);
+
+		for (pg = off / p->page_size; pg <= last && pg < np; pg++)
+			pages_mark_filled(o, pg);
+		if (!o->unfilled)
+			pages_src_done(o);
+	}
 	if (end > o->w.size)
 		o->w.size = end;
 	/* Sequential writes from 0 keep a running checksum; anything else re-reads. */
@@ -563,8 +723,12 @@ static int pages_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size)
 		return -EFBIG;
 	if (size == o->w.size)
 		return 0;
+	/* Sizes change only on a working run that holds all its bytes. */
+	ret = pages_fill_all(p, o);
+	if (ret)
+		return ret;
 	if (size > o->w.size) {
-		ret = pages_cow(p, o, o->w.size, size);
+		ret = pages_cow(p, o, o->w.size, size, 0);
 		if (!ret)
 			ret = pages_need(p, o, size);
 		if (!ret)
@@ -599,6 +763,17 @@ static void pages_obj_view(void *arg, struct kvb_obj *o, struct kvb_map *view)
 	*view = o->w;
 }
 
+/* Before a reader uses the view: every page of the working run filled. */
+static int pages_obj_settle(void *arg, struct kvb_obj *o)
+{
+	int ret;
+
+	pthread_mutex_lock(&o->fill_lock);
+	ret = pages_fill_all(arg, o);
+	pthread_mutex_unlock(&o->fill_lock);
+	return ret;
+}
+
 static int pages_obj_dirty(void *arg, struct kvb_obj *o)
 {
 	(void)arg;
@@ -612,6 +787,9 @@ static int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, stru
 	uint64_t *pcs;
 	int ret;
 
+	ret = pages_fill_all(p, o);
+	if (ret)
+		return ret;
 	*map = o->w;
 	if (map->size == 0) {
 		*map = KVB_MAP_EMPTY;
@@ -692,6 +870,8 @@ static void pages_obj_close(void *arg, struct kvb_obj *o)
 		return;
 	pages_drop_working(p, o);
 	hasher_release(&o->h);
+	free(o->filled);
+	pthread_mutex_destroy(&o->fill_lock);
 	free(o->pcs);
 	free(o);
 }
@@ -1048,6 +1228,7 @@ static const struct kvb_ops pages_ops = {
 	.obj_truncate = pages_obj_truncate,
 	.obj_view = pages_obj_view,
 	.obj_dirty = pages_obj_dirty,
+	.obj_settle = pages_obj_settle,
 	.obj_commit_prepare = pages_obj_commit_prepare,
 	.obj_commit_done = pages_obj_commit_done,
 	.obj_close = pages_obj_close,

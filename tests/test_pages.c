@@ -252,6 +252,8 @@ START_TEST(test_copy_on_write)
 	ck_assert(view.page != c.page || view.bucket != c.bucket);
 	memcpy(neu, old, sizeof(neu));
 	fill(neu + 100, 10, 6);
+	/* A reader of the view settles it first (the copy is lazy). */
+	ck_assert_int_eq(kvb.ops->obj_settle(kvb.arg, o), 0);
 	expect(&view, neu, sizeof(neu));
 	ck_assert_uint_eq(free_pages(), before - 2);
 	commit(o, &n, &csum);
@@ -259,6 +261,65 @@ START_TEST(test_copy_on_write)
 	ck_assert_uint_eq(free_pages(), before);
 	expect(&n, neu, sizeof(neu));
 	ck_assert_uint_eq(csum, XXH3_64bits(neu, sizeof(neu)));
+}
+END_TEST
+
+/*
+ * Copy-on-write is lazy: an overwrite copies only the pages it does not
+ * cover, and those only when the object is committed (or read, or
+ * truncated); a page it covers in part is copied before the write.
+ */
+START_TEST(test_lazy_copy_on_write)
+{
+	struct kvb_map c, n, view;
+	struct kvb_obj *o;
+	static char want[8 * PS], orig[8 * PS];
+	unsigned long w0;
+	uint64_t csum;
+
+	c = make("lazy", sizeof(want), 11);
+	fill(want, sizeof(want), 11);
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &c, "lazy", 4, &o), 0);
+	faults.writes = 0;
+	put(o, 4 * PS, 2 * PS, 12);
+	fill(want + 2 * PS, 4 * PS, 12);
+	ck_assert_uint_eq(faults.writes, 1); /* the data only: nothing copied yet */
+	/* 100 bytes inside page 6: that page's old bytes first, then the data. */
+	put(o, 100, 6 * PS + 50, 13);
+	fill(want + 6 * PS + 50, 100, 13);
+	ck_assert_uint_eq(faults.writes, 3);
+	fill(orig, sizeof(orig), 11);
+	expect(&c, orig, sizeof(orig)); /* the committed run is untouched */
+	w0 = faults.writes;
+	commit(o, &n, &csum);
+	/* Pages 0-1 and 7, still in the old run: two copies at commit. */
+	ck_assert_uint_eq(faults.writes, w0 + 2);
+	kvb.ops->obj_view(kvb.arg, o, &view);
+	kvb.ops->obj_close(kvb.arg, o);
+	expect(&n, want, sizeof(want));
+	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
+
+	/* A whole overwrite from 0 copies nothing at all, and hashes as it goes. */
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &n, "lazy", 4, &o), 0);
+	faults.writes = 0;
+	put(o, sizeof(want), 0, 14);
+	fill(want, sizeof(want), 14);
+	commit(o, &n, &csum);
+	ck_assert_uint_eq(faults.writes, 1);
+	kvb.ops->obj_close(kvb.arg, o);
+	expect(&n, want, sizeof(want));
+	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
+
+	/* A truncate fills first: growing after a partial overwrite keeps the old bytes. */
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &n, "lazy", 4, &o), 0);
+	put(o, 10, 0, 15);
+	fill(want, 10, 15);
+	ck_assert_int_eq(kvb.ops->obj_truncate(kvb.arg, o, sizeof(want) - PS), 0);
+	ck_assert_int_eq(kvb.ops->obj_truncate(kvb.arg, o, sizeof(want)), 0);
+	memset(want + sizeof(want) - PS, 0, PS);
+	commit(o, &n, &csum);
+	kvb.ops->obj_close(kvb.arg, o);
+	expect(&n, want, sizeof(want));
 }
 END_TEST
 
@@ -766,6 +827,7 @@ static Suite *pages_suite(void)
 	tcase_add_test(mem, test_hole_reads_zeros);
 	tcase_add_test(mem, test_extend_in_place_then_move);
 	tcase_add_test(mem, test_copy_on_write);
+	tcase_add_test(mem, test_lazy_copy_on_write);
 	tcase_add_test(mem, test_abandoned_write_frees_pages);
 	tcase_add_test(mem, test_truncate);
 	tcase_add_test(mem, test_efbig_enospc_spill);
