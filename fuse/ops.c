@@ -1502,14 +1502,15 @@ static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, 
 		ops->obj_view(ofs->store.kvb.arg, in->obj, &map);
 	else
 		map = ofs_committed(&in->m);
-	/* A writer's run may still be filling lazily (copy-on-write): complete it first. */
-	if (in->obj && ops->obj_settle && (settle = ops->obj_settle(ofs->store.kvb.arg, in->obj))) {
+	if ((uint64_t)off < map.size && size > map.size - (uint64_t)off)
+		size = (size_t)(map.size - (uint64_t)off);
+	/* A writer's run may still be filling lazily (copy-on-write): the pages read first. */
+	if ((uint64_t)off < map.size && in->obj && ops->obj_settle &&
+	    (settle = ops->obj_settle(ofs->store.kvb.arg, in->obj, (uint64_t)off, size))) {
 		fuse_reply_err(req, -settle);
 	} else if ((uint64_t)off >= map.size) {
 		fuse_reply_buf(req, NULL, 0);
 	} else {
-		if (size > map.size - (uint64_t)off)
-			size = (size_t)(map.size - (uint64_t)off);
 		OFS_COUNT(ofs->metrics.bytes_read, size);
 		if (ofs->dram_capacity && !in->obj && ofs_read_dram(ofs, req, in, size, (uint64_t)off))
 			;

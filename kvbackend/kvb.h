@@ -91,12 +91,12 @@ struct kvb_ops {
 	/* 1 when the working state differs from the committed mapping. */
 	int (*obj_dirty)(void *arg, struct kvb_obj *o);
 	/*
-	 * May be NULL.  Before bytes of the view are read (by read, read_fd or
-	 * read_verified on it): make the working storage hold all of them (the
-	 * pages backend copies lazily on write).  Called with the object's data
-	 * lock shared, so it must serialise itself.
+	 * May be NULL.  Before bytes [off, off + len) of the view are read (by
+	 * read or read_fd on it): make the working storage hold them (the
+	 * pages backend copies lazily on write).  Called with the object's
+	 * data lock shared, so it must serialise itself.
 	 */
-	int (*obj_settle)(void *arg, struct kvb_obj *o);
+	int (*obj_settle)(void *arg, struct kvb_obj *o, uint64_t off, uint64_t len);
 	/*
 	 * Make the working data stable (fsync it when sync is set) and give
 	 * the mapping, the XXH3-64 checksum and the per-page checksums

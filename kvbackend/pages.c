@@ -132,6 +132,8 @@ static int io_zero(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
 	int ret = p->io->zero(p, b, off, len);
 
 	pages_count(p, KVB_CALL_ZERO, ret < 0);
+	/* Zeros are data too: the next barrier must sync them (see pages_write_all). */
+	__atomic_store_n(&p->b[b].dirty, 1, __ATOMIC_RELEASE);
 	return ret;
 }
 
@@ -258,21 +260,30 @@ static int pages_extend_run(struct pages *p, struct kvb_map *m, uint64_t n)
 
 /* ---- byte I/O helpers ---- */
 
+/*
+ * The bucket is marked dirty after the bytes are written, not before: a
+ * barrier that cleared the mark between the two would otherwise miss bytes
+ * that landed after its fsync, while a commit made after this returns gets
+ * a generation only a later barrier covers.
+ */
 static int pages_write_all(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off)
 {
-	__atomic_store_n(&p->b[b].dirty, 1, __ATOMIC_RELAXED);
+	int ret = 0;
+
 	while (len) {
 		ssize_t n = io_pwrite(p, b, buf, len, off);
 
-		if (n < 0)
-			return (int)n;
-		if (n == 0)
-			return -EIO;
+		if (n <= 0) {
+			ret = n < 0 ? (int)n : -EIO;
+			break;
+		}
 		buf = (const char *)buf + n;
 		len -= (size_t)n;
 		off += (uint64_t)n;
 	}
-	return 0;
+	/* Even a short write changed bytes. */
+	__atomic_store_n(&p->b[b].dirty, 1, __ATOMIC_RELEASE);
+	return ret;
 }
 
 static int pages_read_all(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off)
@@ -541,11 +552,12 @@ static int pages_fill_all(struct pages *p, struct kvb_obj *o)
 		for (; !ret && pg < end; pg++)
 			pages_mark_filled(o, pg);
 	}
-	if (!ret) {
+	/*
+	 * The running checksum stays valid: a filled page was never written,
+	 * so it lies above the bytes hashed so far.
+	 */
+	if (!ret)
 		pages_src_done(o);
-		/* Filled out of order: the running checksum no longer matches. */
-		o->hash_ok = 0;
-	}
 	return ret;
 }
 
@@ -684,6 +696,9 @@ static ssize_t pages_obj_write(void *arg, struct kvb_obj *o, const void *buf, si
 		ret = pages_fill_partial(p, o, (end - 1) / p->page_size, off, end);
 	if (!ret)
 		ret = pages_write_all(p, (uint32_t)o->w.bucket, buf, len, pages_byte(p, &o->w, off));
+	/* Bytes below the running checksum may have changed even if the write failed. */
+	if (ret && off < o->h.done)
+		o->hash_ok = 0;
 	if (ret && lazy_start) {
 		/* Undo the move this write began: the writer is left as it was, holding nothing new. */
 		pages_free_run(p, o->w.bucket, o->w.page, o->w.npages);
@@ -723,10 +738,16 @@ static int pages_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size)
 		return -EFBIG;
 	if (size == o->w.size)
 		return 0;
-	/* Sizes change only on a working run that holds all its bytes. */
-	ret = pages_fill_all(p, o);
-	if (ret)
-		return ret;
+	/*
+	 * A shrink needs the working run to hold its bytes (the tail it cuts
+	 * may be refilled later by zeros only).  A grow zero-fills past
+	 * w.size, where no page waits for the source.
+	 */
+	if (size < o->w.size) {
+		ret = pages_fill_all(p, o);
+		if (ret)
+			return ret;
+	}
 	if (size > o->w.size) {
 		ret = pages_cow(p, o, o->w.size, size, 0);
 		if (!ret)
@@ -763,13 +784,23 @@ static void pages_obj_view(void *arg, struct kvb_obj *o, struct kvb_map *view)
 	*view = o->w;
 }
 
-/* Before a reader uses the view: every page of the working run filled. */
-static int pages_obj_settle(void *arg, struct kvb_obj *o)
+/* Before a reader uses bytes [off, off + len) of the view: their pages filled. */
+static int pages_obj_settle(void *arg, struct kvb_obj *o, uint64_t off, uint64_t len)
 {
-	int ret;
+	struct pages *p = arg;
+	uint64_t pg, last;
+	int ret = 0;
 
+	if (len == 0)
+		return 0;
 	pthread_mutex_lock(&o->fill_lock);
-	ret = pages_fill_all(arg, o);
+	if (o->src.bucket >= 0) {
+		last = (off + len - 1) / p->page_size;
+		for (pg = off / p->page_size; !ret && pg <= last; pg++)
+			ret = pages_fill_page(p, o, pg);
+		if (!ret && !o->unfilled)
+			pages_src_done(o);
+	}
 	pthread_mutex_unlock(&o->fill_lock);
 	return ret;
 }

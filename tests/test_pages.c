@@ -253,7 +253,7 @@ START_TEST(test_copy_on_write)
 	memcpy(neu, old, sizeof(neu));
 	fill(neu + 100, 10, 6);
 	/* A reader of the view settles it first (the copy is lazy). */
-	ck_assert_int_eq(kvb.ops->obj_settle(kvb.arg, o), 0);
+	ck_assert_int_eq(kvb.ops->obj_settle(kvb.arg, o, 0, sizeof(neu)), 0);
 	expect(&view, neu, sizeof(neu));
 	ck_assert_uint_eq(free_pages(), before - 2);
 	commit(o, &n, &csum);
@@ -290,9 +290,19 @@ START_TEST(test_lazy_copy_on_write)
 	ck_assert_uint_eq(faults.writes, 3);
 	fill(orig, sizeof(orig), 11);
 	expect(&c, orig, sizeof(orig)); /* the committed run is untouched */
+	/* A reader of 10 bytes of page 0 settles that page only. */
+	ck_assert_int_eq(kvb.ops->obj_settle(kvb.arg, o, 5, 10), 0);
+	ck_assert_uint_eq(faults.writes, 4);
+	kvb.ops->obj_view(kvb.arg, o, &view);
+	{
+		char got[PS];
+
+		ck_assert_int_eq(kvb.ops->read(kvb.arg, &view, got, PS, 0), PS);
+		ck_assert_mem_eq(got, want, PS);
+	}
 	w0 = faults.writes;
 	commit(o, &n, &csum);
-	/* Pages 0-1 and 7, still in the old run: two copies at commit. */
+	/* Page 1 and page 7, still in the old run: two copies at commit. */
 	ck_assert_uint_eq(faults.writes, w0 + 2);
 	kvb.ops->obj_view(kvb.arg, o, &view);
 	kvb.ops->obj_close(kvb.arg, o);
@@ -574,6 +584,44 @@ static void commit_nosync(struct kvb_obj *o, struct kvb_map *map)
 	kvb.ops->obj_commit_done(kvb.arg, o, 1);
 }
 
+/*
+ * Zeros are data: a file grown in place over a page that another, removed
+ * object's bytes left behind reads back as zeros after a barrier and a
+ * power cut (the zeroing marks its bucket for the barrier's sync).
+ */
+START_TEST(test_power_cut_keeps_zeroed_growth)
+{
+	struct kvb_pages_geom g = { PS, 4 * PS, 1 };
+	struct kvb_map b, a, b2;
+	struct kvb_obj *o;
+	char want[2 * PS], got[2 * PS];
+	uint64_t csum, mark;
+	const uint64_t *pcs;
+
+	kvb_release(&kvb);
+	ck_assert_int_eq(kvb_mem_init(&kvb, &g, &faults), 0);
+	b = make("b", PS, 1); /* page 0 */
+	a = make("a", PS, 2); /* page 1 */
+	ck_assert_int_eq(kvb.ops->remove(kvb.arg, &a), 0);
+	ck_assert_int_eq(kvb.ops->barrier(kvb.arg, &mark), 0);
+	kvb.ops->release(kvb.arg, mark); /* page 1 free, its old bytes durable */
+	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &b, "b", 1, &o), 0);
+	ck_assert_int_eq(kvb.ops->obj_truncate(kvb.arg, o, 2 * PS), 0);
+	ck_assert_int_eq(kvb.ops->obj_commit_prepare(kvb.arg, o, 0, &b2, &csum, &pcs), 0);
+	kvb.ops->obj_commit_done(kvb.arg, o, 1);
+	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_uint_eq(b2.page, b.page); /* grown in place, over a's old page */
+	ck_assert_int_eq(kvb.ops->barrier(kvb.arg, &mark), 0);
+	kvb.ops->release(kvb.arg, mark);
+	kvb_mem_power_cut(&kvb);
+	fill(want, PS, 1);
+	memset(want + PS, 0, PS);
+	ck_assert_int_eq(kvb.ops->read(kvb.arg, &b2, got, sizeof(got), 0), (ssize_t)sizeof(got));
+	ck_assert_mem_eq(got, want, sizeof(want));
+	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
+}
+END_TEST
+
 START_TEST(test_power_cut_keeps_synced_objects)
 {
 	struct kvb_pages_geom g = { PS, 8 * PS, 1 };
@@ -828,6 +876,7 @@ static Suite *pages_suite(void)
 	tcase_add_test(mem, test_extend_in_place_then_move);
 	tcase_add_test(mem, test_copy_on_write);
 	tcase_add_test(mem, test_lazy_copy_on_write);
+	tcase_add_test(mem, test_power_cut_keeps_zeroed_growth);
 	tcase_add_test(mem, test_abandoned_write_frees_pages);
 	tcase_add_test(mem, test_truncate);
 	tcase_add_test(mem, test_efbig_enospc_spill);
