@@ -12,9 +12,10 @@
  *
  * Nothing can list the KV store, so every value that might outlive its
  * record is written down first, in a journal in ROOT: "P vid key" before a
- * put (fdatasync'd before the put is issued), "D vid key" when a value is
- * doomed.  Start deletes every journalled value no record points at, then
- * empties the journal; at run time it is emptied whenever nothing in it is
+ * put, "D vid key" before a record change lets a value go (both synced
+ * before the put or the change), "V vid" after a reset (vids are never
+ * reused).  Start deletes every journalled value no record points at, then
+ * resets the journal; at run time it is reset whenever nothing in it is
  * still pending.
  *
  * Locks: u->lock guards the value table, the doomed queue, the counters,
