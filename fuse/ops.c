@@ -1420,30 +1420,69 @@ static int ofs_load_pcs(struct ofs *ofs, struct ofs_inode *in)
 	return ret;
 }
 
+/* A page that failed its checksum: counted and logged with its key and place. */
+static void ofs_log_bad_page(struct ofs *ofs, struct ofs_inode *in, const struct kvb_map *map,
+			     uint64_t bad)
+{
+	char key[OFS_KEY_MAX + 1];
+	size_t klen = 0;
+
+	pthread_mutex_lock(&ofs->lock);
+	OFS_COUNT(ofs->metrics.checksum_failures, 1);
+	if (ofs_key(ofs, in->ino, key, &klen))
+		klen = 0;
+	pthread_mutex_unlock(&ofs->lock);
+	key[klen] = '\0';
+	ofs_log("checksum mismatch: inode %llu key '%s' bucket %d page %llu (bucket offset "
+		"%llu): returning EIO",
+		(unsigned long long)in->ino, key, map->bucket,
+		(unsigned long long)(map->page + bad),
+		(unsigned long long)((map->page + bad) * ofs->store.geom.page_size));
+}
+
+/*
+ * A read served from the backend's own buffer, checked when verify is on:
+ * 1 when replied, 0 when the backend cannot (the caller copies).
+ */
+static int ofs_read_ref(struct ofs *ofs, fuse_req_t req, struct ofs_inode *in,
+			const struct kvb_map *map, size_t size, uint64_t off)
+{
+	const struct kvb_ops *ops = ofs->store.kvb.ops;
+	const void *ptr = NULL;
+	void *ref = NULL;
+	uint64_t bad = 0;
+	ssize_t n;
+
+	n = ops->read_ref(ofs->store.kvb.arg, map, ofs->verify ? in->pcs : NULL, size, off, &ptr,
+			  &ref, &bad);
+	if (n == -EOPNOTSUPP)
+		return 0;
+	if (n == -EBADMSG) {
+		ofs_log_bad_page(ofs, in, map, bad);
+		n = -EIO;
+	}
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_buf(req, ptr, (size_t)n);
+	if (ref)
+		ops->read_unref(ofs->store.kvb.arg, ref);
+	return 1;
+}
+
 /* A read checked page by page; a mismatch is EIO, never wrong bytes. */
 static void ofs_read_verified(struct ofs *ofs, fuse_req_t req, struct ofs_inode *in,
 			      const struct kvb_map *map, size_t size, uint64_t off)
 {
-	char *buf = malloc(size), key[OFS_KEY_MAX + 1];
+	char *buf = malloc(size);
 	uint64_t bad = 0;
-	size_t klen = 0;
 	ssize_t n;
 
 	n = buf ? ofs->store.kvb.ops->read_verified(ofs->store.kvb.arg, map, in->pcs, buf, size,
 						    off, &bad)
 		: -ENOMEM;
 	if (n == -EBADMSG) {
-		pthread_mutex_lock(&ofs->lock);
-		OFS_COUNT(ofs->metrics.checksum_failures, 1);
-		if (ofs_key(ofs, in->ino, key, &klen))
-			klen = 0;
-		pthread_mutex_unlock(&ofs->lock);
-		key[klen] = '\0';
-		ofs_log("checksum mismatch: inode %llu key '%s' bucket %d page %llu (bucket offset "
-			"%llu): returning EIO",
-			(unsigned long long)in->ino, key, map->bucket,
-			(unsigned long long)(map->page + bad),
-			(unsigned long long)((map->page + bad) * ofs->store.geom.page_size));
+		ofs_log_bad_page(ofs, in, map, bad);
 		n = -EIO;
 	}
 	if (n < 0)
@@ -1513,6 +1552,10 @@ static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, 
 	} else {
 		OFS_COUNT(ofs->metrics.bytes_read, size);
 		if (ofs->dram_capacity && !in->obj && ofs_read_dram(ofs, req, in, size, (uint64_t)off))
+			;
+		else if (ops->read_ref && !in->obj && map.bucket >= 0 &&
+			 (!ofs->verify || ofs_load_pcs(ofs, in) == 0) &&
+			 ofs_read_ref(ofs, req, in, &map, size, (uint64_t)off))
 			;
 		else if (ofs->verify && !in->obj && map.bucket >= 0 && ofs_load_pcs(ofs, in) == 0)
 			ofs_read_verified(ofs, req, in, &map, size, (uint64_t)off);

@@ -144,6 +144,16 @@ struct kvb_ops {
 	 */
 	ssize_t (*read_verified)(void *arg, const struct kvb_map *m, const uint64_t *pcsums,
 				 void *buf, size_t len, uint64_t off, uint64_t *bad_page);
+	/*
+	 * May be NULL.  A read without a copy: *ptr gets up to len committed
+	 * bytes at off of m, in the backend's own buffer, valid until
+	 * read_unref(*ref) (*ref NULL: nothing to release); with pcsums every
+	 * page they touch is checked first (-EBADMSG, *bad_page set).
+	 * -EOPNOTSUPP: use read.
+	 */
+	ssize_t (*read_ref)(void *arg, const struct kvb_map *m, const uint64_t *pcsums, size_t len,
+			    uint64_t off, const void **ptr, void **ref, uint64_t *bad_page);
+	void (*read_unref)(void *arg, void *ref);
 	int (*statfs)(void *arg, struct kvb_statfs *st);
 	/* The external descriptor of a committed object (see DESIGN.md). */
 	int (*describe)(void *arg, const struct kvb_map *m, char *buf, size_t len);

@@ -796,6 +796,48 @@ static ssize_t ubs_read_any(struct ubs *u, const struct kvb_map *m, const uint64
 	return (ssize_t)len;
 }
 
+/*
+ * Zero copy: the reply is sent straight from the library's buffer (the
+ * RFC's extra memcpy after BatchGetDirect, gone), held until unref.
+ */
+static ssize_t ubs_read_ref(void *arg, const struct kvb_map *m, const uint64_t *pcs, size_t len,
+			    uint64_t off, const void **ptr, void **ref, uint64_t *bad)
+{
+	struct ubs *u = arg;
+	struct ubs_val *v;
+	int ret;
+
+	*ptr = NULL;
+	*ref = NULL;
+	if (m->bucket < 0 || off >= m->size)
+		return 0;
+	if (len > m->size - off)
+		len = (size_t)(m->size - off);
+	pthread_mutex_lock(&u->lock);
+	v = ubs_find(u, m->page);
+	if (!v || (v->obj && v->obj->w == v)) {
+		/* Gone, or a writer's buffer: the copying path knows what to do. */
+		pthread_mutex_unlock(&u->lock);
+		return v ? -EOPNOTSUPP : -EIO;
+	}
+	ret = ubs_hold(u, v, pcs, bad);
+	pthread_mutex_unlock(&u->lock);
+	if (ret)
+		return ret;
+	*ptr = v->data + off;
+	*ref = v;
+	return (ssize_t)len;
+}
+
+static void ubs_read_unref(void *arg, void *ref)
+{
+	struct ubs *u = arg;
+
+	pthread_mutex_lock(&u->lock);
+	ubs_unhold(u, ref);
+	pthread_mutex_unlock(&u->lock);
+}
+
 static ssize_t ubs_read(void *arg, const struct kvb_map *m, void *buf, size_t len, uint64_t off)
 {
 	uint64_t bad;
@@ -1726,6 +1768,8 @@ static const struct kvb_ops ubs_ops = {
 	.barrier = ubs_barrier,
 	.release = ubs_release,
 	.read_verified = ubs_read_verified,
+	.read_ref = ubs_read_ref,
+	.read_unref = ubs_read_unref,
 	.statfs = ubs_statfs,
 	.describe = ubs_describe,
 	.checksum = ubs_checksum,

@@ -283,7 +283,7 @@ check_eq "after the limits: the store holds exactly the recorded values" "$(nrec
 # ---- scrub: values re-read from the KV store, as another client would ----
 ofs_mount "$U" || ofs_bail "cannot mount for scrub"
 mkdir -p "$MNT/s"
-for i in 1 2 3; do head -c $((i * 50000)) /dev/urandom >"$MNT/s/v$i"; done
+for i in 1 2 3; do head -c $((i * 50000)) /dev/urandom >"$REF/scrub$i"; cp "$REF/scrub$i" "$MNT/s/v$i"; done
 SCRUB=("$OFSCTL" scrub "$MNT" --ubsio-lib "$LIB" --ubsio-ssd-size 0)
 run "${SCRUB[@]}"
 check_eq "scrub of a healthy mounted store: clean" 0 "$RC"
@@ -297,6 +297,12 @@ check_contains "a changed value is a checksum mismatch" "s/v1: checksum mismatch
 check_contains "a lost value is named" "s/v2: value '$v2': missing from the KV store" "$OUT"
 run "$OFSCTL" scrub "$MNT"
 check_contains "without --ubsio-lib: a clear message" "(give its path with --ubsio-lib)" "$OUT"
+# Reads (zero copy from the library's buffer) are checked too: EIO, never the changed bytes.
+ofs_umount
+ofs_mount "$U" || ofs_bail "cannot remount after the damage"
+check_fails "a read of a value changed in the KV store is EIO" "Input/output error" cat "$MNT/s/v1"
+check_grep_log "the mismatch is logged with its key" "checksum mismatch: inode"
+check_cmp "an intact value reads back" "$REF/scrub3" "$MNT/s/v3"
 rm "$MNT/s/v1" "$MNT/s/v2"
 ofs_umount
 check_eq "the daemon exits cleanly" 0 "$OFS_RC"
