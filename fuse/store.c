@@ -118,6 +118,21 @@ static int store_scan_root(const char *root, const char *dbpath, int *buckets, c
 	return 0;
 }
 
+/* 1 when root holds a bucket file (or cannot be read: assume it does). */
+static int store_has_buckets(const char *root)
+{
+	struct dirent *de;
+	DIR *d = root ? opendir(root) : NULL;
+	int found = 0;
+
+	if (!d)
+		return 1;
+	while (!found && (de = readdir(d)))
+		found = store_is_bucket_name(de->d_name);
+	closedir(d);
+	return found;
+}
+
 static int store_geom_check(const struct ofs_config *cfg, const struct meta_geom *have,
 			    char *err, size_t errlen)
 {
@@ -325,7 +340,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	char ubsio_lib[PATH_MAX];
 	struct kvb_ubsio_config uc = cfg->ubsio;
 	struct kvb_pages_geom pg;
-	char backend[32] = "", *db = NULL, *journal = NULL;
+	char backend[32] = "", *db = NULL, *journal = NULL, *s_root = NULL;
 	int created;
 	struct stat st;
 	int ret, buckets;
@@ -480,6 +495,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 out:
 	created = s->created && s->meta_path && s->root;
 	if (created) {
+		s_root = strdup(s->root);
 		db = strdup(s->meta_path);
 		if (asprintf(&journal, "%s/%s", s->root, KVB_UBSIO_JOURNAL) < 0)
 			journal = NULL;
@@ -488,9 +504,10 @@ out:
 	/*
 	 * A store this call set out to create and could not (a missing
 	 * library, a bad geometry): leave ROOT as it was.  Its database holds
-	 * no object yet.
+	 * no object yet.  Once bucket files exist the database stays with
+	 * them: bucket files without one are refused as foreign.
 	 */
-	if (created && db) {
+	if (created && db && !store_has_buckets(s_root)) {
 		char aux[PATH_MAX + 8];
 
 		unlink(db);
@@ -503,6 +520,7 @@ out:
 	}
 	free(db);
 	free(journal);
+	free(s_root);
 	return ret;
 }
 
