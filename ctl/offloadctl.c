@@ -986,13 +986,54 @@ static int check_mount(const char *mnt)
 	return 0;
 }
 
+/*
+ * Options scrub was not given default to how the daemon reached the
+ * library (offloadfs_ubsio_info in the mount's metrics): the same library,
+ * Init variant and device.
+ */
+static void scrub_ubsio_defaults(const char *mnt, struct kvb_ubsio_config *uc, char *lib,
+				 size_t liblen)
+{
+	static char text[1 << 20];
+	const char *p, *q;
+	ssize_t len = getxattr(mnt, "user.offload.metrics", text, sizeof(text) - 1);
+	size_t n = 0;
+
+	if (len <= 0)
+		return;
+	text[len] = '\0';
+	p = strstr(text, "\noffloadfs_ubsio_info{lib=\"");
+	if (!p)
+		return;
+	for (p += strlen("\noffloadfs_ubsio_info{lib=\""); *p && *p != '"' && n + 1 < liblen; p++) {
+		if (*p == '\\' && p[1])
+			p++;
+		lib[n++] = *p == 'n' && p[-1] == '\\' ? '\n' : *p;
+	}
+	lib[n] = '\0';
+	if (!uc->lib && n)
+		uc->lib = lib;
+	q = strstr(p, "init=\"");
+	if (q && uc->new_init < 0) {
+		q += strlen("init=\"");
+		uc->new_init = strncmp(q, "old\"", 4) != 0;
+		if (uc->new_init)
+			uc->ssd_size = strtoull(q, NULL, 10);
+	}
+	q = strstr(p, "device=\"");
+	if (q && uc->device_id < 0)
+		uc->device_id = atoi(q + strlen("device=\""));
+}
+
 static int cmd_scrub(const char *mnt, const struct kvb_ubsio_config *uc)
 {
 	struct scrub sc = { 0 };
+	char lib[PATH_MAX];
 
 	if (check_mount(mnt))
 		return 2;
 	sc.uc = *uc;
+	scrub_ubsio_defaults(mnt, &sc.uc, lib, sizeof(lib));
 	sc.prog.what = "scrub";
 	sc.prog.tty = isatty(2);
 	scrub_dir(&sc, mnt);
@@ -1317,7 +1358,8 @@ int main(int argc, char **argv)
 		return cmd_fsck(&cfg, repair);
 	}
 	if (argc >= 3 && !strcmp(argv[1], "scrub")) {
-		struct kvb_ubsio_config uc = { 0 };
+		/* Unset (-1): the daemon's own, from its metrics. */
+		struct kvb_ubsio_config uc = { .new_init = -1, .device_id = -1 };
 		const char *mnt = NULL;
 		int r;
 

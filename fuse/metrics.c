@@ -146,6 +146,23 @@ char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 	       "Free pages (statfs free blocks) of the store.", sf.blocks_free);
 	mb_head(&b, "offloadfs_backend_info", "gauge", "The storage backend of the store.");
 	mb_printf(&b, "offloadfs_backend_info{backend=\"%s\"} 1\n", ops->name);
+	if (!strcmp(ofs->store.backend, "ubsio")) {
+		const struct kvb_ubsio_config *uc = &ofs->store.ubsio;
+		const char *l = uc->lib ? uc->lib : "";
+
+		/* How the library was reached: offloadctl scrub loads it the same way. */
+		mb_head(&b, "offloadfs_ubsio_info", "gauge",
+			"The UBSIO library, Init variant and device of this mount.");
+		mb_printf(&b, "offloadfs_ubsio_info{lib=\"");
+		for (; *l; l++)
+			mb_printf(&b, *l == '"' || *l == '\\' ? "\\%c" : *l == '\n' ? "\\n" : "%c",
+				  *l);
+		if (uc->new_init > 0)
+			mb_printf(&b, "\",init=\"%llu\",device=\"%d\"} 1\n",
+				  (unsigned long long)uc->ssd_size, uc->device_id);
+		else
+			mb_printf(&b, "\",init=\"old\",device=\"%d\"} 1\n", uc->device_id);
+	}
 	mb_head(&b, "offloadfs_bucket_pages_allocated", "gauge",
 		"Pages in use in each bucket (objects, writes in progress, frees awaiting a sync).");
 	for (i = 0; i < nb; i++)

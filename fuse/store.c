@@ -450,6 +450,12 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 			goto out;
 		}
 	}
+	if (!strcmp(s->backend, "ubsio")) {
+		/* For the metrics, so that offloadctl scrub reaches the library the same way. */
+		s->ubsio = uc;
+		snprintf(s->ubsio_lib, sizeof(s->ubsio_lib), "%s", uc.lib ? uc.lib : "");
+		s->ubsio.lib = s->ubsio_lib[0] ? s->ubsio_lib : NULL;
+	}
 	if (!strcmp(s->backend, "ubsio") && ofs_ubsio_record(s->meta, &uc)) {
 		ret = -EIO;
 		snprintf(err, errlen, "%s: %s", s->meta_path, meta_errmsg(s->meta));

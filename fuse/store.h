@@ -52,6 +52,9 @@ struct ofs_store {
 	uint64_t dropped_corrupt;
 	char start_msg[512];
 	char backend[32];
+	/* How a ubsio store's library was reached (after the recorded defaults). */
+	struct kvb_ubsio_config ubsio;
+	char ubsio_lib[4096];
 	/*
 	 * Sync generations: commits record gen; a barrier makes every commit
 	 * of gen <= synced_gen durable.  Both under the caller's metadata lock.

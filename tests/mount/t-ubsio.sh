@@ -295,8 +295,12 @@ run "${SCRUB[@]}"
 check_eq "scrub after damage in the KV store: exit 1" 1 "$RC"
 check_contains "a changed value is a checksum mismatch" "s/v1: checksum mismatch (value '$v1'" "$OUT"
 check_contains "a lost value is named" "s/v2: value '$v2': missing from the KV store" "$OUT"
-run "$OFSCTL" scrub "$MNT"
-check_contains "without --ubsio-lib: a clear message" "(give its path with --ubsio-lib)" "$OUT"
+check_contains "the metrics say how the daemon reached the library" \
+	"offloadfs_ubsio_info{lib=\"$LIB\",init=\"0\",device=\"0\"} 1" \
+	"$(getfattr --absolute-names --only-values -n user.offload.metrics "$MNT")"
+run env -u LD_LIBRARY_PATH "$OFSCTL" scrub "$MNT"
+check_eq "scrub without options: the daemon's library and Init, the same findings" 1 "$RC"
+check_contains "scrub without options finds the lost value" "s/v2: value '$v2': missing" "$OUT"
 # Reads (zero copy from the library's buffer) are checked too: EIO, never the changed bytes.
 ofs_umount
 ofs_mount "$U" || ofs_bail "cannot remount after the damage"
