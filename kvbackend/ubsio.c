@@ -757,45 +757,6 @@ static void ubs_unhold(struct ubs *u, struct ubs_val *v)
 	ubs_cache_trim(u);
 }
 
-static ssize_t ubs_read_any(struct ubs *u, const struct kvb_map *m, const uint64_t *pcs,
-			    void *buf, size_t len, uint64_t off, uint64_t *bad)
-{
-	struct ubs_val *v;
-	ssize_t n;
-	int ret;
-
-	if (m->bucket < 0 || off >= m->size)
-		return 0;
-	if (len > m->size - off)
-		len = (size_t)(m->size - off);
-	pthread_mutex_lock(&u->lock);
-	v = ubs_find(u, m->page);
-	if (!v) {
-		pthread_mutex_unlock(&u->lock);
-		return -EIO;
-	}
-	if (v->obj && v->obj->w == v) {
-		/* A writer's view: its buffer (the caller holds the writer out). */
-		struct kvb_obj *o = v->obj;
-
-		n = off < o->size ? (ssize_t)(o->size - off < len ? o->size - off : len) : 0;
-		memcpy(buf, o->buf + off, (size_t)n);
-		pthread_mutex_unlock(&u->lock);
-		return n;
-	}
-	ret = ubs_hold(u, v, pcs, bad);
-	if (ret) {
-		pthread_mutex_unlock(&u->lock);
-		return ret;
-	}
-	pthread_mutex_unlock(&u->lock);
-	memcpy(buf, v->data + off, len);
-	pthread_mutex_lock(&u->lock);
-	ubs_unhold(u, v);
-	pthread_mutex_unlock(&u->lock);
-	return (ssize_t)len;
-}
-
 /*
  * Zero copy: the reply is sent straight from the library's buffer (the
  * RFC's extra memcpy after BatchGetDirect, gone), held until unref.
@@ -836,6 +797,37 @@ static void ubs_read_unref(void *arg, void *ref)
 	pthread_mutex_lock(&u->lock);
 	ubs_unhold(u, ref);
 	pthread_mutex_unlock(&u->lock);
+}
+
+/* A copy of committed bytes (through ubs_read_ref), or of a writer's buffer. */
+static ssize_t ubs_read_any(struct ubs *u, const struct kvb_map *m, const uint64_t *pcs,
+			    void *buf, size_t len, uint64_t off, uint64_t *bad)
+{
+	const void *ptr;
+	struct ubs_val *v;
+	void *ref;
+	ssize_t n = ubs_read_ref(u, m, pcs, len, off, &ptr, &ref, bad);
+
+	if (n == -EOPNOTSUPP) {
+		/* A writer's view: its buffer (the caller holds the writer out). */
+		pthread_mutex_lock(&u->lock);
+		v = ubs_find(u, m->page);
+		if (v && v->obj && v->obj->w == v) {
+			struct kvb_obj *o = v->obj;
+
+			n = off < o->size ? (ssize_t)(o->size - off < len ? o->size - off : len) : 0;
+			memcpy(buf, o->buf + off, (size_t)n);
+		} else {
+			n = -EIO;
+		}
+		pthread_mutex_unlock(&u->lock);
+		return n;
+	}
+	if (n > 0)
+		memcpy(buf, ptr, (size_t)n);
+	if (ref)
+		ubs_read_unref(u, ref);
+	return n;
 }
 
 static ssize_t ubs_read(void *arg, const struct kvb_map *m, void *buf, size_t len, uint64_t off)
