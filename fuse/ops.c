@@ -1440,6 +1440,20 @@ static void ofs_log_bad_page(struct ofs *ofs, struct ofs_inode *in, const struct
 		(unsigned long long)((map->page + bad) * ofs->store.geom.page_size));
 }
 
+/* Reply to a checked read: n bytes at buf, or the error (a bad page logged, EIO). */
+static void ofs_reply_checked(struct ofs *ofs, fuse_req_t req, struct ofs_inode *in,
+			      const struct kvb_map *map, ssize_t n, const void *buf, uint64_t bad)
+{
+	if (n == -EBADMSG) {
+		ofs_log_bad_page(ofs, in, map, bad);
+		n = -EIO;
+	}
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
 /*
  * A read served from the backend's own buffer, checked when verify is on:
  * 1 when replied, 0 when the backend cannot (the caller copies).
@@ -1457,14 +1471,7 @@ static int ofs_read_ref(struct ofs *ofs, fuse_req_t req, struct ofs_inode *in,
 			  &ref, &bad);
 	if (n == -EOPNOTSUPP)
 		return 0;
-	if (n == -EBADMSG) {
-		ofs_log_bad_page(ofs, in, map, bad);
-		n = -EIO;
-	}
-	if (n < 0)
-		fuse_reply_err(req, (int)-n);
-	else
-		fuse_reply_buf(req, ptr, (size_t)n);
+	ofs_reply_checked(ofs, req, in, map, n, ptr, bad);
 	if (ref)
 		ops->read_unref(ofs->store.kvb.arg, ref);
 	return 1;
@@ -1481,14 +1488,7 @@ static void ofs_read_verified(struct ofs *ofs, fuse_req_t req, struct ofs_inode 
 	n = buf ? ofs->store.kvb.ops->read_verified(ofs->store.kvb.arg, map, in->pcs, buf, size,
 						    off, &bad)
 		: -ENOMEM;
-	if (n == -EBADMSG) {
-		ofs_log_bad_page(ofs, in, map, bad);
-		n = -EIO;
-	}
-	if (n < 0)
-		fuse_reply_err(req, (int)-n);
-	else
-		fuse_reply_buf(req, buf, (size_t)n);
+	ofs_reply_checked(ofs, req, in, map, n, buf, bad);
 	free(buf);
 }
 

@@ -305,11 +305,12 @@ static int pages_read_all(struct pages *p, uint32_t b, void *buf, size_t len, ui
 	return 0;
 }
 
-static int pages_copy(struct pages *p, const struct kvb_map *from, const struct kvb_map *to,
-		      uint64_t len)
+/* Copy bytes [off, off + len) of from to the same offset of to. */
+static int pages_copy_at(struct pages *p, const struct kvb_map *from, const struct kvb_map *to,
+			 uint64_t off, uint64_t len)
 {
+	uint64_t end = off + len;
 	char *buf;
-	uint64_t done = 0;
 	int ret = 0;
 
 	if (len == 0)
@@ -317,13 +318,13 @@ static int pages_copy(struct pages *p, const struct kvb_map *from, const struct 
 	buf = malloc(PAGES_COPY_CHUNK);
 	if (!buf)
 		return -ENOMEM;
-	while (done < len && !ret) {
-		size_t n = len - done < PAGES_COPY_CHUNK ? (size_t)(len - done) : PAGES_COPY_CHUNK;
+	while (off < end && !ret) {
+		size_t n = end - off < PAGES_COPY_CHUNK ? (size_t)(end - off) : PAGES_COPY_CHUNK;
 
-		ret = pages_read_all(p, (uint32_t)from->bucket, buf, n, pages_byte(p, from, done));
+		ret = pages_read_all(p, (uint32_t)from->bucket, buf, n, pages_byte(p, from, off));
 		if (!ret)
-			ret = pages_write_all(p, (uint32_t)to->bucket, buf, n, pages_byte(p, to, done));
-		done += n;
+			ret = pages_write_all(p, (uint32_t)to->bucket, buf, n, pages_byte(p, to, off));
+		off += n;
 	}
 	free(buf);
 	return ret;
@@ -482,26 +483,10 @@ static void pages_src_done(struct kvb_obj *o)
 static int pages_fill_range(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t to)
 {
 	uint64_t off = from * p->page_size, end = to * p->page_size;
-	char *buf;
-	int ret = 0;
 
 	if (end > o->src.size)
 		end = o->src.size;
-	if (off >= end)
-		return 0;
-	buf = malloc(PAGES_COPY_CHUNK);
-	if (!buf)
-		return -ENOMEM;
-	while (off < end && !ret) {
-		size_t n = end - off < PAGES_COPY_CHUNK ? (size_t)(end - off) : PAGES_COPY_CHUNK;
-
-		ret = pages_read_all(p, (uint32_t)o->src.bucket, buf, n, pages_byte(p, &o->src, off));
-		if (!ret)
-			ret = pages_write_all(p, (uint32_t)o->w.bucket, buf, n, pages_byte(p, &o->w, off));
-		off += n;
-	}
-	free(buf);
-	return ret;
+	return off < end ? pages_copy_at(p, &o->src, &o->w, off, end - off) : 0;
 }
 
 /* Fill page pg from src unless the working run holds it already. */
@@ -574,7 +559,7 @@ static int pages_move(struct pages *p, struct kvb_obj *o, uint64_t n)
 	if (ret)
 		return ret;
 	if (o->w.bucket >= 0) {
-		ret = pages_copy(p, &o->w, &fresh, o->w.size);
+		ret = pages_copy_at(p, &o->w, &fresh, 0, o->w.size);
 		if (ret) {
 			pages_free_run(p, fresh.bucket, fresh.page, fresh.npages);
 			return ret;

@@ -188,6 +188,7 @@ struct ubs_val {
 	struct ubs_val *dprev, *dnext; /* DOOMED: the doomed list, in doom order */
 	uint64_t sweep;         /* the last delete pass that tried it */
 	int deleting;           /* in a BatchDelete now: no new reader may hold it */
+	uint64_t jgen;          /* the journal generation holding a line for it (0: none) */
 	/* Read cache: the library's buffer from BatchGetDirect. */
 	void **block;
 	const unsigned char *data;
@@ -239,6 +240,7 @@ struct ubs {
 	uint64_t sweep;
 	off_t jlen;             /* the journal's length: a torn append is cut back to it */
 	int jdirty;             /* lines appended since the last reset */
+	uint64_t jgen;          /* bumped by every reset: lines of older ones are gone */
 	uint64_t nputting;      /* values between their P line and commit_done */
 	uint64_t commit_epoch, barrier_epoch; /* for emptying the journal */
 	/* Read cache, most recent first. */
@@ -413,8 +415,12 @@ static void ubs_hex(const char *s, char *out)
 	*out = '\0';
 }
 
-/* Append one line per value: "<tag> <vid> <hex key>\n".  Under u->lock or single-threaded. */
-static int ubs_journal(struct ubs *u, char tag, struct ubs_val *const *v, size_t n)
+/*
+ * Append one line per value: "<tag> <vid> <hex key>\n", tag tags[i] (or
+ * tags[0] for all when tags is one letter).  Each value remembers the
+ * journal generation its line went into.  Under u->lock or single-threaded.
+ */
+static int ubs_journal(struct ubs *u, const char *tags, struct ubs_val *const *v, size_t n)
 {
 	size_t i, len = 0, cap = 0;
 	char *buf = NULL;
@@ -427,7 +433,8 @@ static int ubs_journal(struct ubs *u, char tag, struct ubs_val *const *v, size_t
 	if (!buf)
 		return -ENOMEM;
 	for (i = 0; i < n; i++) {
-		len += (size_t)sprintf(buf + len, "%c %" PRIu64 " ", tag, v[i]->vid);
+		len += (size_t)sprintf(buf + len, "%c %" PRIu64 " ", tags[tags[1] ? i : 0],
+				       v[i]->vid);
 		ubs_hex(v[i]->skey, buf + len);
 		len += strlen(buf + len);
 		buf[len++] = '\n';
@@ -441,6 +448,8 @@ static int ubs_journal(struct ubs *u, char tag, struct ubs_val *const *v, size_t
 	} else {
 		u->jlen += (off_t)len;
 		u->jdirty = 1;
+		for (i = 0; i < n; i++)
+			v[i]->jgen = u->jgen;
 	}
 	free(buf);
 	return ret;
@@ -499,13 +508,14 @@ static void ubs_doom_remove(struct ubs *u, struct ubs_val *v)
 /*
  * v's value is to be deleted once the record change that let go of it is
  * durable.  Its key is normally in the journal already (written, synced,
- * before the record change: commit_prepare, remove_prepare); this line
- * covers the rest and is synced by the next barrier.
+ * before the record change: its P line, or the D line of commit_prepare or
+ * remove_prepare); only when the journal has been reset since is a line
+ * added, synced by the next barrier.
  */
 static int ubs_doom(struct ubs *u, struct ubs_val *v)
 {
 	ubs_doom_quiet(u, v);
-	return ubs_journal(u, 'D', &v, 1);
+	return v->jgen == u->jgen ? 0 : ubs_journal(u, "D", &v, 1);
 }
 
 /*
@@ -587,6 +597,7 @@ static int ubs_journal_reset(struct ubs *u)
 	if (ftruncate(u->jfd, 0))
 		return -errno;
 	u->jlen = 0;
+	u->jgen++;
 	if (write(u->jfd, line, (size_t)n) != n || fdatasync(u->jfd))
 		return -EIO;
 	u->jlen = n;
@@ -1130,7 +1141,7 @@ static int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct
 		/* The old value's key goes to the journal, synced, before the record lets go. */
 		if (o->base) {
 			pthread_mutex_lock(&u->lock);
-			ret = ubs_journal(u, 'D', &o->base, 1);
+			ret = ubs_journal(u, "D", &o->base, 1);
 			pthread_mutex_unlock(&u->lock);
 			if (!ret && fdatasync(u->jfd))
 				ret = -EIO;
@@ -1168,9 +1179,11 @@ static int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct
 	 * journal before the put (ubs_put_batch syncs it first): whatever a
 	 * crash keeps of the record change, the next start finds both.
 	 */
-	ret = ubs_journal(u, 'P', &w, 1);
-	if (!ret && o->base)
-		ret = ubs_journal(u, 'D', &o->base, 1);
+	{
+		struct ubs_val *pd[2] = { w, o->base };
+
+		ret = ubs_journal(u, "PD", pd, o->base ? 2 : 1);
+	}
 	pthread_mutex_unlock(&u->lock);
 	if (!ret) {
 		put.key = w->skey;
@@ -1210,7 +1223,7 @@ static void ubs_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 	if (ok) {
 		/* The record now points at w (or at nothing): the old value goes (journalled). */
 		if (o->base)
-			ubs_doom_quiet(u, o->base);
+			ubs_doom(u, o->base);
 		o->base = NULL;
 		o->base_size = 0;
 		if (o->put_new) {
@@ -1300,7 +1313,7 @@ static int ubs_remove_prepare(void *arg, const struct kvb_map *m)
 	pthread_mutex_lock(&u->lock);
 	v = ubs_find(u, m->page);
 	if (v && v->skey)
-		ret = ubs_journal(u, 'D', &v, 1);
+		ret = ubs_journal(u, "D", &v, 1);
 	pthread_mutex_unlock(&u->lock);
 	if (!ret && fdatasync(u->jfd))
 		ret = -EIO;
@@ -1590,13 +1603,13 @@ static int ubs_journal_doomed(struct ubs *u)
 				continue;
 			d[n++] = v;
 			if (n == UBS_BATCH) {
-				ret = ubs_journal(u, 'D', d, n);
+				ret = ubs_journal(u, "D", d, n);
 				n = 0;
 			}
 		}
 	}
 	if (!ret && n)
-		ret = ubs_journal(u, 'D', d, n);
+		ret = ubs_journal(u, "D", d, n);
 	if (!ret && fdatasync(u->jfd))
 		ret = -errno;
 	return ret;
@@ -1833,6 +1846,7 @@ int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_con
 	u->m = m;
 	u->jfd = -1;
 	u->next_vid = 1;
+	u->jgen = 1;
 	u->tabsize = 1024;
 	u->qtail = &u->qhead;
 	pthread_mutex_init(&u->lock, NULL);
