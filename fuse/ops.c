@@ -1440,78 +1440,109 @@ static void ofs_log_bad_page(struct ofs *ofs, struct ofs_inode *in, const struct
 		(unsigned long long)((map->page + bad) * ofs->store.geom.page_size));
 }
 
-/* Reply to a checked read: n bytes at buf, or the error (a bad page logged, EIO). */
-static void ofs_reply_checked(struct ofs *ofs, fuse_req_t req, struct ofs_inode *in,
-			      const struct kvb_map *map, ssize_t n, const void *buf, uint64_t bad)
-{
-	if (n == -EBADMSG) {
-		ofs_log_bad_page(ofs, in, map, bad);
-		n = -EIO;
-	}
-	if (n < 0)
-		fuse_reply_err(req, (int)-n);
-	else
-		fuse_reply_buf(req, buf, (size_t)n);
-}
-
 /*
- * A read served from the backend's own buffer, checked when verify is on:
- * 1 when replied, 0 when the backend cannot (the caller copies).
+ * The bytes of a read, wherever they are: a buffer of ours (own), the
+ * backend's own buffer (ref, given back by ofs_bytes_release), or a range
+ * of a bucket file (fd >= 0), which the reply splices without a copy.
  */
-static int ofs_read_ref(struct ofs *ofs, fuse_req_t req, struct ofs_inode *in,
-			const struct kvb_map *map, size_t size, uint64_t off)
-{
-	const struct kvb_ops *ops = ofs->store.kvb.ops;
-	const void *ptr = NULL;
-	void *ref = NULL;
-	uint64_t bad = 0;
-	ssize_t n;
+struct ofs_bytes {
+	const void *ptr;
+	char *own;
+	void *ref;
+	int fd;
+	off_t pos;
+};
 
-	n = ops->read_ref(ofs->store.kvb.arg, map, ofs->verify ? in->pcs : NULL, size, off, &ptr,
-			  &ref, &bad);
-	if (n == -EOPNOTSUPP)
-		return 0;
-	ofs_reply_checked(ofs, req, in, map, n, ptr, bad);
-	if (ref)
-		ops->read_unref(ofs->store.kvb.arg, ref);
-	return 1;
+static void ofs_bytes_release(struct ofs *ofs, struct ofs_bytes *b)
+{
+	if (b->ref)
+		ofs->store.kvb.ops->read_unref(ofs->store.kvb.arg, b->ref);
+	free(b->own);
 }
 
-/* A read checked page by page; a mismatch is EIO, never wrong bytes. */
-static void ofs_read_verified(struct ofs *ofs, fuse_req_t req, struct ofs_inode *in,
-			      const struct kvb_map *map, size_t size, uint64_t off)
-{
-	char *buf = malloc(size);
-	uint64_t bad = 0;
-	ssize_t n;
-
-	n = buf ? ofs->store.kvb.ops->read_verified(ofs->store.kvb.arg, map, in->pcs, buf, size,
-						    off, &bad)
-		: -ENOMEM;
-	ofs_reply_checked(ofs, req, in, map, n, buf, bad);
-	free(buf);
-}
-
-/* Serve a read from the DRAM tier: 1 when replied, 0 on a miss. */
-static int ofs_read_dram(struct ofs *ofs, fuse_req_t req, struct ofs_inode *in, size_t size,
-			 uint64_t off)
+/* The DRAM tier's copy, when it has this version: the count, or -ENOENT on a miss. */
+static ssize_t ofs_fetch_dram(struct ofs *ofs, struct ofs_inode *in, size_t size, uint64_t off,
+			      struct ofs_bytes *b)
 {
 	struct ofs_dram_version v;
-	char *buf = malloc(size ? size : 1);
 	ssize_t n = -ENOENT;
 
 	ofs_version(&in->m, &v);
-	if (buf)
-		n = ofs_dram_read(&ofs->dram, in->ino, &v, buf, size, off);
+	b->own = malloc(size ? size : 1);
+	if (b->own)
+		n = ofs_dram_read(&ofs->dram, in->ino, &v, b->own, size, off);
 	if (n < 0) {
-		free(buf);
+		free(b->own);
+		b->own = NULL;
 		OFS_COUNT(ofs->metrics.dram_misses, 1);
-		return 0;
+		return -ENOENT;
 	}
 	OFS_COUNT(ofs->metrics.dram_hits, 1);
-	fuse_reply_buf(req, buf, (size_t)n);
-	free(buf);
-	return 1;
+	b->ptr = b->own;
+	return n;
+}
+
+/*
+ * Fetch size bytes at off of in's version map (size already cut to the end
+ * of the file): from the DRAM tier, the backend's buffer, a copy checked
+ * page by page when verify is on, or the bucket file.  The count, or
+ * -errno; a page that fails its checksum is EIO, never wrong bytes, and is
+ * logged and counted unless quiet (a prefill: the read that follows it
+ * reports it).  Under in's stripe lock (read); b is released by the caller.
+ */
+static ssize_t ofs_fetch(struct ofs *ofs, struct ofs_inode *in, const struct kvb_map *map,
+			 size_t size, uint64_t off, int quiet, struct ofs_bytes *b)
+{
+	const struct kvb_ops *ops = ofs->store.kvb.ops;
+	void *arg = ofs->store.kvb.arg;
+	uint64_t bad = 0;
+	ssize_t n;
+
+	memset(b, 0, sizeof(*b));
+	b->fd = -1;
+	if (ofs->dram_capacity && !in->obj && (n = ofs_fetch_dram(ofs, in, size, off, b)) >= 0)
+		return n;
+	if (ops->read_ref && !in->obj && map->bucket >= 0 &&
+	    (!ofs->verify || ofs_load_pcs(ofs, in) == 0)) {
+		n = ops->read_ref(arg, map, ofs->verify ? in->pcs : NULL, size, off, &b->ptr, &b->ref,
+				  &bad);
+		if (n != -EOPNOTSUPP)
+			goto checked;
+	}
+	if (ofs->verify && !in->obj && map->bucket >= 0 && ofs_load_pcs(ofs, in) == 0) {
+		b->own = malloc(size ? size : 1);
+		n = b->own ? ops->read_verified(arg, map, in->pcs, b->own, size, off, &bad) : -ENOMEM;
+		b->ptr = b->own;
+		goto checked;
+	}
+	if (ops->read_fd(arg, map, off, &b->fd, &b->pos) == 0)
+		return (ssize_t)size; /* straight from the bucket file: no copy through our memory */
+	b->fd = -1;
+	b->own = malloc(size ? size : 1);
+	b->ptr = b->own;
+	return b->own ? ops->read(arg, map, b->own, size, off) : -ENOMEM;
+checked:
+	if (n == -EBADMSG) {
+		if (!quiet)
+			ofs_log_bad_page(ofs, in, map, bad);
+		n = -EIO;
+	}
+	return n;
+}
+
+/* The bytes as a buffer vector, for a reply or a store into the kernel's cache. */
+static struct fuse_bufvec ofs_bytes_vec(const struct ofs_bytes *b, size_t n)
+{
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(n);
+
+	if (b->fd >= 0) {
+		bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+		bv.buf[0].fd = b->fd;
+		bv.buf[0].pos = b->pos;
+	} else {
+		bv.buf[0].mem = (void *)b->ptr;
+	}
+	return bv;
 }
 
 static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, off_t off,
@@ -1522,8 +1553,7 @@ static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, 
 	struct kvb_map map;
 	pthread_rwlock_t *lk;
 	uint64_t t0 = ofs_now_ns();
-	off_t pos;
-	int fd, settle;
+	int settle;
 
 	(void)fi;
 	if (!in) {
@@ -1550,34 +1580,21 @@ static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, 
 	} else if ((uint64_t)off >= map.size) {
 		fuse_reply_buf(req, NULL, 0);
 	} else {
-		OFS_COUNT(ofs->metrics.bytes_read, size);
-		if (ofs->dram_capacity && !in->obj && ofs_read_dram(ofs, req, in, size, (uint64_t)off))
-			;
-		else if (ops->read_ref && !in->obj && map.bucket >= 0 &&
-			 (!ofs->verify || ofs_load_pcs(ofs, in) == 0) &&
-			 ofs_read_ref(ofs, req, in, &map, size, (uint64_t)off))
-			;
-		else if (ofs->verify && !in->obj && map.bucket >= 0 && ofs_load_pcs(ofs, in) == 0)
-			ofs_read_verified(ofs, req, in, &map, size, (uint64_t)off);
-		else if (ops->read_fd(ofs->store.kvb.arg, &map, (uint64_t)off, &fd, &pos) == 0) {
-			/* Straight from the bucket file: no copy through our memory. */
-			struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
+		struct ofs_bytes b;
+		ssize_t n = ofs_fetch(ofs, in, &map, size, (uint64_t)off, 0, &b);
 
-			bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-			bv.buf[0].fd = fd;
-			bv.buf[0].pos = pos;
+		if (n < 0) {
+			fuse_reply_err(req, (int)-n);
+		} else if (b.fd >= 0) {
+			struct fuse_bufvec bv = ofs_bytes_vec(&b, (size_t)n);
+
+			OFS_COUNT(ofs->metrics.bytes_read, (size_t)n);
 			fuse_reply_data(req, &bv, 0);
 		} else {
-			char *buf = malloc(size);
-			ssize_t n = buf ? ops->read(ofs->store.kvb.arg, &map, buf, size, (uint64_t)off)
-					: -ENOMEM;
-
-			if (n < 0)
-				fuse_reply_err(req, (int)-n);
-			else
-				fuse_reply_buf(req, buf, (size_t)n);
-			free(buf);
+			OFS_COUNT(ofs->metrics.bytes_read, (size_t)n);
+			fuse_reply_buf(req, b.ptr, (size_t)n);
 		}
+		ofs_bytes_release(ofs, &b);
 	}
 	pthread_rwlock_unlock(lk);
 	ofs_hist_observe(&ofs->metrics.read_lat, ofs_now_ns() - t0);
