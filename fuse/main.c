@@ -18,7 +18,7 @@ struct ofs_cli {
 	char *page_size, *bucket_size, *bucket_count, *meta, *timeout, *sync_ms;
 	char *dram, *promote_after, *promote_window, *metrics;
 	char *backend, *ubsio_lib, *ubsio_device, *ubsio_ssd_size, *kv_max_bytes, *kv_max_keys;
-	char *kv_buffer_max, *kv_cache, *ubsio_key_max;
+	char *kv_buffer_max, *kv_cache, *ubsio_key_max, *prefill;
 	int ubsio_old_init;
 	int verify;
 	const char *root;
@@ -42,6 +42,7 @@ static const struct fuse_opt ofs_opts[] = {
 	CLI_OPT("promote_after=%s", promote_after),
 	CLI_OPT("promote_window=%s", promote_window),
 	CLI_OPT("metrics=%s", metrics),
+	CLI_OPT("prefill=%s", prefill),
 	CLI_OPT("backend=%s", backend),
 	CLI_OPT("ubsio_lib=%s", ubsio_lib),
 	CLI_OPT("ubsio_device=%s", ubsio_device),
@@ -106,6 +107,9 @@ static void ofs_usage(const char *prog)
 	       "    sync_interval=MS  group commit: make closed files durable against power\n"
 	       "                      loss every MS milliseconds (default 1000; 0: only fsync)\n"
 	       "    verify|noverify   check every read against per-page checksums (default verify)\n"
+	       "    prefill=SIZE      the first open of an object up to SIZE after the kernel\n"
+	       "                      looked it up puts it all in the kernel's page cache, so\n"
+	       "                      its reads need no round trip (default 4M; 0: off)\n"
 	       "    dram=SIZE         DRAM tier for hot objects, K/M/G suffixes (default 0: off)\n"
 	       "    promote_after=N   the Nth open for reading within the window promotes (0: off)\n"
 	       "    promote_window=S  the window, seconds (default 60)\n"
@@ -393,6 +397,12 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "offloadfs: invalid dram '%s': a size such as 512M or 4G\n", cli.dram);
 		goto out_args;
 	}
+	ofs.prefill_max = 4u << 20;
+	if (cli.prefill && ofs_parse_size(cli.prefill, &ofs.prefill_max)) {
+		fprintf(stderr, "offloadfs: invalid prefill '%s': a size such as 4M, or 0\n",
+			cli.prefill);
+		goto out_args;
+	}
 	ofs.promote_window = 60;
 	if (ofs_uint_opt("promote_after", cli.promote_after, &ofs.promote_after) ||
 	    ofs_uint_opt("promote_window", cli.promote_window, &ofs.promote_window))
@@ -418,6 +428,7 @@ int main(int argc, char *argv[])
 	}
 	ofs.foreground = opts.foreground;
 	pthread_mutex_init(&ofs.lock, NULL);
+	pthread_cond_init(&ofs.kcond, NULL);
 	ofs_init_ops(&ops);
 	/* Unknown -o options are refused here, by name, before anything is touched. */
 	se = fuse_session_new(&args, &ops, sizeof(ops), &ofs);
@@ -507,6 +518,7 @@ out_args:
 	free(cli.kv_buffer_max);
 	free(cli.kv_cache);
 	free(cli.metrics);
+	free(cli.prefill);
 	if (ofs.dram_capacity)
 		ofs_dram_release(&ofs.dram);
 	free(opts.mountpoint);

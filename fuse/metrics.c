@@ -189,8 +189,12 @@ char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 	mb_one(&b, "offloadfs_bytes_written_total", "counter", "Bytes written by clients.",
 	       ld(&m->bytes_written));
 	mb_one(&b, "offloadfs_bytes_read_total", "counter",
-	       "Bytes read by clients through the daemon (page-cache hits are not seen).",
+	       "Bytes read by clients through the daemon, prefills included (page-cache hits "
+	       "are not seen).",
 	       ld(&m->bytes_read));
+	mb_one(&b, "offloadfs_prefills_total", "counter",
+	       "Objects put whole into the kernel's page cache at their first open (-o prefill).",
+	       ld(&m->prefills));
 	mb_one(&b, "offloadfs_objects_committed_total", "counter",
 	       "Objects committed (a close or fsync after writes).", ld(&m->objects_committed));
 	mb_one(&b, "offloadfs_commit_failures_total", "counter",

@@ -24,7 +24,7 @@ struct ofs_hist {
 };
 
 struct ofs_metrics {
-	uint64_t bytes_written, bytes_read;
+	uint64_t bytes_written, bytes_read, prefills;
 	uint64_t objects_committed, commit_failures, objects_read;
 	uint64_t checksum_failures;
 	uint64_t barriers;

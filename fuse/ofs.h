@@ -29,7 +29,13 @@ struct ofs_inode {
 	uint32_t nopen;       /* under ofs.lock */
 	uint32_t nwriters;    /* under rw (write) */
 	uint32_t busy;        /* requests using the struct now (ofs_iget..ofs_iput); ofs.lock */
-	int unlinked;         /* detached from the namespace; under ofs.lock */
+	signed char unlinked; /* detached from the namespace; under ofs.lock */
+	/*
+	 * 1 from the lookup that gave the kernel this inode until its first
+	 * open: the kernel caches none of its pages yet; 2 while that open
+	 * fills them (ofs_prefill).  Under ofs.lock.
+	 */
+	unsigned char kfresh;
 	struct meta_inode m;
 	struct kvb_obj *obj;
 	uint64_t *pcs;        /* per-page checksums of the committed version, loaded for verify */
@@ -54,6 +60,8 @@ struct ofs {
 	double timeout;        /* entry and attr cache timeout, seconds */
 	int foreground;
 	int verify;            /* check every byte read against its page checksum */
+	uint64_t prefill_max;  /* largest object ofs_prefill puts in the kernel's cache; 0: off */
+	pthread_cond_t kcond;  /* an open waiting for another one's prefill; with lock */
 	unsigned sync_ms;      /* group-commit interval; 0: only fsync makes durable */
 	pthread_t syncer;
 	int syncer_running, stopping;

@@ -279,6 +279,8 @@ static int ofs_entry(struct ofs *ofs, const struct meta_inode *m, struct fuse_en
 
 	if (!in)
 		return -ENOMEM;
+	if (in->nlookup == 0)
+		in->kfresh = 1; /* a new kernel inode: none of its pages are cached */
 	in->nlookup++;
 	memset(e, 0, sizeof(*e));
 	e->ino = in->ino;
@@ -1274,133 +1276,6 @@ static void ofs_promotion_policy(struct ofs *ofs, struct ofs_inode *in)
 	}
 }
 
-static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_file_info *fi, struct ofs_inode *in)
-{
-	struct ofs *ofs = ofs_of(req);
-	int writer = (fi->flags & O_ACCMODE) != O_RDONLY, ret = 0;
-
-	if (!in) {
-		fuse_reply_err(req, ESTALE);
-		return;
-	}
-	if (S_ISDIR(in->m.mode)) {
-		fuse_reply_err(req, EISDIR);
-		return;
-	}
-	/*
-	 * Counted open before the working state exists: an unlink from now on
-	 * detaches the record instead of deleting it and freeing the pages
-	 * this writer may append to.  A record already deleted cannot take a
-	 * commit any more.
-	 */
-	pthread_mutex_lock(&ofs->lock);
-	if (in->unlinked == 1)
-		ret = -ENOENT;
-	else
-		in->nopen++;
-	pthread_mutex_unlock(&ofs->lock);
-	if (!ret && writer) {
-		ret = ofs_open_writer(ofs, in, fi->flags & O_TRUNC);
-		if (ret) {
-			pthread_mutex_lock(&ofs->lock);
-			in->nopen--;
-			ofs_isettle(ofs, in);
-			pthread_mutex_unlock(&ofs->lock);
-		}
-	}
-	if (ret) {
-		fuse_reply_err(req, -ret);
-		return;
-	}
-	pthread_mutex_lock(&ofs->lock);
-	if (!writer) {
-		OFS_COUNT(ofs->metrics.objects_read, 1);
-		ofs_promotion_policy(ofs, in);
-	}
-	pthread_mutex_unlock(&ofs->lock);
-	fi->fh = (uint64_t)writer;
-	/* Every write goes through this mount, so the kernel's cache stays right. */
-	fi->keep_cache = 1;
-	/* A reader's close has nothing to commit: no FLUSH round trip for it. */
-	fi->noflush = !writer;
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		/* The opener was interrupted: undo as release would. */
-		pthread_rwlock_wrlock(ofs_rw(ofs, in));
-		if (writer && --in->nwriters == 0)
-			ofs_obj_close(ofs, in);
-		pthread_rwlock_unlock(ofs_rw(ofs, in));
-		pthread_mutex_lock(&ofs->lock);
-		in->nopen--;
-		ofs_isettle(ofs, in);
-		pthread_mutex_unlock(&ofs->lock);
-	}
-}
-
-static void ofs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	struct ofs *ofs = ofs_of(req);
-	struct ofs_inode *in = ofs_iget(ofs, ino);
-
-	ofs_do_open(req, ino, fi, in);
-	ofs_iput(ofs, in);
-}
-
-static void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-			  struct fuse_file_info *fi)
-{
-	struct ofs *ofs = ofs_of(req);
-	struct fuse_entry_param e;
-	struct ofs_inode *in = NULL;
-	struct meta_inode m;
-	int ret;
-
-	if (parent == META_ROOT_INO) {
-		fuse_reply_err(req, EPERM); /* the top level holds tenant directories only */
-		return;
-	}
-	if (!S_ISREG(mode)) {
-		fuse_reply_err(req, EPERM);
-		return;
-	}
-	pthread_mutex_lock(&ofs->lock);
-	/* Never committed until its first close or fsync: recovery drops it. */
-	ret = ofs_new_inode(ofs, req, parent, name, S_IFREG | (mode & 07777), META_NEW, &m);
-	if (!ret)
-		ret = ofs_entry(ofs, &m, &e);
-	if (!ret) {
-		in = ofs_ifind(ofs, m.ino);
-		in->nopen++;
-	}
-	pthread_mutex_unlock(&ofs->lock);
-	if (!ret) {
-		ret = ofs_open_writer(ofs, in, 0);
-		if (ret) {
-			pthread_mutex_lock(&ofs->lock);
-			in->nopen--;
-			pthread_mutex_unlock(&ofs->lock);
-			/* The entry stays; it will be dropped as never committed. */
-		}
-	}
-	if (ret) {
-		fuse_reply_err(req, -ret);
-		return;
-	}
-	fi->fh = 1;
-	fi->keep_cache = 1;
-	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-		/* The creator was interrupted: the kernel has neither the entry nor the file. */
-		pthread_rwlock_wrlock(ofs_rw(ofs, in));
-		if (--in->nwriters == 0)
-			ofs_obj_close(ofs, in);
-		pthread_rwlock_unlock(ofs_rw(ofs, in));
-		pthread_mutex_lock(&ofs->lock);
-		in->nopen--;
-		in->nlookup--;
-		ofs_isettle(ofs, in);
-		pthread_mutex_unlock(&ofs->lock);
-	}
-}
-
 /* The committed version's per-page checksums, loaded once per inode. */
 static int ofs_load_pcs(struct ofs *ofs, struct ofs_inode *in)
 {
@@ -1543,6 +1418,185 @@ static struct fuse_bufvec ofs_bytes_vec(const struct ofs_bytes *b, size_t n)
 		bv.buf[0].mem = (void *)b->ptr;
 	}
 	return bv;
+}
+
+/*
+ * Put a committed object whole into the kernel's page cache at the first
+ * open after the kernel looked it up, so that reading it takes no round
+ * trip (a KV block is read whole) and leaves the cached attributes valid
+ * (a read the daemon serves makes the kernel refetch atime at the next
+ * stat).  Only then is it safe to store: the kernel caches none of the
+ * inode's pages yet.  A writer's open takes the stripe lock exclusively,
+ * so it waits while we hold it shared and its bytes land over ours, never
+ * under.  Other opens wait for this one (kfresh 2), so no read of the
+ * inode holds its pages locked, waiting for a daemon thread, while the
+ * store waits for those pages.  On any failure the reads come to us.
+ */
+static void ofs_prefill(struct ofs *ofs, struct ofs_inode *in)
+{
+	pthread_rwlock_t *lk = ofs_rw(ofs, in);
+	struct kvb_map map;
+	struct ofs_bytes b;
+	ssize_t n;
+
+	pthread_rwlock_rdlock(lk);
+	map = ofs_committed(&in->m);
+	if (ofs->se && !in->obj && in->m.state == META_COMMITTED && map.bucket >= 0 &&
+	    map.size > 0 && map.size <= ofs->prefill_max) {
+		n = ofs_fetch(ofs, in, &map, (size_t)map.size, 0, 1, &b);
+		if (n == (ssize_t)map.size) {
+			struct fuse_bufvec bv = ofs_bytes_vec(&b, (size_t)n);
+
+			/* Memory goes by writev: one copy, as a reply's would. */
+			if (fuse_lowlevel_notify_store(ofs->se, in->ino, 0, &bv,
+						       b.fd >= 0 ? 0 : FUSE_BUF_NO_SPLICE) == 0) {
+				OFS_COUNT(ofs->metrics.prefills, 1);
+				OFS_COUNT(ofs->metrics.bytes_read, (size_t)n);
+			}
+		}
+		ofs_bytes_release(ofs, &b);
+	}
+	pthread_rwlock_unlock(lk);
+}
+
+static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_file_info *fi, struct ofs_inode *in)
+{
+	struct ofs *ofs = ofs_of(req);
+	int writer = (fi->flags & O_ACCMODE) != O_RDONLY, ret = 0, prefill;
+
+	if (!in) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	if (S_ISDIR(in->m.mode)) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	/*
+	 * Counted open before the working state exists: an unlink from now on
+	 * detaches the record instead of deleting it and freeing the pages
+	 * this writer may append to.  A record already deleted cannot take a
+	 * commit any more.
+	 */
+	pthread_mutex_lock(&ofs->lock);
+	if (in->unlinked == 1)
+		ret = -ENOENT;
+	else
+		in->nopen++;
+	/* Every open waits for a prefill in progress: see ofs_prefill. */
+	while (!ret && in->kfresh == 2)
+		pthread_cond_wait(&ofs->kcond, &ofs->lock);
+	prefill = !ret && !writer && in->kfresh == 1 && ofs->prefill_max;
+	in->kfresh = prefill ? 2 : 0;
+	pthread_mutex_unlock(&ofs->lock);
+	if (prefill) {
+		ofs_prefill(ofs, in);
+		pthread_mutex_lock(&ofs->lock);
+		in->kfresh = 0;
+		pthread_cond_broadcast(&ofs->kcond);
+		pthread_mutex_unlock(&ofs->lock);
+	}
+	if (!ret && writer) {
+		ret = ofs_open_writer(ofs, in, fi->flags & O_TRUNC);
+		if (ret) {
+			pthread_mutex_lock(&ofs->lock);
+			in->nopen--;
+			ofs_isettle(ofs, in);
+			pthread_mutex_unlock(&ofs->lock);
+		}
+	}
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	pthread_mutex_lock(&ofs->lock);
+	if (!writer) {
+		OFS_COUNT(ofs->metrics.objects_read, 1);
+		ofs_promotion_policy(ofs, in);
+	}
+	pthread_mutex_unlock(&ofs->lock);
+	fi->fh = (uint64_t)writer;
+	/* Every write goes through this mount, so the kernel's cache stays right. */
+	fi->keep_cache = 1;
+	/* A reader's close has nothing to commit: no FLUSH round trip for it. */
+	fi->noflush = !writer;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* The opener was interrupted: undo as release would. */
+		pthread_rwlock_wrlock(ofs_rw(ofs, in));
+		if (writer && --in->nwriters == 0)
+			ofs_obj_close(ofs, in);
+		pthread_rwlock_unlock(ofs_rw(ofs, in));
+		pthread_mutex_lock(&ofs->lock);
+		in->nopen--;
+		ofs_isettle(ofs, in);
+		pthread_mutex_unlock(&ofs->lock);
+	}
+}
+
+static void ofs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+
+	ofs_do_open(req, ino, fi, in);
+	ofs_iput(ofs, in);
+}
+
+static void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			  struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct fuse_entry_param e;
+	struct ofs_inode *in = NULL;
+	struct meta_inode m;
+	int ret;
+
+	if (parent == META_ROOT_INO) {
+		fuse_reply_err(req, EPERM); /* the top level holds tenant directories only */
+		return;
+	}
+	if (!S_ISREG(mode)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	pthread_mutex_lock(&ofs->lock);
+	/* Never committed until its first close or fsync: recovery drops it. */
+	ret = ofs_new_inode(ofs, req, parent, name, S_IFREG | (mode & 07777), META_NEW, &m);
+	if (!ret)
+		ret = ofs_entry(ofs, &m, &e);
+	if (!ret) {
+		in = ofs_ifind(ofs, m.ino);
+		in->kfresh = 0; /* its writer's bytes go through the kernel's cache */
+		in->nopen++;
+	}
+	pthread_mutex_unlock(&ofs->lock);
+	if (!ret) {
+		ret = ofs_open_writer(ofs, in, 0);
+		if (ret) {
+			pthread_mutex_lock(&ofs->lock);
+			in->nopen--;
+			pthread_mutex_unlock(&ofs->lock);
+			/* The entry stays; it will be dropped as never committed. */
+		}
+	}
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	fi->fh = 1;
+	fi->keep_cache = 1;
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		/* The creator was interrupted: the kernel has neither the entry nor the file. */
+		pthread_rwlock_wrlock(ofs_rw(ofs, in));
+		if (--in->nwriters == 0)
+			ofs_obj_close(ofs, in);
+		pthread_rwlock_unlock(ofs_rw(ofs, in));
+		pthread_mutex_lock(&ofs->lock);
+		in->nopen--;
+		in->nlookup--;
+		ofs_isettle(ofs, in);
+		pthread_mutex_unlock(&ofs->lock);
+	}
 }
 
 static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, off_t off,

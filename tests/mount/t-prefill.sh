@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# t-prefill.sh: -o prefill.  The first open of a committed object after the
+# kernel looked it up puts the whole object into the kernel's page cache, so
+# its reads and a stat after them take no request to the daemon; it never
+# happens for a writer, for an object larger than the limit, or with
+# prefill=0; it never puts old bytes over a writer's newer ones (racing
+# openers); a corrupted object is not prefilled and its read is still EIO.
+set -u
+. "$(dirname "$0")/lib.sh"
+
+GEOM="bucket_count=2,bucket_size=64M"
+
+metric() { # metric NAME: its value from the live metrics of the mount
+	getfattr --only-values -n user.offload.metrics "$MNT" 2>/dev/null |
+		awk -v n="$1" '$1 == n {print $2}'
+}
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+# ops_since LINE: the FUSE opcodes in the -d log after line LINE, one per line
+ops_since() { tail -n +"$(($1 + 1))" "$LOG" | grep -oE 'opcode: [A-Z_]+' | awk '{print $2}'; }
+count_op() { # count_op OPCODE LINE
+	ops_since "$2" | grep -cx "$1"
+}
+
+# ---- a cold get is one OPEN; the stat after it is answered by the kernel ----
+ofs_mount "$GEOM" -d || ofs_bail "cannot mount"
+mkdir "$MNT/t"
+mkrand "$REF/a" 300000
+mkrand "$REF/b" 70000
+cp "$REF/a" "$MNT/t/a"
+cp "$REF/b" "$MNT/t/b"
+drop_caches
+p0=$(metric offloadfs_prefills_total) r0=$(metric offloadfs_read_latency_seconds_count)
+mark=$(wc -l <"$LOG")
+check_cmp "after the caches are dropped, the object reads right" "$REF/a" "$MNT/t/a"
+stat "$MNT/t/a" >/dev/null
+stat "$MNT/t/a" >/dev/null
+sleep 0.2
+check_eq "its first open prefilled it" $((p0 + 1)) "$(metric offloadfs_prefills_total)"
+check_eq "no READ reached the daemon" "$r0" "$(metric offloadfs_read_latency_seconds_count)"
+check_eq "the -d log shows no READ" 0 "$(count_op READ "$mark")"
+check_eq "the -d log shows one OPEN" 1 "$(count_op OPEN "$mark")"
+check_eq "the stats after the read needed no GETATTR" 0 "$(count_op GETATTR "$mark")"
+# A second open of the same kernel inode finds the pages cached: no prefill.
+check_cmp "a second read is right" "$REF/a" "$MNT/t/a"
+check_eq "a second open does not prefill again" $((p0 + 1)) "$(metric offloadfs_prefills_total)"
+
+# Partial and random reads of a prefilled object are right too.
+drop_caches
+p0=$(metric offloadfs_prefills_total)
+run python3 - "$MNT/t/b" "$REF/b" <<'EOF'
+import os, random, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+ref = open(sys.argv[2], "rb").read()
+rng = random.Random(7)
+for _ in range(200):
+    off = rng.randrange(0, len(ref) + 100)
+    n = rng.randrange(1, 20000)
+    if os.pread(fd, n, off) != ref[off:off + n]:
+        sys.exit("pread(%d, %d) differs" % (n, off))
+os.close(fd)
+EOF
+check_eq "200 random preads of a prefilled object match" 0 "$RC"
+check_eq "it was prefilled" $((p0 + 1)) "$(metric offloadfs_prefills_total)"
+
+# ---- an overwrite after a prefill is seen at once, and after the caches drop ----
+mkrand "$REF/a2" 250000
+cp "$REF/a2" "$MNT/t/a"
+check_cmp "an overwrite after a prefill reads back new" "$REF/a2" "$MNT/t/a"
+drop_caches
+check_cmp "and after the caches are dropped" "$REF/a2" "$MNT/t/a"
+
+# ---- a writer's first open does not prefill; appends read right ----
+drop_caches
+p0=$(metric offloadfs_prefills_total)
+mkrand "$REF/tail" 5000
+cat "$REF/tail" >>"$MNT/t/b"
+cat "$REF/b" "$REF/tail" >"$REF/b2"
+check_eq "a writer's first open does not prefill" "$p0" "$(metric offloadfs_prefills_total)"
+check_cmp "the appended object reads right" "$REF/b2" "$MNT/t/b"
+
+# ---- readers racing a writer on a fresh inode: never old bytes over new ----
+# Each round drops the caches (a fresh kernel inode), then four readers and
+# one overwriter open it at once.  A prefill that stored the committed bytes
+# over the writer's would leave the cache showing old bytes after the close.
+run python3 - "$MNT/t/race" <<'EOF'
+import os, sys, threading
+path = sys.argv[1]
+def put(data):
+    with open(path, "wb") as f:
+        f.write(data)
+old = os.urandom(200000)
+for rnd in range(24):
+    new = os.urandom(200000 + rnd * 4096)
+    put(old)
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+    go = threading.Event()
+    def reader():
+        go.wait()
+        with open(path, "rb") as f:
+            f.read()
+    def writer():
+        go.wait()
+        put(new)
+    ts = [threading.Thread(target=reader) for _ in range(4)] + [threading.Thread(target=writer)]
+    for t in ts:
+        t.start()
+    go.set()
+    for t in ts:
+        t.join()
+    with open(path, "rb") as f:
+        got = f.read()
+    if got != new:
+        sys.exit("round %d: the cache shows %s bytes after the writer's close" %
+                 (rnd, "old" if got == old else "mixed"))
+    old = new
+EOF
+check_eq "24 rounds of readers racing an overwriter: the new bytes, always" 0 "$RC"
+[ "$RC" -eq 0 ] || echo "# $OUT $ERR"
+ofs_umount
+
+# ---- the limit, and prefill=0 ----
+ofs_mount "$GEOM,prefill=100K" || ofs_bail "cannot mount with prefill=100K"
+drop_caches
+p0=$(metric offloadfs_prefills_total) r0=$(metric offloadfs_read_latency_seconds_count)
+check_cmp "prefill=100K: a 250,000-byte object reads right" "$REF/a2" "$MNT/t/a"
+check_eq "prefill=100K: it is not prefilled" "$p0" "$(metric offloadfs_prefills_total)"
+check_eq "prefill=100K: its reads reach the daemon" yes \
+	"$([ "$(metric offloadfs_read_latency_seconds_count)" -gt "$r0" ] && echo yes || echo no)"
+check_cmp "prefill=100K: a 75,000-byte object reads right" "$REF/b2" "$MNT/t/b"
+check_eq "prefill=100K: it is prefilled" $((p0 + 1)) "$(metric offloadfs_prefills_total)"
+ofs_umount
+ofs_mount "$GEOM,prefill=0" || ofs_bail "cannot mount with prefill=0"
+drop_caches
+check_cmp "prefill=0: the object reads right" "$REF/b2" "$MNT/t/b"
+check_eq "prefill=0: nothing is prefilled" 0 "$(metric offloadfs_prefills_total)"
+ofs_umount
+check_fails "prefill=abc is refused" "invalid prefill 'abc'" \
+	"$OFS" "$ROOT" "$MNT" -f -o "$GEOM,prefill=abc"
+
+# ---- a corrupted object is not prefilled; its read is EIO and logged ----
+if [ "$OFS_BACKEND" == pages ]; then
+	ofs_mount "$GEOM" || ofs_bail "cannot mount"
+	d=$(getfattr --only-values -n user.offload.descriptor "$MNT/t/a" 2>/dev/null)
+	f=$(echo "$d" | sed -n 's/^file_path=//p')
+	o=$(echo "$d" | sed -n 's/^offset=//p')
+	python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+off = int(sys.argv[2]) + 70000
+b = os.pread(fd, 1, off)
+os.pwrite(fd, bytes([b[0] ^ 0xff]), off)
+os.close(fd)' "$f" "$o"
+	drop_caches
+	p0=$(metric offloadfs_prefills_total)
+	check_fails "a corrupted object's read is EIO" "Input/output error" cat "$MNT/t/a"
+	check_eq "it was not prefilled" "$p0" "$(metric offloadfs_prefills_total)"
+	check_grep_log "the mismatch is logged with the key" "key 'a'"
+	ofs_umount
+else
+	skip "a corrupted object's read is EIO" "flips bytes in a bucket file (pages backend)"
+fi
+ofs_done
