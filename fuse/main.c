@@ -109,7 +109,7 @@ static void ofs_usage(const char *prog)
 	       "    verify|noverify   check every read against per-page checksums (default verify)\n"
 	       "    prefill=SIZE      the first open of an object up to SIZE after the kernel\n"
 	       "                      looked it up puts it all in the kernel's page cache, so\n"
-	       "                      its reads need no round trip (default 4M; 0: off)\n"
+	       "                      its reads need no round trip (default 512K; 0: off)\n"
 	       "    dram=SIZE         DRAM tier for hot objects, K/M/G suffixes (default 0: off)\n"
 	       "    promote_after=N   the Nth open for reading within the window promotes (0: off)\n"
 	       "    promote_window=S  the window, seconds (default 60)\n"
@@ -397,9 +397,13 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "offloadfs: invalid dram '%s': a size such as 512M or 4G\n", cli.dram);
 		goto out_args;
 	}
-	ofs.prefill_max = 4u << 20;
+	/*
+	 * 512K: cold gets of 1 and 2 MiB objects were 14% and 20% slower with
+	 * a prefill than with the kernel's reads; at 128K and 512K the same.
+	 */
+	ofs.prefill_max = 512u << 10;
 	if (cli.prefill && ofs_parse_size(cli.prefill, &ofs.prefill_max)) {
-		fprintf(stderr, "offloadfs: invalid prefill '%s': a size such as 4M, or 0\n",
+		fprintf(stderr, "offloadfs: invalid prefill '%s': a size such as 512K, or 0\n",
 			cli.prefill);
 		goto out_args;
 	}

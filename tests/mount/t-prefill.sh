@@ -62,6 +62,14 @@ EOF
 check_eq "200 random preads of a prefilled object match" 0 "$RC"
 check_eq "it was prefilled" $((p0 + 1)) "$(metric offloadfs_prefills_total)"
 
+# The default limit is 512 KiB: a larger object is read on demand.
+mkrand "$REF/big" 600000
+cp "$REF/big" "$MNT/t/big"
+drop_caches
+p0=$(metric offloadfs_prefills_total)
+check_cmp "a 600,000-byte object reads right" "$REF/big" "$MNT/t/big"
+check_eq "by default it is not prefilled (over 512K)" "$p0" "$(metric offloadfs_prefills_total)"
+
 # ---- an overwrite after a prefill is seen at once, and after the caches drop ----
 mkrand "$REF/a2" 250000
 cp "$REF/a2" "$MNT/t/a"
