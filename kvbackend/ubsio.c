@@ -4,8 +4,11 @@
  * library (libubsio_kvc.so), loaded with dlopen.
  *
  * Values are immutable: every committed version is put under a key of its
- * own, "<tenant>/<key>#<vid>", where vid is a number never reused (it is
- * the mapping's page column).  So an overwrite never touches the value a
+ * own, "<tenant>/<key>#<vid>.<store id>", where vid is a number never
+ * reused (it is the mapping's page column) and the store id a random
+ * number drawn when the store first starts, so that stores sharing one KV
+ * store (one per node, each with its own ROOT) never write or delete each
+ * other's values.  So an overwrite never touches the value a
  * reader or the committed record points at; the old value is deleted only
  * after the record that replaced it is durable, as the pages backend frees
  * pages (DESIGN.md, "The ubsio backend").
@@ -34,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -229,6 +233,7 @@ struct ubs {
 	size_t tabsize, count;
 	int loaded;
 	uint64_t next_vid;
+	char sid[17];           /* the store id in keys: 16 hex digits, set at start */
 	/* What the limits count: values in the store and dirty writers' data. */
 	uint64_t stored_bytes, stored_keys;
 	uint64_t working_bytes, working_keys;
@@ -1066,9 +1071,9 @@ static int ubs_obj_dirty(void *arg, struct kvb_obj *o)
 }
 
 /*
- * "<path>#<vid>".  A path too long for the library's keys keeps its head
- * and a hash of the whole: the key stays unique through the vid and
- * readable through the head.
+ * "<path>#<vid>.<store id>".  A path too long for the library's keys keeps
+ * its head and a hash of the whole: the key stays unique through the vid
+ * and the store id, and readable through the head.
  */
 static char *ubs_make_key(struct ubs *u, const struct kvb_obj *o, uint64_t vid)
 {
@@ -1077,12 +1082,12 @@ static char *ubs_make_key(struct ubs *u, const struct kvb_obj *o, uint64_t vid)
 	char *k;
 	int sl;
 
-	sl = snprintf(suffix, sizeof(suffix), "#%" PRIu64, vid);
+	sl = snprintf(suffix, sizeof(suffix), "#%" PRIu64 ".%s", vid, u->sid);
 	if (o->klen + (size_t)sl > max) {
 		size_t room = max > (size_t)sl + 20 ? max - (size_t)sl - 18 : 0;
 
-		sl = snprintf(suffix, sizeof(suffix), "~%016llx#%" PRIu64,
-			      (unsigned long long)XXH64(o->key, o->klen, 0), vid);
+		sl = snprintf(suffix, sizeof(suffix), "~%016llx#%" PRIu64 ".%s",
+			      (unsigned long long)XXH64(o->key, o->klen, 0), vid, u->sid);
 		head = room < o->klen ? room : o->klen;
 	}
 	k = malloc(head + (size_t)sl + 1);
@@ -1620,6 +1625,30 @@ static int ubs_journal_doomed(struct ubs *u)
  * names that no record points at is deleted (a put whose commit never
  * happened, a delete that never ran).  Then the journal is emptied.
  */
+/*
+ * The store id in every key this store puts: read from the store's
+ * settings, or drawn and recorded at the first start.  Only its uniqueness
+ * matters (each record keeps its whole key), so a store whose record of it
+ * was lost draws a new one.
+ */
+static int ubs_store_id(struct ubs *u, struct meta *m)
+{
+	char buf[32] = "";
+	uint64_t r;
+	ssize_t n;
+
+	if (meta_setting_get(m, "ubsio_store_id", buf, sizeof(buf)) == 0 && strlen(buf) == 16 &&
+	    strspn(buf, "0123456789abcdef") == 16) {
+		memcpy(u->sid, buf, sizeof(u->sid));
+		return 0;
+	}
+	n = getrandom(&r, sizeof(r), 0); /* 8 bytes never come back short */
+	if (n != (ssize_t)sizeof(r))
+		return n < 0 ? -errno : -EIO;
+	snprintf(u->sid, sizeof(u->sid), "%016llx", (unsigned long long)r);
+	return meta_setting_set(m, "ubsio_store_id", u->sid);
+}
+
 static int ubs_start(void *arg, struct meta *m, int clean, char *msg, size_t msglen)
 {
 	struct ubs *u = arg;
@@ -1631,6 +1660,11 @@ static int ubs_start(void *arg, struct meta *m, int clean, char *msg, size_t msg
 	int ret, fd;
 
 	u->m = m;
+	ret = ubs_store_id(u, m);
+	if (ret) {
+		snprintf(msg, msglen, "cannot record the store id: %s", strerror(-ret));
+		return ret;
+	}
 	/* After a clean unmount recovery changed nothing: the table read at init stands. */
 	ret = clean && u->loaded ? 0 : ubs_reload(u, &dropped);
 	if (ret) {

@@ -356,4 +356,33 @@ rm "$MNT/s/v1" "$MNT/s/v2"
 ofs_umount
 check_eq "the daemon exits cleanly" 0 "$OFS_RC"
 
+# ---- two stores (two ROOTs, say two nodes) sharing one KV store ----
+# Each store's vids start at 1; the store id in the keys keeps the same
+# tenant and key in the two stores from being one value.
+ROOT1="$TESTDIR/root1" ROOT2="$TESTDIR/root2"
+mkdir -p "$ROOT1" "$ROOT2"
+ROOT=$ROOT1
+ofs_mount "$U" || ofs_bail "cannot mount store 1"
+mkdir -p "$MNT/shared"
+echo "store one" >"$MNT/shared/k"
+ka=$(skey "$MNT/shared/k")
+check "a key is <tenant>/<key>#<vid>.<store id>" \
+	grep -qE '^shared/k#[0-9]+\.[0-9a-f]{16}$' <<<"$ka"
+ofs_umount
+ROOT=$ROOT2
+ofs_mount "$U" || ofs_bail "cannot mount store 2"
+mkdir -p "$MNT/shared"
+echo "store two" >"$MNT/shared/k"
+kb=$(skey "$MNT/shared/k")
+check "the same tenant and key in another store is another value" test "$ka" != "$kb"
+rm "$MNT/shared/k"
+ofs_umount
+check "store 2's unlink deleted its own value" test ! -f "$KV/$(hexkey "$kb")"
+ROOT=$ROOT1
+ofs_mount "$U" || ofs_bail "cannot remount store 1"
+check_eq "store 1's file is intact" "store one" "$(cat "$MNT/shared/k")"
+echo again >"$MNT/shared/k2"
+check_eq "store 1 keeps its id across mounts" "${ka##*.}" "$(skey "$MNT/shared/k2" | sed 's/.*\.//')"
+ofs_umount
+
 ofs_done
