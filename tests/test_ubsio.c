@@ -11,6 +11,7 @@
  */
 #include <check.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -440,6 +441,42 @@ START_TEST(test_vids_never_reused)
 }
 END_TEST
 
+/* Whether the library is in this process: RTLD_NOLOAD never loads it. */
+static int lib_loaded(void)
+{
+	void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+
+	if (h)
+		dlclose(h); /* NOLOAD took a reference too */
+	return h != NULL;
+}
+
+/*
+ * The library is loaded (and Init called) once per process and unloaded
+ * with the last store that uses it, not before: two stores, two ROOTs.
+ */
+START_TEST(test_library_unloaded_with_last_store)
+{
+	struct ofs_store a, b;
+	char dir1[sizeof(dir)], cmd[600];
+
+	ck_assert(!lib_loaded());
+	open_store(&a);
+	ck_assert(lib_loaded());
+	memcpy(dir1, dir, sizeof(dir));
+	snprintf(dir, sizeof(dir), "%.240s.second", dir1);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	open_store(&b);
+	ck_assert_int_eq(ofs_store_close(&a), 0);
+	ck_assert_msg(lib_loaded(), "unloaded while a store still uses it");
+	ck_assert_int_eq(ofs_store_close(&b), 0);
+	ck_assert_msg(!lib_loaded(), "still loaded after the last store closed");
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	memcpy(dir, dir1, sizeof(dir));
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
 	Suite *su = suite_create("ubsio");
@@ -462,6 +499,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, test_restart_finds_values);
 	tcase_add_test(tc, test_vids_never_reused);
 	tcase_add_test(tc, test_unlink_crash_after_record);
+	tcase_add_test(tc, test_library_unloaded_with_last_store);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
