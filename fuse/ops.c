@@ -1073,21 +1073,16 @@ static void ofs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const
  * is open.  Under ofs.lock.  Returns the mapping to free (after the record
  * change) in *to_free.
  */
-static int ofs_same_map(const struct kvb_map *a, const struct kvb_map *b)
-{
-	return a->bucket == b->bucket && a->page == b->page && a->npages == b->npages &&
-	       a->size == b->size;
-}
-
 /*
  * The backend's remove_prepare for what dropping parent/name would delete,
  * before the caller takes ofs.lock to drop it: on ubsio it syncs the
  * journal (on a shared ROOT, a network round trip), which must not stall
- * every other request behind ofs.lock.  Harmless when the drop then does
- * not happen: a journalled key that a record still names is kept.  The
- * map prepared, for ofs_drop_name; KVB_MAP_EMPTY when nothing was.
+ * every other request behind ofs.lock.  ofs_drop_name prepares again under
+ * the lock, which then costs nothing unless the mapping changed or the
+ * journal was reset in between.  Harmless when the drop does not happen:
+ * a journalled key that a record still names is kept.
  */
-static struct kvb_map ofs_prepare_drop(struct ofs *ofs, uint64_t parent, const char *name)
+static void ofs_prepare_drop(struct ofs *ofs, uint64_t parent, const char *name)
 {
 	const struct kvb_ops *ops = ofs->store.kvb.ops;
 	struct kvb_map map = KVB_MAP_EMPTY;
@@ -1095,7 +1090,7 @@ static struct kvb_map ofs_prepare_drop(struct ofs *ofs, uint64_t parent, const c
 	struct meta_inode m;
 
 	if (!ops->remove_prepare)
-		return map;
+		return;
 	pthread_mutex_lock(&ofs->lock);
 	if (meta_lookup(ofs->store.meta, parent, name, strlen(name), &m) == 0 &&
 	    S_ISREG(m.mode)) {
@@ -1104,18 +1099,15 @@ static struct kvb_map ofs_prepare_drop(struct ofs *ofs, uint64_t parent, const c
 			map = ofs_committed(in ? &in->m : &m);
 	}
 	pthread_mutex_unlock(&ofs->lock);
-	if (map.bucket >= 0 && ops->remove_prepare(ofs->store.kvb.arg, &map))
-		map = KVB_MAP_EMPTY;
-	return map;
+	if (map.bucket >= 0)
+		(void)ops->remove_prepare(ofs->store.kvb.arg, &map); /* errors: again under the lock */
 }
 
 /*
  * Drop m's name: detach it while it is open, else delete it and return
- * the storage to free in to_free.  prepared: what ofs_prepare_drop already
- * prepared (a changed mapping is prepared again here).  Under ofs.lock.
+ * the storage to free in to_free.  Under ofs.lock.
  */
-static int ofs_drop_name(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *to_free,
-			 const struct kvb_map *prepared)
+static int ofs_drop_name(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *to_free)
 {
 	struct ofs_inode *in = ofs_ifind(ofs, m->ino);
 	int ret;
@@ -1130,8 +1122,7 @@ static int ofs_drop_name(struct ofs *ofs, const struct meta_inode *m, struct kvb
 	} else {
 		struct kvb_map map = ofs_committed(in ? &in->m : m);
 
-		ret = map.bucket >= 0 && ofs->store.kvb.ops->remove_prepare &&
-			      !ofs_same_map(&map, prepared)
+		ret = map.bucket >= 0 && ofs->store.kvb.ops->remove_prepare
 			      ? ofs->store.kvb.ops->remove_prepare(ofs->store.kvb.arg, &map)
 			      : 0;
 		if (!ret)
@@ -1150,16 +1141,17 @@ static int ofs_drop_name(struct ofs *ofs, const struct meta_inode *m, struct kvb
 static void ofs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct ofs *ofs = ofs_of(req);
-	struct kvb_map to_free = KVB_MAP_EMPTY, prepared = ofs_prepare_drop(ofs, parent, name);
+	struct kvb_map to_free = KVB_MAP_EMPTY;
 	struct meta_inode m;
 	int ret;
 
+	ofs_prepare_drop(ofs, parent, name);
 	pthread_mutex_lock(&ofs->lock);
 	ret = meta_lookup(ofs->store.meta, parent, name, strlen(name), &m);
 	if (!ret && S_ISDIR(m.mode))
 		ret = -EISDIR;
 	if (!ret)
-		ret = ofs_drop_name(ofs, &m, &to_free, &prepared);
+		ret = ofs_drop_name(ofs, &m, &to_free);
 	if (!ret && to_free.bucket >= 0)
 		ofs->store.kvb.ops->remove(ofs->store.kvb.arg, &to_free);
 	pthread_mutex_unlock(&ofs->lock);
@@ -1182,7 +1174,7 @@ static void ofs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (ret == 1)
 		ret = -ENOTEMPTY;
 	if (!ret)
-		ret = ofs_drop_name(ofs, &m, &to_free, &KVB_MAP_EMPTY);
+		ret = ofs_drop_name(ofs, &m, &to_free);
 	pthread_mutex_unlock(&ofs->lock);
 	fuse_reply_err(req, -ret);
 }
@@ -1211,7 +1203,7 @@ static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct ofs *ofs = ofs_of(req);
 	struct meta *meta = ofs->store.meta;
-	struct kvb_map to_free = KVB_MAP_EMPTY, prepared = KVB_MAP_EMPTY;
+	struct kvb_map to_free = KVB_MAP_EMPTY;
 	struct meta_inode src, dst;
 	struct ofs_inode *in;
 	int ret, have_dst = 0;
@@ -1223,7 +1215,7 @@ static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	ret = ofs_check_name(newname);
 	/* The target a rename replaces, prepared outside ofs.lock as unlink's. */
 	if (!ret && !(flags & RENAME_NOREPLACE))
-		prepared = ofs_prepare_drop(ofs, newparent, newname);
+		ofs_prepare_drop(ofs, newparent, newname);
 	pthread_mutex_lock(&ofs->lock);
 	if (!ret)
 		ret = meta_lookup(meta, parent, name, strlen(name), &src);
@@ -1252,7 +1244,7 @@ static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		ret = meta_begin(meta);
 	if (!ret) {
 		if (have_dst)
-			ret = ofs_drop_name(ofs, &dst, &to_free, &prepared);
+			ret = ofs_drop_name(ofs, &dst, &to_free);
 		if (!ret)
 			ret = meta_move(meta, src.ino, newparent, newname, strlen(newname));
 		if (!ret)

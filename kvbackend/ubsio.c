@@ -193,6 +193,7 @@ struct ubs_val {
 	uint64_t sweep;         /* the last delete pass that tried it */
 	int deleting;           /* in a BatchDelete now: no new reader may hold it */
 	uint64_t jgen;          /* the journal generation holding a line for it (0: none) */
+	off_t jend;             /* where that line ends in the journal */
 	/* Read cache: the library's buffer from BatchGetDirect. */
 	void **block;
 	const unsigned char *data;
@@ -244,6 +245,7 @@ struct ubs {
 	struct ubs_val *doomed_head, *doomed_tail;
 	uint64_t sweep;
 	off_t jlen;             /* the journal's length: a torn append is cut back to it */
+	off_t jsynced;          /* how much of this generation a sync is known to cover */
 	int jdirty;             /* lines appended since the last reset */
 	uint64_t jgen;          /* bumped by every reset: lines of older ones are gone */
 	uint64_t nputting;      /* values between their P line and commit_done */
@@ -453,8 +455,10 @@ static int ubs_journal(struct ubs *u, const char *tags, struct ubs_val *const *v
 	} else {
 		u->jlen += (off_t)len;
 		u->jdirty = 1;
-		for (i = 0; i < n; i++)
+		for (i = 0; i < n; i++) {
 			v[i]->jgen = u->jgen;
+			v[i]->jend = u->jlen;
+		}
 	}
 	free(buf);
 	return ret;
@@ -602,10 +606,12 @@ static int ubs_journal_reset(struct ubs *u)
 	if (ftruncate(u->jfd, 0))
 		return -errno;
 	u->jlen = 0;
+	u->jsynced = 0;
 	u->jgen++;
 	if (write(u->jfd, line, (size_t)n) != n || fdatasync(u->jfd))
 		return -EIO;
 	u->jlen = n;
+	u->jsynced = n;
 	u->jdirty = 0;
 	return 0;
 }
@@ -1311,18 +1317,37 @@ static int ubs_remove_prepare(void *arg, const struct kvb_map *m)
 {
 	struct ubs *u = arg;
 	struct ubs_val *v;
-	int ret = 0;
+	uint64_t gen = 0;
+	off_t len = 0;
+	int ret = 0, sync = 0;
 
 	if (m->bucket < 0)
 		return 0;
 	pthread_mutex_lock(&u->lock);
 	v = ubs_find(u, m->page);
-	if (v && v->skey)
-		ret = ubs_journal(u, "D", &v, 1);
+	/*
+	 * Any line of this generation names the key for the start's sweep;
+	 * once a sync covers it there is nothing to do.  That makes the call
+	 * cheap the second time: fuse/ prepares before it takes its metadata
+	 * lock, then again under it, in case a journal reset came between.
+	 */
+	if (v && v->skey && (v->jgen != u->jgen || v->jend > u->jsynced)) {
+		if (v->jgen != u->jgen)
+			ret = ubs_journal(u, "D", &v, 1);
+		sync = 1;
+		gen = u->jgen;
+		len = u->jlen;
+	}
 	pthread_mutex_unlock(&u->lock);
-	if (!ret && fdatasync(u->jfd))
-		ret = -EIO;
-	return ret;
+	if (ret || !sync)
+		return ret;
+	if (fdatasync(u->jfd))
+		return -EIO;
+	pthread_mutex_lock(&u->lock);
+	if (u->jgen == gen && u->jsynced < len)
+		u->jsynced = len;
+	pthread_mutex_unlock(&u->lock);
+	return 0;
 }
 
 static int ubs_barrier(void *arg, uint64_t *mark)
@@ -1330,10 +1355,15 @@ static int ubs_barrier(void *arg, uint64_t *mark)
 	struct ubs *u = arg;
 	int ret = 0;
 
+	uint64_t gen;
+	off_t len;
+
 	pthread_mutex_lock(&u->lock);
 	/* Commits done before this point are in the metadata the caller syncs next. */
 	u->barrier_epoch++;
 	*mark = u->doom_seq;
+	gen = u->jgen;
+	len = u->jlen;
 	pthread_mutex_unlock(&u->lock);
 	/* The D lines of what the records being synced let go of. */
 	if (fdatasync(u->jfd))
@@ -1342,6 +1372,8 @@ static int ubs_barrier(void *arg, uint64_t *mark)
 	u->st.calls[KVB_CALL_SYNC]++;
 	if (ret)
 		u->st.errors[KVB_CALL_SYNC]++;
+	else if (u->jgen == gen && u->jsynced < len)
+		u->jsynced = len;
 	pthread_mutex_unlock(&u->lock);
 	return ret;
 }

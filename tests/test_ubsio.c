@@ -441,6 +441,71 @@ START_TEST(test_vids_never_reused)
 }
 END_TEST
 
+/* The journal's text (malloc'd). */
+static char *journal_text(void)
+{
+	char path[300], *buf;
+	FILE *f;
+	long n;
+
+	snprintf(path, sizeof(path), "%s/ubsio.journal", dir);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	rewind(f);
+	buf = calloc(1, (size_t)n + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	return buf;
+}
+
+/*
+ * fuse/ prepares an unlink before it takes its metadata lock, then again
+ * under it: the second call costs nothing unless the journal was reset in
+ * between, when it must write the line again (else a crash after the
+ * record's deletion leaves the value unnamed).
+ */
+START_TEST(test_prepare_again_after_journal_reset)
+{
+	struct ofs_store s;
+	struct meta_inode a;
+	struct kvb_map map;
+	char *j1, *j2, *j3, *j4, line[64];
+
+	open_store(&s);
+	a = new_record(&s, "a");
+	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
+	snprintf(line, sizeof(line), "D %llu ", (unsigned long long)a.page);
+	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	j1 = journal_text();
+	ck_assert_msg(strstr(j1, line), "no D line after the first prepare: %s", j1);
+	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	j2 = journal_text();
+	ck_assert_str_eq(j1, j2); /* already journalled and synced: nothing written */
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0); /* the group commit resets it */
+	j3 = journal_text();
+	ck_assert_msg(!strstr(j3, line), "the journal was not reset: %s", j3);
+	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	j4 = journal_text();
+	ck_assert_msg(strstr(j4, line), "no D line after the reset: %s", j4);
+	ck_assert_int_eq(meta_delete(s.meta, a.ino), 0);
+	ofs_store_crash(&s);
+	ck_assert_int_eq(count_values(kvdir), 1);
+	open_store(&s);
+	ck_assert_int_eq(count_values(kvdir), 0);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+	free(j1);
+	free(j2);
+	free(j3);
+	free(j4);
+}
+END_TEST
+
 /* Whether the library is in this process: RTLD_NOLOAD never loads it. */
 static int lib_loaded(void)
 {
@@ -500,6 +565,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, test_vids_never_reused);
 	tcase_add_test(tc, test_unlink_crash_after_record);
 	tcase_add_test(tc, test_library_unloaded_with_last_store);
+	tcase_add_test(tc, test_prepare_again_after_journal_reset);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);

@@ -132,8 +132,8 @@ echo source >"$MNT/t/x"
 ky=$(skey "$MNT/t2/y")
 run python3 -c 'import os, sys; os.rename(sys.argv[1], sys.argv[2])' "$MNT/t/x" "$MNT/t2/y"
 check_contains "a rename across tenants fails with EXDEV" "Invalid cross-device link" "$ERR"
-check "the rename journalled the target's key before it failed" \
-	grep -q "^D [0-9]* $(hexkey "$ky")\$" "$ROOT/ubsio.journal"
+check "a journal line names the target's key when the rename fails" \
+	grep -qE "^[PD] [0-9]+ $(hexkey "$ky")\$" "$ROOT/ubsio.journal"
 ofs_kill9
 ofs_mount "$U,sync_interval=0" || ofs_bail "cannot mount after kill -9"
 check_grep_log "the start after kill -9 swept the journal" "rebuilt after an unclean stop"
