@@ -109,7 +109,8 @@ static void ofs_usage(const char *prog)
 	       "    verify|noverify   check every read against per-page checksums (default verify)\n"
 	       "    prefill=SIZE      the first open of an object up to SIZE after the kernel\n"
 	       "                      looked it up puts it all in the kernel's page cache, so\n"
-	       "                      its reads need no round trip (default 512K; 0: off)\n"
+	       "                      its reads need no round trip (default 512K, at most\n"
+	       "                      64M; 0: off)\n"
 	       "    dram=SIZE         DRAM tier for hot objects, K/M/G suffixes (default 0: off)\n"
 	       "    promote_after=N   the Nth open for reading within the window promotes (0: off)\n"
 	       "    promote_window=S  the window, seconds (default 60)\n"
@@ -402,8 +403,10 @@ int main(int argc, char *argv[])
 	 * a prefill than with the kernel's reads; at 128K and 512K the same.
 	 */
 	ofs.prefill_max = 512u << 10;
-	if (cli.prefill && ofs_parse_size(cli.prefill, &ofs.prefill_max)) {
-		fprintf(stderr, "offloadfs: invalid prefill '%s': a size such as 512K, or 0\n",
+	/* Bounded: the whole object is read into memory at the open. */
+	if (cli.prefill && (ofs_parse_size(cli.prefill, &ofs.prefill_max) ||
+			    ofs.prefill_max > (64u << 20))) {
+		fprintf(stderr, "offloadfs: invalid prefill '%s': a size up to 64M, or 0\n",
 			cli.prefill);
 		goto out_args;
 	}

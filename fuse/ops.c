@@ -1500,7 +1500,9 @@ static void ofs_prefill(struct ofs *ofs, struct ofs_inode *in)
 static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_file_info *fi, struct ofs_inode *in)
 {
 	struct ofs *ofs = ofs_of(req);
-	int writer = (fi->flags & O_ACCMODE) != O_RDONLY, ret = 0, prefill;
+	/* O_RDONLY|O_TRUNC truncates too (Linux does; the kernel checked write access). */
+	int writer = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC), ret = 0,
+	    prefill;
 
 	if (!in) {
 		fuse_reply_err(req, ESTALE);

@@ -314,6 +314,15 @@ for f in "$REF"/fz*; do
 done
 check_eq "after remount: the random-ops files" "" "$bad"
 
+# O_RDONLY|O_TRUNC truncates, as on ext4 (the kernel checks write permission).
+echo "eleven byte" >"$MNT/t/rdtrunc"
+run python3 -c 'import os, sys; os.close(os.open(sys.argv[1], os.O_RDONLY | os.O_TRUNC))' \
+	"$MNT/t/rdtrunc"
+check_eq "an open with O_RDONLY|O_TRUNC succeeds" 0 "$RC"
+check_eq "and truncates the file" 0 "$(stat -c %s "$MNT/t/rdtrunc")"
+ofs_remount || ofs_bail "cannot remount"
+check_eq "the truncation was committed" 0 "$(stat -c %s "$MNT/t/rdtrunc")"
+
 ofs_umount
 check_eq "daemon exits 0 after a clean unmount" 0 "$OFS_RC"
 check_fsck_clean "after the io test"

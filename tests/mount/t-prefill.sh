@@ -146,6 +146,8 @@ check_eq "prefill=0: nothing is prefilled" 0 "$(metric offloadfs_prefills_total)
 ofs_umount
 check_fails "prefill=abc is refused" "invalid prefill 'abc'" \
 	"$OFS" "$ROOT" "$MNT" -f -o "$GEOM,prefill=abc"
+check_fails "prefill over 64M is refused" "invalid prefill '65M': a size up to 64M" \
+	"$OFS" "$ROOT" "$MNT" -f -o "$GEOM,prefill=65M"
 
 # ---- a corrupted object is not prefilled; its read is EIO and logged ----
 if [ "$OFS_BACKEND" == pages ]; then
