@@ -389,6 +389,21 @@ START_TEST(test_restart_finds_values)
 END_TEST
 
 /*
+ * Delete the record of ino (its value prepared for removal), crash before
+ * the value is deleted, reopen: the start's sweep must delete the value.
+ */
+static void delete_crash_reopen(struct ofs_store *s, uint64_t ino)
+{
+	ck_assert_int_eq(meta_delete(s->meta, ino), 0);
+	ofs_store_crash(s);
+	ck_assert_int_eq(count_values(kvdir), 1);
+	open_store(s);
+	ck_assert_int_eq(count_values(kvdir), 0);
+	check_invariants(s);
+	ck_assert_int_eq(ofs_store_close(s), 0);
+}
+
+/*
  * An unlink: remove_prepare journals the key before the record goes; a
  * crash right after the record is deleted (before remove) leaves nothing.
  */
@@ -405,13 +420,7 @@ START_TEST(test_unlink_crash_after_record)
 	map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
 	ck_assert_ptr_nonnull(s.kvb.ops->remove_prepare);
 	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
-	ck_assert_int_eq(meta_delete(s.meta, a.ino), 0);
-	ofs_store_crash(&s);
-	ck_assert_int_eq(count_values(kvdir), 1);
-	open_store(&s);
-	ck_assert_int_eq(count_values(kvdir), 0);
-	check_invariants(&s);
-	ck_assert_int_eq(ofs_store_close(&s), 0);
+	delete_crash_reopen(&s, a.ino);
 }
 END_TEST
 
@@ -492,13 +501,7 @@ START_TEST(test_prepare_again_after_journal_reset)
 	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
 	j4 = journal_text();
 	ck_assert_msg(strstr(j4, line), "no D line after the reset: %s", j4);
-	ck_assert_int_eq(meta_delete(s.meta, a.ino), 0);
-	ofs_store_crash(&s);
-	ck_assert_int_eq(count_values(kvdir), 1);
-	open_store(&s);
-	ck_assert_int_eq(count_values(kvdir), 0);
-	check_invariants(&s);
-	ck_assert_int_eq(ofs_store_close(&s), 0);
+	delete_crash_reopen(&s, a.ino);
 	free(j1);
 	free(j2);
 	free(j3);
