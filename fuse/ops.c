@@ -1910,17 +1910,42 @@ static void ofs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off
 
 struct ofs_dirbuf {
 	fuse_req_t req;
+	struct ofs *ofs;
 	char *buf;
 	size_t size, used;
+	int plus; /* readdirplus: each entry with its attributes, counted as a lookup */
 };
 
-static int ofs_dirbuf_add(struct ofs_dirbuf *d, const char *name, uint64_t ino, mode_t mode,
-			  off_t next)
+/*
+ * Add an entry: 1 when the buffer is full (the entry is not added), 0, or
+ * -errno.  m: the entry's inode, NULL for "." and "..", which readdirplus
+ * sends without attributes (the kernel neither counts nor caches them).
+ * Under ofs.lock.
+ */
+static int ofs_dirbuf_add(struct ofs_dirbuf *d, const char *name, const struct meta_inode *m,
+			  uint64_t ino, mode_t mode, off_t next)
 {
-	struct stat st = { .st_ino = ino, .st_mode = mode };
-	size_t n = fuse_add_direntry(d->req, d->buf + d->used, d->size - d->used, name, &st, next);
+	size_t room = d->size - d->used, n;
 
-	if (n > d->size - d->used)
+	if (d->plus) {
+		struct fuse_entry_param e;
+		int ret;
+
+		memset(&e, 0, sizeof(e));
+		e.attr.st_ino = ino;
+		e.attr.st_mode = mode;
+		/* The lookup is counted only for an entry that fits. */
+		if (fuse_add_direntry_plus(d->req, NULL, 0, name, &e, next) > room)
+			return 1;
+		if (m && (ret = ofs_entry(d->ofs, m, &e)))
+			return ret;
+		n = fuse_add_direntry_plus(d->req, d->buf + d->used, room, name, &e, next);
+	} else {
+		struct stat st = { .st_ino = ino, .st_mode = mode };
+
+		n = fuse_add_direntry(d->req, d->buf + d->used, room, name, &st, next);
+	}
+	if (n > room)
 		return 1;
 	d->used += n;
 	return 0;
@@ -1935,18 +1960,16 @@ static int ofs_readdir_one(void *ctx, const struct meta_inode *in, const char *n
 	memcpy(z, name, len);
 	z[len] = '\0';
 	/* The offset of an entry is its ino + 2: stable while entries come and go. */
-	return ofs_dirbuf_add(ctx, z, in->ino, in->mode, (off_t)(in->ino + 2));
+	return ofs_dirbuf_add(ctx, z, in, in->ino, in->mode, (off_t)(in->ino + 2));
 }
 
-static void ofs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-			   struct fuse_file_info *fi)
+static void ofs_do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
 {
 	struct ofs *ofs = ofs_of(req);
-	struct ofs_dirbuf d = { .req = req, .size = size };
+	struct ofs_dirbuf d = { .req = req, .ofs = ofs, .size = size, .plus = plus };
 	struct meta_inode dir;
 	int ret;
 
-	(void)fi;
 	d.buf = malloc(size);
 	if (!d.buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -1956,23 +1979,38 @@ static void ofs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	ret = meta_get(ofs->store.meta, ino, &dir);
 	if (!ret && !S_ISDIR(dir.mode))
 		ret = -ENOTDIR;
-	if (!ret && off < 1 && ofs_dirbuf_add(&d, ".", ino, S_IFDIR, 1))
-		goto full;
-	if (!ret && off < 2 && ofs_dirbuf_add(&d, "..", dir.parent ? dir.parent : ino, S_IFDIR, 2))
-		goto full;
-	if (!ret) {
+	if (!ret && off < 1)
+		ret = ofs_dirbuf_add(&d, ".", NULL, ino, S_IFDIR, 1);
+	if (!ret && off < 2)
+		ret = ofs_dirbuf_add(&d, "..", NULL, dir.parent ? dir.parent : ino, S_IFDIR, 2);
+	if (!ret)
 		ret = meta_readdir(ofs->store.meta, ino, off < 2 ? 0 : (uint64_t)off - 2,
 				   ofs_readdir_one, &d);
-		if (ret == 1)
-			ret = 0;
-	}
-full:
+	if (ret == 1)
+		ret = 0; /* the buffer is full */
+	else if (ret < 0 && d.used > 0 && plus)
+		ret = 0; /* the entries in it are counted as looked up: send them */
 	pthread_mutex_unlock(&ofs->lock);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
 		fuse_reply_buf(req, d.buf, d.used);
 	free(d.buf);
+}
+
+static void ofs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	(void)fi;
+	ofs_do_readdir(req, ino, size, off, 0);
+}
+
+/* With the attributes: `ls -l` of a tenant takes no LOOKUP per key. */
+static void ofs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			       struct fuse_file_info *fi)
+{
+	(void)fi;
+	ofs_do_readdir(req, ino, size, off, 1);
 }
 
 static void ofs_op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -2138,6 +2176,7 @@ void ofs_init_ops(struct fuse_lowlevel_ops *ops)
 	ops->write = ofs_op_write;
 	ops->flush = ofs_op_flush;
 	ops->release = ofs_op_release;
+	ops->readdirplus = ofs_op_readdirplus;
 	ops->fsync = ofs_op_fsync;
 	ops->fsyncdir = ofs_op_fsyncdir;
 	ops->fallocate = ofs_op_fallocate;

@@ -342,5 +342,33 @@ check_eq "after remount: the parallel creators' 1000 files" 1000 "$(ls "$MNT/t1/
 check_eq "statfs: f_files - f_ffree = number of regular files" "$(find "$MNT" -type f | wc -l)" \
 	"$(stat -f -c '%c %d' "$MNT" | awk '{print $1 - $2}')"
 ofs_umount
+
+# ---- readdirplus: ls -l takes no LOOKUP per entry, and lists what stat says ----
+ofs_mount "" -d || ofs_bail "cannot mount with -d"
+mkdir -p "$MNT/t1/many"
+python3 -c '
+import os, sys
+for i in range(1500):
+    with open("%s/k%04d" % (sys.argv[1], i), "wb") as f:
+        f.write(b"x" * (i * 7))
+    os.chmod("%s/k%04d" % (sys.argv[1], i), 0o600 if i % 3 else 0o644)
+' "$MNT/t1/many"
+sync
+echo 3 >/proc/sys/vm/drop_caches
+mark=$(wc -l <"$LOG")
+ls -ln --time-style=+%s "$MNT/t1/many" | awk 'NR > 1 {print $1, $5, $NF}' >"$TESTDIR/ls.out"
+ops=$(tail -n +"$((mark + 1))" "$LOG" | grep -oE 'opcode: [A-Z_]+' | awk '{print $2}')
+check_eq "ls -l of 1,500 files: no LOOKUP but the path's two (t1, many)" 2 "$(grep -cx LOOKUP <<<"$ops")"
+check "ls -l of 1,500 files: READDIRPLUS, in several replies" \
+	test "$(grep -cx READDIRPLUS <<<"$ops")" -gt 2
+check_eq "every entry listed once" 1500 "$(awk '{print $3}' "$TESTDIR/ls.out" | sort -u | wc -l)"
+for f in "$MNT"/t1/many/k*; do stat -c '%A %s %n' "$f"; done |
+	awk '{n = split($3, p, "/"); print $1, $2, p[n]}' >"$TESTDIR/stat.out"
+check_cmp "modes and sizes listed are what stat says" "$TESTDIR/stat.out" "$TESTDIR/ls.out"
+# The entries' lookups are counted: after the kernel forgets them, they still resolve.
+echo 2 >/proc/sys/vm/drop_caches
+check_eq "after the kernel forgets them: a file still stats" "$((777 * 7))" \
+	"$(stat -c %s "$MNT/t1/many/k0777")"
+ofs_umount
 check_fsck_clean "after the namespace test"
 ofs_done
