@@ -594,6 +594,19 @@ static uint64_t ubs_delete_doomed(struct ubs *u, uint64_t mark)
 }
 
 /*
+ * A journal sync failed.  Linux reports a writeback error to one sync
+ * only, so a later sync that succeeds says nothing of the lines written
+ * before: count every line as gone (a new generation, without truncating),
+ * so that each key is journalled and synced again before it is relied on.
+ * Under u->lock.
+ */
+static void ubs_jsync_failed(struct ubs *u)
+{
+	u->jgen++;
+	u->jsynced = u->jlen;
+}
+
+/*
  * Start the journal afresh: truncate it and write the next vid, so that
  * vids are never reused even after every line naming them is gone.
  * Under u->lock or single-threaded.
@@ -650,8 +663,13 @@ static void ubs_put_batch(struct ubs *u, struct ubs_put *batch)
 			res[n] = -EIO;
 		}
 		if (fdatasync(u->jfd)) {
+			int err = -errno;
+
 			for (i = 0; i < n; i++)
-				p[i]->rc = -errno;
+				p[i]->rc = err;
+			pthread_mutex_lock(&u->lock);
+			ubs_jsync_failed(u);
+			pthread_mutex_unlock(&u->lock);
 			continue;
 		}
 		UBS_CALL(SYM_BPUT, ubs_bput_fn)(keys, n, bufs, lens, res, 0);
@@ -1154,8 +1172,12 @@ static int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct
 			pthread_mutex_lock(&u->lock);
 			ret = ubs_journal(u, "D", &o->base, 1);
 			pthread_mutex_unlock(&u->lock);
-			if (!ret && fdatasync(u->jfd))
+			if (!ret && fdatasync(u->jfd)) {
+				pthread_mutex_lock(&u->lock);
+				ubs_jsync_failed(u);
+				pthread_mutex_unlock(&u->lock);
 				ret = -EIO;
+			}
 			if (ret)
 				return ret;
 		}
@@ -1324,6 +1346,7 @@ static int ubs_remove_prepare(void *arg, const struct kvb_map *m)
 	if (m->bucket < 0)
 		return 0;
 	pthread_mutex_lock(&u->lock);
+again:
 	v = ubs_find(u, m->page);
 	/*
 	 * Any line of this generation names the key for the start's sweep;
@@ -1331,6 +1354,7 @@ static int ubs_remove_prepare(void *arg, const struct kvb_map *m)
 	 * cheap the second time: fuse/ prepares before it takes its metadata
 	 * lock, then again under it, in case a journal reset came between.
 	 */
+	sync = 0;
 	if (v && v->skey && (v->jgen != u->jgen || v->jend > u->jsynced)) {
 		if (v->jgen != u->jgen)
 			ret = ubs_journal(u, "D", &v, 1);
@@ -1338,16 +1362,29 @@ static int ubs_remove_prepare(void *arg, const struct kvb_map *m)
 		gen = u->jgen;
 		len = u->jlen;
 	}
+	if (sync && !ret) {
+		pthread_mutex_unlock(&u->lock);
+		if (fdatasync(u->jfd)) {
+			pthread_mutex_lock(&u->lock);
+			ubs_jsync_failed(u);
+			pthread_mutex_unlock(&u->lock);
+			return -EIO;
+		}
+		pthread_mutex_lock(&u->lock);
+		if (u->jgen != gen)
+			goto again; /* a reset emptied the journal meanwhile: the line is gone */
+		if (u->jsynced < len)
+			u->jsynced = len;
+	}
+	/*
+	 * No reset until the next barrier: the caller deletes the record next,
+	 * under the metadata lock that barrier's metadata sync waits for, so
+	 * by then the value is doomed and its line is kept (or the record is).
+	 */
+	if (!ret)
+		u->commit_epoch = u->barrier_epoch;
 	pthread_mutex_unlock(&u->lock);
-	if (ret || !sync)
-		return ret;
-	if (fdatasync(u->jfd))
-		return -EIO;
-	pthread_mutex_lock(&u->lock);
-	if (u->jgen == gen && u->jsynced < len)
-		u->jsynced = len;
-	pthread_mutex_unlock(&u->lock);
-	return 0;
+	return ret;
 }
 
 static int ubs_barrier(void *arg, uint64_t *mark)
@@ -1370,10 +1407,12 @@ static int ubs_barrier(void *arg, uint64_t *mark)
 		ret = -errno;
 	pthread_mutex_lock(&u->lock);
 	u->st.calls[KVB_CALL_SYNC]++;
-	if (ret)
+	if (ret) {
 		u->st.errors[KVB_CALL_SYNC]++;
-	else if (u->jgen == gen && u->jsynced < len)
+		ubs_jsync_failed(u);
+	} else if (u->jgen == gen && u->jsynced < len) {
 		u->jsynced = len;
+	}
 	pthread_mutex_unlock(&u->lock);
 	return ret;
 }

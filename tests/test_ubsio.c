@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -509,6 +510,99 @@ START_TEST(test_prepare_again_after_journal_reset)
 }
 END_TEST
 
+/*
+ * fdatasync, interposed for the whole test binary: once armed, the next
+ * call first runs a group commit, as another thread's may while a
+ * remove_prepare waits for its sync.
+ */
+static struct ofs_store *sync_hook_store;
+static int sync_hook_armed, sync_hook_fail;
+
+int fdatasync(int fd)
+{
+	if (sync_hook_fail) {
+		sync_hook_fail = 0;
+		errno = EIO;
+		return -1;
+	}
+	if (sync_hook_armed) {
+		sync_hook_armed = 0;
+		ck_assert_int_eq(ofs_store_sync(sync_hook_store, NULL, NULL), 0);
+	}
+	return (int)syscall(SYS_fdatasync, fd);
+}
+
+/*
+ * A group commit that empties the journal while remove_prepare syncs its
+ * line: the line is gone, so it must be written and synced again before
+ * remove_prepare returns (else the record's deletion could be durable with
+ * no line naming the value).
+ */
+START_TEST(test_reset_during_prepare_sync)
+{
+	struct ofs_store s;
+	struct meta_inode a;
+	struct kvb_map map;
+	char *j, line[64];
+
+	open_store(&s);
+	a = new_record(&s, "a");
+	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0); /* a's P line is gone */
+	map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
+	snprintf(line, sizeof(line), "D %llu ", (unsigned long long)a.page);
+	sync_hook_store = &s;
+	sync_hook_armed = 1;
+	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	ck_assert_msg(!sync_hook_armed, "the group commit did not run during the prepare");
+	j = journal_text();
+	ck_assert_msg(strstr(j, line), "remove_prepare returned, no line names the key: %s", j);
+	free(j);
+	delete_crash_reopen(&s, a.ino);
+}
+END_TEST
+
+/* How many times the journal has line (a substring). */
+static int journal_count(const char *line)
+{
+	char *j = journal_text(), *p = j;
+	int n = 0;
+
+	while ((p = strstr(p, line))) {
+		n++;
+		p++;
+	}
+	free(j);
+	return n;
+}
+
+/*
+ * A failed journal sync: Linux reports a writeback error to one sync only,
+ * so lines written before it count as lost, and the next prepare of a key
+ * already journalled and synced writes and syncs its line again.
+ */
+START_TEST(test_prepare_after_failed_sync)
+{
+	struct ofs_store s;
+	struct meta_inode a;
+	struct kvb_map map;
+	char line[64];
+
+	open_store(&s);
+	a = new_record(&s, "a");
+	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
+	map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
+	snprintf(line, sizeof(line), " %llu ", (unsigned long long)a.page);
+	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	ck_assert_int_eq(journal_count(line), 1); /* the put's P line names it, synced */
+	sync_hook_fail = 1;
+	ck_assert_int_ne(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	ck_assert_int_eq(journal_count(line), 2);
+	delete_crash_reopen(&s, a.ino);
+}
+END_TEST
+
 /* Whether the library is in this process: RTLD_NOLOAD never loads it. */
 static int lib_loaded(void)
 {
@@ -569,6 +663,8 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, test_unlink_crash_after_record);
 	tcase_add_test(tc, test_library_unloaded_with_last_store);
 	tcase_add_test(tc, test_prepare_again_after_journal_reset);
+	tcase_add_test(tc, test_reset_during_prepare_sync);
+	tcase_add_test(tc, test_prepare_after_failed_sync);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
