@@ -220,6 +220,7 @@ struct kvb_obj {
 	int charged_key;
 	uint64_t *pcs;          /* per-page sums handed out by commit_prepare */
 	int put_new;            /* commit_prepare put w */
+	int holding;            /* an empty commit's D line holds off resets (nputting) */
 	size_t klen;
 	char key[];
 };
@@ -1171,10 +1172,17 @@ static int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct
 		if (o->base) {
 			pthread_mutex_lock(&u->lock);
 			ret = ubs_journal(u, "D", &o->base, 1);
+			if (!ret) {
+				/* As a put's: no reset may take the line before the record changes. */
+				u->nputting++;
+				o->holding = 1;
+			}
 			pthread_mutex_unlock(&u->lock);
 			if (!ret && fdatasync(u->jfd)) {
 				pthread_mutex_lock(&u->lock);
 				ubs_jsync_failed(u);
+				u->nputting--;
+				o->holding = 0;
 				pthread_mutex_unlock(&u->lock);
 				ret = -EIO;
 			}
@@ -1251,8 +1259,9 @@ static void ubs_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 	struct ubs_val *w = o->w;
 
 	pthread_mutex_lock(&u->lock);
-	if (o->put_new)
+	if (o->put_new || o->holding)
 		u->nputting--;
+	o->holding = 0;
 	if (ok) {
 		/* The record now points at w (or at nothing): the old value goes (journalled). */
 		if (o->base)

@@ -517,6 +517,8 @@ END_TEST
  */
 static struct ofs_store *sync_hook_store;
 static int sync_hook_armed, sync_hook_fail;
+static char *sync_hook_journal; /* the journal right after that group commit */
+static char *journal_text(void);
 
 int fdatasync(int fd)
 {
@@ -528,6 +530,8 @@ int fdatasync(int fd)
 	if (sync_hook_armed) {
 		sync_hook_armed = 0;
 		ck_assert_int_eq(ofs_store_sync(sync_hook_store, NULL, NULL), 0);
+		free(sync_hook_journal);
+		sync_hook_journal = journal_text();
 	}
 	return (int)syscall(SYS_fdatasync, fd);
 }
@@ -559,6 +563,46 @@ START_TEST(test_reset_during_prepare_sync)
 	ck_assert_msg(strstr(j, line), "remove_prepare returned, no line names the key: %s", j);
 	free(j);
 	delete_crash_reopen(&s, a.ino);
+}
+END_TEST
+
+/*
+ * An overwrite with nothing (truncate to 0, close) lets the old value go
+ * with no put: its D line, synced first, must outlive a group commit that
+ * runs before the record changes.
+ */
+START_TEST(test_reset_during_empty_commit)
+{
+	struct ofs_store s;
+	struct meta_inode a;
+	char *j, line[64];
+	uint64_t vid;
+
+	open_store(&s);
+	a = new_record(&s, "a");
+	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0); /* a's P line is gone */
+	vid = a.page;
+	snprintf(line, sizeof(line), "D %llu ", (unsigned long long)vid);
+	sync_hook_store = &s;
+	sync_hook_armed = 1; /* the group commit runs inside the D line's sync */
+	ck_assert_int_eq(put(&s, &a, "t/a", 0, 0), 0);
+	ck_assert_msg(!sync_hook_armed, "the group commit did not run during the commit");
+	ck_assert_int_eq(a.size, 0);
+	/* Before the record changed: a reset then would have taken the synced line. */
+	ck_assert_msg(strstr(sync_hook_journal, line),
+		      "the group commit emptied the journal before the record changed: %s",
+		      sync_hook_journal);
+	j = journal_text();
+	ck_assert_msg(strstr(j, line), "the old value's line is gone: %s", j);
+	free(j);
+	/* A crash before the old value is deleted: the next start deletes it. */
+	ofs_store_crash(&s);
+	ck_assert_int_eq(count_values(kvdir), 1);
+	open_store(&s);
+	ck_assert_int_eq(count_values(kvdir), 0);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
 }
 END_TEST
 
@@ -665,6 +709,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, test_prepare_again_after_journal_reset);
 	tcase_add_test(tc, test_reset_during_prepare_sync);
 	tcase_add_test(tc, test_prepare_after_failed_sync);
+	tcase_add_test(tc, test_reset_during_empty_commit);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
