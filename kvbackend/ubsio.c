@@ -1276,7 +1276,8 @@ static void ubs_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 			/* The buffer stays the writer's, under a new working value. */
 			ubs_take_spare(u, o);
 		}
-		u->commit_epoch = u->barrier_epoch;
+		if (u->commit_epoch < u->barrier_epoch)
+			u->commit_epoch = u->barrier_epoch; /* never shortens a prepare's hold */
 		ubs_uncharge(u, o);
 		o->dirty = 0;
 	} else if (o->put_new) {
@@ -1386,12 +1387,13 @@ again:
 			u->jsynced = len;
 	}
 	/*
-	 * No reset until the next barrier: the caller deletes the record next,
-	 * under the metadata lock that barrier's metadata sync waits for, so
-	 * by then the value is doomed and its line is kept (or the record is).
+	 * No reset before the barrier after next: the caller deletes the
+	 * record right after this, under the metadata lock that the next
+	 * barrier's metadata sync waits for, so by the one after the value is
+	 * doomed (no reset while it is) or still recorded.
 	 */
-	if (!ret)
-		u->commit_epoch = u->barrier_epoch;
+	if (!ret && u->commit_epoch < u->barrier_epoch + 1)
+		u->commit_epoch = u->barrier_epoch + 1;
 	pthread_mutex_unlock(&u->lock);
 	return ret;
 }

@@ -496,7 +496,9 @@ START_TEST(test_prepare_again_after_journal_reset)
 	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
 	j2 = journal_text();
 	ck_assert_str_eq(j1, j2); /* already journalled and synced: nothing written */
-	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0); /* the group commit resets it */
+	/* The prepare holds off a reset for one group commit; the second resets. */
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
 	j3 = journal_text();
 	ck_assert_msg(!strstr(j3, line), "the journal was not reset: %s", j3);
 	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
@@ -606,6 +608,32 @@ START_TEST(test_reset_during_empty_commit)
 }
 END_TEST
 
+/*
+ * A group commit between a prepare and the record's deletion must not
+ * empty the journal: the prepare holds off the reset until a later barrier.
+ */
+START_TEST(test_prepare_holds_off_reset)
+{
+	struct ofs_store s;
+	struct meta_inode a;
+	struct kvb_map map;
+	char *j, line[64];
+
+	open_store(&s);
+	a = new_record(&s, "a");
+	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0); /* a's P line is gone */
+	map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
+	snprintf(line, sizeof(line), "D %llu ", (unsigned long long)a.page);
+	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	j = journal_text();
+	ck_assert_msg(strstr(j, line), "a group commit emptied the journal after the prepare: %s", j);
+	free(j);
+	delete_crash_reopen(&s, a.ino);
+}
+END_TEST
+
 /* How many times the journal has line (a substring). */
 static int journal_count(const char *line)
 {
@@ -710,6 +738,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, test_reset_during_prepare_sync);
 	tcase_add_test(tc, test_prepare_after_failed_sync);
 	tcase_add_test(tc, test_reset_during_empty_commit);
+	tcase_add_test(tc, test_prepare_holds_off_reset);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
