@@ -1810,6 +1810,21 @@ static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fus
 		}
 		pthread_rwlock_unlock(ofs_rw(ofs, in));
 	}
+	/*
+	 * The last close of an unlinked file deletes its record (ofs_isettle):
+	 * its key goes to the journal first, outside ofs.lock, as an unlink's
+	 * does (ofs_prepare_drop); the prepare under the lock is then free.
+	 */
+	if (ofs->store.kvb.ops->remove_prepare) {
+		struct kvb_map map = KVB_MAP_EMPTY;
+
+		pthread_mutex_lock(&ofs->lock);
+		if (in->unlinked == 2 && in->nopen == 1)
+			map = ofs_committed(&in->m);
+		pthread_mutex_unlock(&ofs->lock);
+		if (map.bucket >= 0)
+			(void)ofs->store.kvb.ops->remove_prepare(ofs->store.kvb.arg, &map);
+	}
 	pthread_mutex_lock(&ofs->lock);
 	in->nopen--;
 	ofs_isettle(ofs, in);

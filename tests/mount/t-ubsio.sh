@@ -125,6 +125,17 @@ check "an unlink deletes the value" test ! -f "$KV/$(hexkey "$k3")"
 : >"$MNT/t/empty"
 check_eq "an empty file has no value" "" "$(skey "$MNT/t/empty")"
 
+# An unlinked file's value stays while it is open; its last close deletes it.
+echo held >"$MNT/t/open1"
+kh=$(skey "$MNT/t/open1")
+holder_start "$MNT/t/open1" r "" || ofs_bail "cannot hold a file"
+rm "$MNT/t/open1"
+ofs_sync
+check "an unlinked file's value stays while it is open" has_value "$kh"
+holder_close
+ofs_sync
+check "its last close deletes the value" test ! -f "$KV/$(hexkey "$kh")"
+
 # ---- the journal line an unlink or rename syncs before it takes the metadata
 # lock: harmless when the drop then does not happen ----
 echo target >"$MNT/t2/y"
