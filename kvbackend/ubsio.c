@@ -247,6 +247,13 @@ struct ubs {
 	uint64_t sweep;
 	off_t jlen;             /* the journal's length: a torn append is cut back to it */
 	off_t jsynced;          /* how much of this generation a sync is known to cover */
+	/*
+	 * One journal sync at a time, with its bookkeeping (ubs_jsync): Linux
+	 * reports a writeback error to one fdatasync only, so a failure must be
+	 * recorded before any later sync can report success.  Taken before
+	 * u->lock.
+	 */
+	pthread_mutex_t jslock;
 	int jdirty;             /* lines appended since the last reset */
 	uint64_t jgen;          /* bumped by every reset: lines of older ones are gone */
 	uint64_t nputting;      /* values between their P line and commit_done */
@@ -267,6 +274,8 @@ struct ubs_put {
 	const char *key;
 	void *buf;
 	size_t len;
+	uint64_t jgen;          /* where its P (and D) lines are: durable before the put */
+	off_t jend;
 	int rc, done;
 	struct ubs_put *next;
 };
@@ -603,8 +612,61 @@ static uint64_t ubs_delete_doomed(struct ubs *u, uint64_t mark)
  */
 static void ubs_jsync_failed(struct ubs *u)
 {
+	struct ubs_val *d[UBS_BATCH];
+	size_t i, n = 0;
+
 	u->jgen++;
 	u->jsynced = u->jlen;
+	/* Doomed values' lines are counted lost with the rest: write them again. */
+	for (i = 0; i < u->tabsize; i++) {
+		for (struct ubs_val *v = u->tab[i]; v; v = v->hnext) {
+			if (v->state != UBS_DOOMED || !v->skey)
+				continue;
+			d[n++] = v;
+			if (n == UBS_BATCH) {
+				(void)ubs_journal(u, "D", d, n);
+				n = 0;
+			}
+		}
+	}
+	if (n)
+		(void)ubs_journal(u, "D", d, n);
+}
+
+/*
+ * Make the journal durable up to len in generation gen.  0 when it is;
+ * -ESTALE when the generation changed (a reset emptied the journal, or a
+ * failed sync counted its lines lost): journal them again; -EIO when the
+ * sync failed.  A caller whose lines an earlier sync covered does not sync
+ * again.  Called without u->lock.
+ */
+static int ubs_jsync(struct ubs *u, uint64_t gen, off_t len)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&u->jslock);
+	pthread_mutex_lock(&u->lock);
+	if (u->jgen != gen)
+		ret = -ESTALE;
+	else if (u->jsynced >= len)
+		ret = 1;
+	else
+		len = u->jlen; /* everything appended so far */
+	pthread_mutex_unlock(&u->lock);
+	if (!ret) {
+		int failed = fdatasync(u->jfd) != 0;
+
+		pthread_mutex_lock(&u->lock);
+		if (failed) {
+			ubs_jsync_failed(u);
+			ret = -EIO;
+		} else if (u->jsynced < len) {
+			u->jsynced = len; /* gen cannot have changed: resets take jslock */
+		}
+		pthread_mutex_unlock(&u->lock);
+	}
+	pthread_mutex_unlock(&u->jslock);
+	return ret < 0 ? ret : 0;
 }
 
 /*
@@ -633,11 +695,18 @@ static int ubs_journal_reset(struct ubs *u)
 /* Empty the journal when nothing in it can still need a delete. */
 static void ubs_journal_trim(struct ubs *u)
 {
+	pthread_mutex_lock(&u->jslock);
 	pthread_mutex_lock(&u->lock);
-	if (u->jdirty && !u->ndoomed && !u->nputting && u->commit_epoch < u->barrier_epoch &&
-	    ubs_journal_reset(u) == 0)
-		u->logged_delete_fail = 0;
+	if (u->jdirty && !u->ndoomed && !u->nputting && u->commit_epoch < u->barrier_epoch) {
+		if (ubs_journal_reset(u) == 0) {
+			u->logged_delete_fail = 0;
+		} else {
+			ubs_jsync_failed(u);
+			u->jdirty = 1; /* try again at the next release */
+		}
+	}
 	pthread_mutex_unlock(&u->lock);
+	pthread_mutex_unlock(&u->jslock);
 }
 
 /* ---- puts, batched ---- */
@@ -652,33 +721,36 @@ static void ubs_put_batch(struct ubs *u, struct ubs_put *batch)
 	void *bufs[UBS_BATCH];
 	size_t lens[UBS_BATCH];
 	int res[UBS_BATCH];
-	struct ubs_put *p[UBS_BATCH], *it = batch;
-	uint32_t i, n;
+	struct ubs_put *p[UBS_BATCH], *q[UBS_BATCH], *it = batch;
+	uint32_t i, n, m;
 
 	while (it) {
-		for (n = 0; it && n < UBS_BATCH; it = it->next, n++) {
+		for (n = 0; it && n < UBS_BATCH; it = it->next, n++)
 			p[n] = it;
-			keys[n] = it->key;
-			bufs[n] = it->buf;
-			lens[n] = it->len;
-			res[n] = -EIO;
+		/*
+		 * Each key's line durable first (one sync covers the batch); a put
+		 * whose line a failed sync counted lost is not issued (-EIO).
+		 */
+		for (i = 0, m = 0; i < n; i++) {
+			p[i]->rc = ubs_jsync(u, p[i]->jgen, p[i]->jend);
+			if (p[i]->rc == -ESTALE)
+				p[i]->rc = -EIO;
+			if (p[i]->rc)
+				continue;
+			q[m] = p[i];
+			keys[m] = p[i]->key;
+			bufs[m] = p[i]->buf;
+			lens[m] = p[i]->len;
+			res[m++] = -EIO;
 		}
-		if (fdatasync(u->jfd)) {
-			int err = -errno;
-
-			for (i = 0; i < n; i++)
-				p[i]->rc = err;
-			pthread_mutex_lock(&u->lock);
-			ubs_jsync_failed(u);
-			pthread_mutex_unlock(&u->lock);
+		if (!m)
 			continue;
-		}
-		UBS_CALL(SYM_BPUT, ubs_bput_fn)(keys, n, bufs, lens, res, 0);
+		UBS_CALL(SYM_BPUT, ubs_bput_fn)(keys, m, bufs, lens, res, 0);
 		pthread_mutex_lock(&u->lock);
 		u->st.calls[KVB_CALL_WRITE]++;
-		for (i = 0; i < n; i++) {
-			p[i]->rc = ubs_errno(res[i]);
-			if (p[i]->rc)
+		for (i = 0; i < m; i++) {
+			q[i]->rc = ubs_errno(res[i]);
+			if (q[i]->rc)
 				u->st.errors[KVB_CALL_WRITE]++;
 		}
 		pthread_mutex_unlock(&u->lock);
@@ -1170,22 +1242,27 @@ static int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct
 	if (o->size == 0) {
 		/* The old value's key goes to the journal, synced, before the record lets go. */
 		if (o->base) {
+			uint64_t gen;
+			off_t end;
+
 			pthread_mutex_lock(&u->lock);
-			ret = ubs_journal(u, "D", &o->base, 1);
-			if (!ret) {
-				/* As a put's: no reset may take the line before the record changes. */
-				u->nputting++;
-				o->holding = 1;
-			}
-			pthread_mutex_unlock(&u->lock);
-			if (!ret && fdatasync(u->jfd)) {
+			/* As a put's: no reset may take the line before the record changes. */
+			u->nputting++;
+			o->holding = 1;
+			do {
+				ret = ubs_journal(u, "D", &o->base, 1);
+				gen = u->jgen;
+				end = u->jlen;
+				pthread_mutex_unlock(&u->lock);
+				if (!ret)
+					ret = ubs_jsync(u, gen, end);
 				pthread_mutex_lock(&u->lock);
-				ubs_jsync_failed(u);
+			} while (ret == -ESTALE); /* a failed sync counted the line lost */
+			if (ret) {
 				u->nputting--;
 				o->holding = 0;
-				pthread_mutex_unlock(&u->lock);
-				ret = -EIO;
 			}
+			pthread_mutex_unlock(&u->lock);
 			if (ret)
 				return ret;
 		}
@@ -1224,6 +1301,8 @@ static int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct
 		struct ubs_val *pd[2] = { w, o->base };
 
 		ret = ubs_journal(u, "PD", pd, o->base ? 2 : 1);
+		put.jgen = u->jgen;
+		put.jend = u->jlen;
 	}
 	pthread_mutex_unlock(&u->lock);
 	if (!ret) {
@@ -1365,6 +1444,15 @@ again:
 	 * lock, then again under it, in case a journal reset came between.
 	 */
 	sync = 0;
+	/*
+	 * No reset before the barrier after next, from before the line is
+	 * written: the caller deletes the record right after this, under the
+	 * metadata lock that the next barrier's metadata sync waits for, so by
+	 * the one after the value is doomed (no reset while it is) or still
+	 * recorded.
+	 */
+	if (u->commit_epoch < u->barrier_epoch + 1)
+		u->commit_epoch = u->barrier_epoch + 1;
 	if (v && v->skey && (v->jgen != u->jgen || v->jend > u->jsynced)) {
 		if (v->jgen != u->jgen)
 			ret = ubs_journal(u, "D", &v, 1);
@@ -1374,26 +1462,16 @@ again:
 	}
 	if (sync && !ret) {
 		pthread_mutex_unlock(&u->lock);
-		if (fdatasync(u->jfd)) {
-			pthread_mutex_lock(&u->lock);
-			ubs_jsync_failed(u);
-			pthread_mutex_unlock(&u->lock);
-			return -EIO;
-		}
+		ret = ubs_jsync(u, gen, len);
 		pthread_mutex_lock(&u->lock);
-		if (u->jgen != gen)
-			goto again; /* a reset emptied the journal meanwhile: the line is gone */
-		if (u->jsynced < len)
-			u->jsynced = len;
+		if (ret == -ESTALE) {
+			/* A reset emptied the journal, or a failed sync lost the line. */
+			ret = 0;
+			goto again;
+		}
 	}
-	/*
-	 * No reset before the barrier after next: the caller deletes the
-	 * record right after this, under the metadata lock that the next
-	 * barrier's metadata sync waits for, so by the one after the value is
-	 * doomed (no reset while it is) or still recorded.
-	 */
 	if (!ret && u->commit_epoch < u->barrier_epoch + 1)
-		u->commit_epoch = u->barrier_epoch + 1;
+		u->commit_epoch = u->barrier_epoch + 1; /* and counted from now */
 	pthread_mutex_unlock(&u->lock);
 	return ret;
 }
@@ -1413,17 +1491,24 @@ static int ubs_barrier(void *arg, uint64_t *mark)
 	gen = u->jgen;
 	len = u->jlen;
 	pthread_mutex_unlock(&u->lock);
-	/* The D lines of what the records being synced let go of. */
-	if (fdatasync(u->jfd))
-		ret = -errno;
+	/*
+	 * The D lines of what the records being synced let go of.  After a
+	 * failed sync the doomed values' lines were written again: sync those.
+	 */
+	ret = ubs_jsync(u, gen, len);
+	if (ret == -ESTALE) {
+		pthread_mutex_lock(&u->lock);
+		gen = u->jgen;
+		len = u->jlen;
+		pthread_mutex_unlock(&u->lock);
+		ret = ubs_jsync(u, gen, len);
+		if (ret == -ESTALE)
+			ret = -EIO;
+	}
 	pthread_mutex_lock(&u->lock);
 	u->st.calls[KVB_CALL_SYNC]++;
-	if (ret) {
+	if (ret)
 		u->st.errors[KVB_CALL_SYNC]++;
-		ubs_jsync_failed(u);
-	} else if (u->jgen == gen && u->jsynced < len) {
-		u->jsynced = len;
-	}
 	pthread_mutex_unlock(&u->lock);
 	return ret;
 }
@@ -1864,6 +1949,7 @@ static void ubs_free(void *arg)
 	free(u->jpath);
 	pthread_mutex_destroy(&u->lock);
 	pthread_mutex_destroy(&u->qlock);
+	pthread_mutex_destroy(&u->jslock);
 	pthread_cond_destroy(&u->qcond);
 	free(u);
 	ubs_lib_unload();
@@ -1967,6 +2053,7 @@ int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_con
 	u->qtail = &u->qhead;
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_mutex_init(&u->qlock, NULL);
+	pthread_mutex_init(&u->jslock, NULL);
 	pthread_cond_init(&u->qcond, NULL);
 	u->tab = calloc(u->tabsize, sizeof(*u->tab));
 	if (!u->tab || asprintf(&u->jpath, "%s/%s", root, KVB_UBSIO_JOURNAL) < 0) {

@@ -13,11 +13,13 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -150,6 +152,9 @@ static struct meta_inode new_record(struct ofs_store *s, const char *name)
 }
 
 /* Write len bytes of pattern seed as the whole new content of m and commit. */
+/* The metadata lock, as the daemon's ofs.lock: one sqlite connection, two threads. */
+static pthread_mutex_t meta_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static int put(struct ofs_store *s, struct meta_inode *m, const char *key, size_t len,
 	       unsigned seed)
 {
@@ -163,7 +168,7 @@ static int put(struct ofs_store *s, struct meta_inode *m, const char *key, size_
 	fill(buf, len, seed);
 	ret = (int)s->kvb.ops->obj_write(s->kvb.arg, o, buf, len, 0);
 	if (ret == (int)len)
-		ret = ofs_store_commit(s, NULL, m, o);
+		ret = ofs_store_commit(s, &meta_mu, m, o);
 	s->kvb.ops->obj_close(s->kvb.arg, o);
 	free(buf);
 	return ret;
@@ -513,14 +518,23 @@ START_TEST(test_prepare_again_after_journal_reset)
 END_TEST
 
 /*
- * fdatasync, interposed for the whole test binary: once armed, the next
- * call first runs a group commit, as another thread's may while a
- * remove_prepare waits for its sync.
+ * fdatasync, interposed for the whole test binary.  sync_hook_fail: the
+ * next call fails with EIO.  sync_hook_armed: the next call starts a group
+ * commit on another thread, as the daemon's syncer may run one, and waits
+ * 100 ms before it syncs, long enough for that commit to finish were it
+ * not held back; sync_hook_early says whether it finished in that time.
  */
 static struct ofs_store *sync_hook_store;
-static int sync_hook_armed, sync_hook_fail;
-static char *sync_hook_journal; /* the journal right after that group commit */
-static char *journal_text(void);
+static int sync_hook_armed, sync_hook_fail, sync_hook_early, sync_hook_done;
+static pthread_t sync_hook_thread;
+
+static void *sync_hook_commit(void *arg)
+{
+	(void)arg;
+	ck_assert_int_eq(ofs_store_sync(sync_hook_store, &meta_mu, NULL), 0);
+	__atomic_store_n(&sync_hook_done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
 
 int fdatasync(int fd)
 {
@@ -530,21 +544,23 @@ int fdatasync(int fd)
 		return -1;
 	}
 	if (sync_hook_armed) {
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+
 		sync_hook_armed = 0;
-		ck_assert_int_eq(ofs_store_sync(sync_hook_store, NULL, NULL), 0);
-		free(sync_hook_journal);
-		sync_hook_journal = journal_text();
+		sync_hook_done = 0;
+		ck_assert_int_eq(pthread_create(&sync_hook_thread, NULL, sync_hook_commit, NULL), 0);
+		nanosleep(&ts, NULL);
+		sync_hook_early = __atomic_load_n(&sync_hook_done, __ATOMIC_ACQUIRE);
 	}
 	return (int)syscall(SYS_fdatasync, fd);
 }
 
 /*
- * A group commit that empties the journal while remove_prepare syncs its
- * line: the line is gone, so it must be written and synced again before
- * remove_prepare returns (else the record's deletion could be durable with
- * no line naming the value).
+ * A group commit starting while remove_prepare syncs its line waits for
+ * that sync (resets and syncs are serialised), and cannot then empty the
+ * journal before the record is deleted (the prepare holds resets off).
  */
-START_TEST(test_reset_during_prepare_sync)
+START_TEST(test_group_commit_during_prepare_sync)
 {
 	struct ofs_store s;
 	struct meta_inode a;
@@ -560,9 +576,11 @@ START_TEST(test_reset_during_prepare_sync)
 	sync_hook_store = &s;
 	sync_hook_armed = 1;
 	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
-	ck_assert_msg(!sync_hook_armed, "the group commit did not run during the prepare");
+	ck_assert_msg(!sync_hook_armed, "the prepare did not sync");
+	ck_assert_msg(!sync_hook_early, "a group commit ran during the prepare's sync");
+	ck_assert_int_eq(pthread_join(sync_hook_thread, NULL), 0);
 	j = journal_text();
-	ck_assert_msg(strstr(j, line), "remove_prepare returned, no line names the key: %s", j);
+	ck_assert_msg(strstr(j, line), "the group commit emptied the journal: %s", j);
 	free(j);
 	delete_crash_reopen(&s, a.ino);
 }
@@ -570,38 +588,41 @@ END_TEST
 
 /*
  * An overwrite with nothing (truncate to 0, close) lets the old value go
- * with no put: its D line, synced first, must outlive a group commit that
- * runs before the record changes.
+ * with no put: a group commit starting during its line's sync waits for
+ * it, and the line outlives the commit (it counts as a put in flight
+ * until the record changes, and the value is doomed after).
  */
-START_TEST(test_reset_during_empty_commit)
+START_TEST(test_group_commit_during_empty_commit)
 {
 	struct ofs_store s;
 	struct meta_inode a;
 	char *j, line[64];
-	uint64_t vid;
 
 	open_store(&s);
 	a = new_record(&s, "a");
 	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
 	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0); /* a's P line is gone */
-	vid = a.page;
-	snprintf(line, sizeof(line), "D %llu ", (unsigned long long)vid);
+	snprintf(line, sizeof(line), "D %llu ", (unsigned long long)a.page);
 	sync_hook_store = &s;
-	sync_hook_armed = 1; /* the group commit runs inside the D line's sync */
+	sync_hook_armed = 1;
 	ck_assert_int_eq(put(&s, &a, "t/a", 0, 0), 0);
-	ck_assert_msg(!sync_hook_armed, "the group commit did not run during the commit");
+	ck_assert_msg(!sync_hook_armed, "the empty commit did not sync");
+	ck_assert_msg(!sync_hook_early, "a group commit ran during the empty commit's sync");
+	ck_assert_int_eq(pthread_join(sync_hook_thread, NULL), 0);
 	ck_assert_int_eq(a.size, 0);
-	/* Before the record changed: a reset then would have taken the synced line. */
-	ck_assert_msg(strstr(sync_hook_journal, line),
-		      "the group commit emptied the journal before the record changed: %s",
-		      sync_hook_journal);
 	j = journal_text();
 	ck_assert_msg(strstr(j, line), "the old value's line is gone: %s", j);
 	free(j);
-	/* A crash before the old value is deleted: the next start deletes it. */
+	/*
+	 * A crash before the old value is deleted: the next start deletes it,
+	 * or keeps it as the record's durable previous version (when the group
+	 * commit made the old version durable first) until the next barrier.
+	 */
 	ofs_store_crash(&s);
 	ck_assert_int_eq(count_values(kvdir), 1);
 	open_store(&s);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
 	ck_assert_int_eq(count_values(kvdir), 0);
 	check_invariants(&s);
 	ck_assert_int_eq(ofs_store_close(&s), 0);
@@ -656,19 +677,20 @@ static int journal_count(const char *line)
 START_TEST(test_prepare_after_failed_sync)
 {
 	struct ofs_store s;
-	struct meta_inode a;
+	struct meta_inode a, b;
 	struct kvb_map map;
 	char line[64];
 
 	open_store(&s);
 	a = new_record(&s, "a");
+	b = new_record(&s, "b");
 	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
 	map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
 	snprintf(line, sizeof(line), " %llu ", (unsigned long long)a.page);
 	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
 	ck_assert_int_eq(journal_count(line), 1); /* the put's P line names it, synced */
-	sync_hook_fail = 1;
-	ck_assert_int_ne(ofs_store_sync(&s, NULL, NULL), 0);
+	sync_hook_fail = 1; /* b's put: its journal sync fails */
+	ck_assert_int_ne(put(&s, &b, "t/b", 3000, 2), 0);
 	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
 	ck_assert_int_eq(journal_count(line), 2);
 	delete_crash_reopen(&s, a.ino);
@@ -735,9 +757,9 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, test_unlink_crash_after_record);
 	tcase_add_test(tc, test_library_unloaded_with_last_store);
 	tcase_add_test(tc, test_prepare_again_after_journal_reset);
-	tcase_add_test(tc, test_reset_during_prepare_sync);
+	tcase_add_test(tc, test_group_commit_during_prepare_sync);
 	tcase_add_test(tc, test_prepare_after_failed_sync);
-	tcase_add_test(tc, test_reset_during_empty_commit);
+	tcase_add_test(tc, test_group_commit_during_empty_commit);
 	tcase_add_test(tc, test_prepare_holds_off_reset);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
