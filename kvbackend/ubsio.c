@@ -247,6 +247,7 @@ struct ubs {
 	uint64_t sweep;
 	off_t jlen;             /* the journal's length: a torn append is cut back to it */
 	off_t jsynced;          /* how much of this generation a sync is known to cover */
+	int jtorn;              /* a torn append could not be cut back: start with '\n' */
 	/*
 	 * One journal sync at a time, with its bookkeeping (ubs_jsync): Linux
 	 * reports a writeback error to one fdatasync only, so a failure must be
@@ -437,6 +438,19 @@ static void ubs_hex(const char *s, char *out)
  * tags[0] for all when tags is one letter).  Each value remembers the
  * journal generation its line went into.  Under u->lock or single-threaded.
  */
+/*
+ * A torn append that could not be cut back: take the length from the file
+ * and end the torn line with the next append.  Under u->lock.
+ */
+static void ubs_journal_lost_length(struct ubs *u)
+{
+	off_t end = lseek(u->jfd, 0, SEEK_END);
+
+	if (end >= 0)
+		u->jlen = end;
+	u->jtorn = 1;
+}
+
 static int ubs_journal(struct ubs *u, const char *tags, struct ubs_val *const *v, size_t n)
 {
 	size_t i, len = 0, cap = 0;
@@ -446,9 +460,11 @@ static int ubs_journal(struct ubs *u, const char *tags, struct ubs_val *const *v
 
 	for (i = 0; i < n; i++)
 		cap += 2 * strlen(v[i]->skey) + 32;
-	buf = malloc(cap + 1);
+	buf = malloc(cap + 2);
 	if (!buf)
 		return -ENOMEM;
+	if (u->jtorn)
+		buf[len++] = '\n'; /* ends a torn line that could not be cut back */
 	for (i = 0; i < n; i++) {
 		len += (size_t)sprintf(buf + len, "%c %" PRIu64 " ", tags[tags[1] ? i : 0],
 				       v[i]->vid);
@@ -460,11 +476,14 @@ static int ubs_journal(struct ubs *u, const char *tags, struct ubs_val *const *v
 	if (w != (ssize_t)len) {
 		ret = w < 0 ? -errno : -EIO;
 		/* A torn line would swallow the next append's first line at replay. */
-		if (w > 0 && ftruncate(u->jfd, u->jlen))
+		if (w > 0 && ftruncate(u->jfd, u->jlen)) {
+			ubs_journal_lost_length(u);
 			ret = -EIO;
+		}
 	} else {
 		u->jlen += (off_t)len;
 		u->jdirty = 1;
+		u->jtorn = 0;
 		for (i = 0; i < n; i++) {
 			v[i]->jgen = u->jgen;
 			v[i]->jend = u->jlen;
@@ -612,21 +631,19 @@ static uint64_t ubs_delete_doomed(struct ubs *u, uint64_t mark)
  */
 static void ubs_jsync_failed(struct ubs *u)
 {
-	struct ubs_val *d[UBS_BATCH];
-	size_t i, n = 0;
+	struct ubs_val *d[UBS_BATCH], *v;
+	size_t n = 0;
 
 	u->jgen++;
 	u->jsynced = u->jlen;
 	/* Doomed values' lines are counted lost with the rest: write them again. */
-	for (i = 0; i < u->tabsize; i++) {
-		for (struct ubs_val *v = u->tab[i]; v; v = v->hnext) {
-			if (v->state != UBS_DOOMED || !v->skey)
-				continue;
-			d[n++] = v;
-			if (n == UBS_BATCH) {
-				(void)ubs_journal(u, "D", d, n);
-				n = 0;
-			}
+	for (v = u->doomed_head; v; v = v->dnext) {
+		if (!v->skey)
+			continue;
+		d[n++] = v;
+		if (n == UBS_BATCH) {
+			(void)ubs_journal(u, "D", d, n);
+			n = 0;
 		}
 	}
 	if (n)
@@ -679,14 +696,24 @@ static int ubs_journal_reset(struct ubs *u)
 	char line[40];
 	int n = snprintf(line, sizeof(line), "V %" PRIu64 "\n", u->next_vid);
 
+	ssize_t w;
+
 	if (ftruncate(u->jfd, 0))
 		return -errno;
 	u->jlen = 0;
 	u->jsynced = 0;
 	u->jgen++;
-	if (write(u->jfd, line, (size_t)n) != n || fdatasync(u->jfd))
+	w = write(u->jfd, line, (size_t)n);
+	if (w != n) {
+		/* A torn V line would swallow the next append's first line at replay. */
+		if (w > 0 && ftruncate(u->jfd, 0))
+			ubs_journal_lost_length(u);
 		return -EIO;
+	}
+	/* The file holds it now, synced or not: appends (and cut-backs) go after it. */
 	u->jlen = n;
+	if (fdatasync(u->jfd))
+		return -EIO;
 	u->jsynced = n;
 	u->jdirty = 0;
 	return 0;
@@ -1244,6 +1271,7 @@ static int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct
 		if (o->base) {
 			uint64_t gen;
 			off_t end;
+			int tries = 0;
 
 			pthread_mutex_lock(&u->lock);
 			/* As a put's: no reset may take the line before the record changes. */
@@ -1257,7 +1285,9 @@ static int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct
 				if (!ret)
 					ret = ubs_jsync(u, gen, end);
 				pthread_mutex_lock(&u->lock);
-			} while (ret == -ESTALE); /* a failed sync counted the line lost */
+			} while (ret == -ESTALE && ++tries < 3); /* a failed sync counted it lost */
+			if (ret == -ESTALE)
+				ret = -EIO;
 			if (ret) {
 				u->nputting--;
 				o->holding = 0;
@@ -1430,7 +1460,7 @@ static int ubs_remove_prepare(void *arg, const struct kvb_map *m)
 	struct ubs_val *v;
 	uint64_t gen = 0;
 	off_t len = 0;
-	int ret = 0, sync = 0;
+	int ret = 0, sync = 0, tries = 0;
 
 	if (m->bucket < 0)
 		return 0;
@@ -1445,14 +1475,14 @@ again:
 	 */
 	sync = 0;
 	/*
-	 * No reset before the barrier after next, from before the line is
-	 * written: the caller deletes the record right after this, under the
-	 * metadata lock that the next barrier's metadata sync waits for, so by
-	 * the one after the value is doomed (no reset while it is) or still
-	 * recorded.
+	 * No reset by a barrier that has already begun (its release may be
+	 * running now), from before the line is written.  A later barrier's
+	 * release comes after its metadata sync, which waits for the metadata
+	 * lock the caller holds until the record is deleted and the value
+	 * doomed (no reset while anything is doomed).
 	 */
-	if (u->commit_epoch < u->barrier_epoch + 1)
-		u->commit_epoch = u->barrier_epoch + 1;
+	if (u->commit_epoch < u->barrier_epoch)
+		u->commit_epoch = u->barrier_epoch;
 	if (v && v->skey && (v->jgen != u->jgen || v->jend > u->jsynced)) {
 		if (v->jgen != u->jgen)
 			ret = ubs_journal(u, "D", &v, 1);
@@ -1464,14 +1494,16 @@ again:
 		pthread_mutex_unlock(&u->lock);
 		ret = ubs_jsync(u, gen, len);
 		pthread_mutex_lock(&u->lock);
-		if (ret == -ESTALE) {
-			/* A reset emptied the journal, or a failed sync lost the line. */
+		/* A failed sync elsewhere counted the line lost: write it again. */
+		if (ret == -ESTALE && ++tries < 3) {
 			ret = 0;
 			goto again;
 		}
+		if (ret == -ESTALE)
+			ret = -EIO;
 	}
-	if (!ret && u->commit_epoch < u->barrier_epoch + 1)
-		u->commit_epoch = u->barrier_epoch + 1; /* and counted from now */
+	if (!ret && u->commit_epoch < u->barrier_epoch)
+		u->commit_epoch = u->barrier_epoch; /* and counted from now */
 	pthread_mutex_unlock(&u->lock);
 	return ret;
 }

@@ -536,8 +536,41 @@ static void *sync_hook_commit(void *arg)
 	return NULL;
 }
 
+/* Whether fd is the journal. */
+static int is_journal(int fd)
+{
+	char link[64], path[512];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n < 0)
+		return 0;
+	path[n] = '\0';
+	n = (ssize_t)strlen(path);
+	return n >= 13 && strcmp(path + n - 13, "ubsio.journal") == 0;
+}
+
+/* journal_sync_fail: the next sync of the journal fails with EIO. */
+static int journal_sync_fail, journal_write_short;
+
+/* write, interposed: journal_write_short makes the next journal write short. */
+ssize_t write(int fd, const void *buf, size_t len)
+{
+	if (journal_write_short && len > 1 && is_journal(fd)) {
+		journal_write_short = 0;
+		return (ssize_t)syscall(SYS_write, fd, buf, len / 2);
+	}
+	return (ssize_t)syscall(SYS_write, fd, buf, len);
+}
+
 int fdatasync(int fd)
 {
+	if (journal_sync_fail && is_journal(fd)) {
+		journal_sync_fail = 0;
+		errno = EIO;
+		return -1;
+	}
 	if (sync_hook_fail) {
 		sync_hook_fail = 0;
 		errno = EIO;
@@ -630,14 +663,16 @@ START_TEST(test_group_commit_during_empty_commit)
 END_TEST
 
 /*
- * A group commit between a prepare and the record's deletion must not
- * empty the journal: the prepare holds off the reset until a later barrier.
+ * A group commit whose barrier has begun (its release may be about to
+ * empty the journal) when a prepare writes its line: that release must
+ * not empty the journal, since the record is deleted right after.
  */
-START_TEST(test_prepare_holds_off_reset)
+START_TEST(test_prepare_holds_off_running_reset)
 {
 	struct ofs_store s;
 	struct meta_inode a;
 	struct kvb_map map;
+	uint64_t mark;
 	char *j, line[64];
 
 	open_store(&s);
@@ -646,12 +681,88 @@ START_TEST(test_prepare_holds_off_reset)
 	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0); /* a's P line is gone */
 	map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
 	snprintf(line, sizeof(line), "D %llu ", (unsigned long long)a.page);
+	ck_assert_int_eq(s.kvb.ops->barrier(s.kvb.arg, &mark), 0);
 	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
-	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	(void)s.kvb.ops->release(s.kvb.arg, mark);
 	j = journal_text();
-	ck_assert_msg(strstr(j, line), "a group commit emptied the journal after the prepare: %s", j);
+	ck_assert_msg(strstr(j, line), "the release emptied the journal after the prepare: %s", j);
 	free(j);
 	delete_crash_reopen(&s, a.ino);
+}
+END_TEST
+
+/*
+ * A reset whose sync fails has still written its V line: appends go after
+ * it.  Counting the journal as empty made the cut-back of the next torn
+ * append cut into the line before, already synced.
+ */
+START_TEST(test_failed_reset_keeps_journal_length)
+{
+	struct ofs_store s;
+	struct meta_inode a, b, c;
+	char *j, *pb, bline[256], prefix[64];
+	size_t n;
+
+	open_store(&s);
+	a = new_record(&s, "a");
+	b = new_record(&s, "b");
+	c = new_record(&s, "c");
+	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
+	journal_sync_fail = 1; /* the reset at the group commit's release */
+	(void)ofs_store_sync(&s, NULL, NULL);
+	ck_assert_msg(!journal_sync_fail, "no journal sync failed");
+	ck_assert_int_eq(put(&s, &b, "t/b", 4000, 2), 0);
+	j = journal_text();
+	snprintf(prefix, sizeof(prefix), "P %llu ", (unsigned long long)b.page);
+	pb = strstr(j, prefix);
+	ck_assert_msg(pb, "no P line for b: %s", j);
+	n = strcspn(pb, "\n") + 1;
+	ck_assert_uint_lt(n, sizeof(bline));
+	memcpy(bline, pb, n);
+	bline[n] = '\0';
+	free(j);
+	journal_write_short = 1; /* c's P line is torn, and cut back */
+	ck_assert_int_ne(put(&s, &c, "t/c", 3000, 3), 0);
+	j = journal_text();
+	ck_assert_msg(strstr(j, bline), "b's synced line was damaged: [%s]", j);
+	free(j);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+/*
+ * Unlinks in every group-commit interval must not keep the journal from
+ * being emptied: it would grow with every put, and the start replays it.
+ */
+START_TEST(test_journal_emptied_under_steady_unlinks)
+{
+	struct ofs_store s;
+	char name[16], key[24], *j;
+	int i, lines = 0;
+
+	open_store(&s);
+	for (i = 0; i < 20; i++) {
+		struct meta_inode a;
+		struct kvb_map map;
+
+		snprintf(name, sizeof(name), "f%d", i);
+		snprintf(key, sizeof(key), "t/f%d", i);
+		a = new_record(&s, name);
+		ck_assert_int_eq(put(&s, &a, key, 2000, (unsigned)i), 0);
+		map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
+		ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+		ck_assert_int_eq(meta_delete(s.meta, a.ino), 0);
+		ck_assert_int_eq(s.kvb.ops->remove(s.kvb.arg, &map), 0);
+		ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	}
+	j = journal_text();
+	for (char *p = j; (p = strchr(p, '\n')); p++)
+		lines++;
+	ck_assert_msg(lines <= 3, "the journal kept %d lines after 20 puts and unlinks: %s", lines, j);
+	free(j);
+	ck_assert_int_eq(count_values(kvdir), 0);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
 }
 END_TEST
 
@@ -760,7 +871,9 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, test_group_commit_during_prepare_sync);
 	tcase_add_test(tc, test_prepare_after_failed_sync);
 	tcase_add_test(tc, test_group_commit_during_empty_commit);
-	tcase_add_test(tc, test_prepare_holds_off_reset);
+	tcase_add_test(tc, test_prepare_holds_off_running_reset);
+	tcase_add_test(tc, test_failed_reset_keeps_journal_length);
+	tcase_add_test(tc, test_journal_emptied_under_steady_unlinks);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
