@@ -712,6 +712,7 @@ static int ubs_journal_reset(struct ubs *u)
 	}
 	/* The file holds it now, synced or not: appends (and cut-backs) go after it. */
 	u->jlen = n;
+	u->jtorn = 0;
 	if (fdatasync(u->jfd))
 		return -EIO;
 	u->jsynced = n;
@@ -1907,8 +1908,24 @@ static int ubs_start(void *arg, struct meta *m, int clean, char *msg, size_t msg
 		if (vid >= u->next_vid)
 			u->next_vid = vid + 1;
 		v = ubs_find(u, vid);
+		if (v && v->state == UBS_DOOMED && v->skey && strlen(key) > strlen(v->skey) &&
+		    strncmp(key, v->skey, strlen(v->skey)) == 0) {
+			/*
+			 * An earlier line for this vid was torn (its key cut short) and
+			 * this one is whole: delete under the whole key.
+			 */
+			char *k = strdup(key);
+
+			if (!k) {
+				ret = -ENOMEM;
+				break;
+			}
+			free(v->skey);
+			v->skey = k;
+			continue;
+		}
 		if (v)
-			continue; /* a record points at it */
+			continue; /* a record points at it, or an earlier line named it */
 		v = ubs_val_new(u, vid, 0, key, UBS_DOOMED);
 		if (!v) {
 			ret = -ENOMEM;
@@ -2108,6 +2125,13 @@ int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_con
 	u->jlen = lseek(u->jfd, 0, SEEK_END);
 	if (u->jlen < 0)
 		u->jlen = 0;
+	if (u->jlen > 0) {
+		char last = '\n';
+
+		/* A crash left a torn last line: the next append ends it first. */
+		if (pread(u->jfd, &last, 1, u->jlen - 1) == 1 && last != '\n')
+			u->jtorn = 1;
+	}
 	/* The records as they stand before recovery: start frees what it drops. */
 	ret = ubs_load(u);
 	if (ret) {

@@ -551,17 +551,33 @@ static int is_journal(int fd)
 	return n >= 13 && strcmp(path + n - 13, "ubsio.journal") == 0;
 }
 
-/* journal_sync_fail: the next sync of the journal fails with EIO. */
-static int journal_sync_fail, journal_write_short;
+/*
+ * journal_sync_fail: the next sync of the journal fails with EIO.
+ * journal_write_short: the next journal write stops half-way;
+ * journal_write_cut = N: it stops N bytes short.  journal_trunc_fail: the
+ * next ftruncate of the journal fails.
+ */
+static int journal_sync_fail, journal_write_short, journal_write_cut, journal_trunc_fail;
 
-/* write, interposed: journal_write_short makes the next journal write short. */
 ssize_t write(int fd, const void *buf, size_t len)
 {
-	if (journal_write_short && len > 1 && is_journal(fd)) {
-		journal_write_short = 0;
-		return (ssize_t)syscall(SYS_write, fd, buf, len / 2);
+	if ((journal_write_short || journal_write_cut) && len > 1 && is_journal(fd)) {
+		size_t n = journal_write_short ? len / 2 : len - (size_t)journal_write_cut;
+
+		journal_write_short = journal_write_cut = 0;
+		return (ssize_t)syscall(SYS_write, fd, buf, n);
 	}
 	return (ssize_t)syscall(SYS_write, fd, buf, len);
+}
+
+int ftruncate(int fd, off_t len)
+{
+	if (journal_trunc_fail && is_journal(fd)) {
+		journal_trunc_fail = 0;
+		errno = EIO;
+		return -1;
+	}
+	return (int)syscall(SYS_ftruncate, fd, len);
 }
 
 int fdatasync(int fd)
@@ -766,6 +782,31 @@ START_TEST(test_journal_emptied_under_steady_unlinks)
 }
 END_TEST
 
+/*
+ * A D line torn one byte of key short, and not cut back (ftruncate
+ * failed), then written whole by the prepare under the lock: replay must
+ * delete under the whole key, not the torn one.
+ */
+START_TEST(test_torn_line_then_whole_line)
+{
+	struct ofs_store s;
+	struct meta_inode a;
+	struct kvb_map map;
+
+	open_store(&s);
+	a = new_record(&s, "a");
+	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0); /* a's P line is gone */
+	map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
+	journal_write_cut = 3; /* the last key byte's two hex digits and the newline */
+	journal_trunc_fail = 1;
+	ck_assert_int_ne(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	ck_assert_msg(!journal_write_cut && !journal_trunc_fail, "the journal was not torn");
+	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	delete_crash_reopen(&s, a.ino);
+}
+END_TEST
+
 /* How many times the journal has line (a substring). */
 static int journal_count(const char *line)
 {
@@ -874,6 +915,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, test_prepare_holds_off_running_reset);
 	tcase_add_test(tc, test_failed_reset_keeps_journal_length);
 	tcase_add_test(tc, test_journal_emptied_under_steady_unlinks);
+	tcase_add_test(tc, test_torn_line_then_whole_line);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
