@@ -1815,7 +1815,9 @@ static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fus
 	 * its key goes to the journal first, outside ofs.lock, as an unlink's
 	 * does (ofs_prepare_drop); the prepare under the lock is then free.
 	 */
-	if (ofs->store.kvb.ops->remove_prepare) {
+	/* A relaxed read as a hint, so other releases take no extra lock. */
+	if (ofs->store.kvb.ops->remove_prepare &&
+	    __atomic_load_n(&in->unlinked, __ATOMIC_RELAXED) == 2) {
 		struct kvb_map map = KVB_MAP_EMPTY;
 
 		pthread_mutex_lock(&ofs->lock);

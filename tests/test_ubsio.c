@@ -476,6 +476,34 @@ static char *journal_text(void)
 	return buf;
 }
 
+/* The mapping of record a, as fuse/ passes it to remove_prepare. */
+static struct kvb_map map_of(const struct meta_inode *a)
+{
+	return (struct kvb_map){ a->bucket, a->page, a->npages, a->size, NULL };
+}
+
+/* A store with one value, t/a, whose P line a group commit has emptied away. */
+static struct meta_inode one_value_unjournalled(struct ofs_store *s)
+{
+	struct meta_inode a;
+
+	open_store(s);
+	a = new_record(s, "a");
+	ck_assert_int_eq(put(s, &a, "t/a", 5000, 1), 0);
+	ck_assert_int_eq(ofs_store_sync(s, NULL, NULL), 0);
+	return a;
+}
+
+/* The journal has a D line for vid (why: what it would mean if not). */
+static void expect_d_line(uint64_t vid, const char *why)
+{
+	char line[64], *j = journal_text();
+
+	snprintf(line, sizeof(line), "D %llu ", (unsigned long long)vid);
+	ck_assert_msg(strstr(j, line), "%s: %s", why, j);
+	free(j);
+}
+
 /*
  * fuse/ prepares an unlink before it takes its metadata lock, then again
  * under it: the second call costs nothing unless the journal was reset in
@@ -485,15 +513,10 @@ static char *journal_text(void)
 START_TEST(test_prepare_again_after_journal_reset)
 {
 	struct ofs_store s;
-	struct meta_inode a;
-	struct kvb_map map;
+	struct meta_inode a = one_value_unjournalled(&s);
+	struct kvb_map map = map_of(&a);
 	char *j1, *j2, *j3, *j4, line[64];
 
-	open_store(&s);
-	a = new_record(&s, "a");
-	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
-	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
-	map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
 	snprintf(line, sizeof(line), "D %llu ", (unsigned long long)a.page);
 	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
 	j1 = journal_text();
@@ -501,9 +524,7 @@ START_TEST(test_prepare_again_after_journal_reset)
 	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
 	j2 = journal_text();
 	ck_assert_str_eq(j1, j2); /* already journalled and synced: nothing written */
-	/* The prepare holds off a reset for one group commit; the second resets. */
-	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
-	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0); /* a group commit resets it */
 	j3 = journal_text();
 	ck_assert_msg(!strstr(j3, line), "the journal was not reset: %s", j3);
 	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
@@ -612,25 +633,16 @@ int fdatasync(int fd)
 START_TEST(test_group_commit_during_prepare_sync)
 {
 	struct ofs_store s;
-	struct meta_inode a;
-	struct kvb_map map;
-	char *j, line[64];
+	struct meta_inode a = one_value_unjournalled(&s);
+	struct kvb_map map = map_of(&a);
 
-	open_store(&s);
-	a = new_record(&s, "a");
-	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
-	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0); /* a's P line is gone */
-	map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
-	snprintf(line, sizeof(line), "D %llu ", (unsigned long long)a.page);
 	sync_hook_store = &s;
 	sync_hook_armed = 1;
 	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
 	ck_assert_msg(!sync_hook_armed, "the prepare did not sync");
 	ck_assert_msg(!sync_hook_early, "a group commit ran during the prepare's sync");
 	ck_assert_int_eq(pthread_join(sync_hook_thread, NULL), 0);
-	j = journal_text();
-	ck_assert_msg(strstr(j, line), "the group commit emptied the journal: %s", j);
-	free(j);
+	expect_d_line(a.page, "the group commit emptied the journal");
 	delete_crash_reopen(&s, a.ino);
 }
 END_TEST
@@ -644,14 +656,9 @@ END_TEST
 START_TEST(test_group_commit_during_empty_commit)
 {
 	struct ofs_store s;
-	struct meta_inode a;
-	char *j, line[64];
+	struct meta_inode a = one_value_unjournalled(&s);
+	uint64_t vid = a.page;
 
-	open_store(&s);
-	a = new_record(&s, "a");
-	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
-	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0); /* a's P line is gone */
-	snprintf(line, sizeof(line), "D %llu ", (unsigned long long)a.page);
 	sync_hook_store = &s;
 	sync_hook_armed = 1;
 	ck_assert_int_eq(put(&s, &a, "t/a", 0, 0), 0);
@@ -659,9 +666,7 @@ START_TEST(test_group_commit_during_empty_commit)
 	ck_assert_msg(!sync_hook_early, "a group commit ran during the empty commit's sync");
 	ck_assert_int_eq(pthread_join(sync_hook_thread, NULL), 0);
 	ck_assert_int_eq(a.size, 0);
-	j = journal_text();
-	ck_assert_msg(strstr(j, line), "the old value's line is gone: %s", j);
-	free(j);
+	expect_d_line(vid, "the old value's line is gone");
 	/*
 	 * A crash before the old value is deleted: the next start deletes it,
 	 * or keeps it as the record's durable previous version (when the group
@@ -686,23 +691,14 @@ END_TEST
 START_TEST(test_prepare_holds_off_running_reset)
 {
 	struct ofs_store s;
-	struct meta_inode a;
-	struct kvb_map map;
+	struct meta_inode a = one_value_unjournalled(&s);
+	struct kvb_map map = map_of(&a);
 	uint64_t mark;
-	char *j, line[64];
 
-	open_store(&s);
-	a = new_record(&s, "a");
-	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
-	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0); /* a's P line is gone */
-	map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
-	snprintf(line, sizeof(line), "D %llu ", (unsigned long long)a.page);
 	ck_assert_int_eq(s.kvb.ops->barrier(s.kvb.arg, &mark), 0);
 	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
 	(void)s.kvb.ops->release(s.kvb.arg, mark);
-	j = journal_text();
-	ck_assert_msg(strstr(j, line), "the release emptied the journal after the prepare: %s", j);
-	free(j);
+	expect_d_line(a.page, "the release emptied the journal after the prepare");
 	delete_crash_reopen(&s, a.ino);
 }
 END_TEST
@@ -766,7 +762,7 @@ START_TEST(test_journal_emptied_under_steady_unlinks)
 		snprintf(key, sizeof(key), "t/f%d", i);
 		a = new_record(&s, name);
 		ck_assert_int_eq(put(&s, &a, key, 2000, (unsigned)i), 0);
-		map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
+		map = map_of(&a);
 		ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
 		ck_assert_int_eq(meta_delete(s.meta, a.ino), 0);
 		ck_assert_int_eq(s.kvb.ops->remove(s.kvb.arg, &map), 0);
@@ -790,14 +786,9 @@ END_TEST
 START_TEST(test_torn_line_then_whole_line)
 {
 	struct ofs_store s;
-	struct meta_inode a;
-	struct kvb_map map;
+	struct meta_inode a = one_value_unjournalled(&s);
+	struct kvb_map map = map_of(&a);
 
-	open_store(&s);
-	a = new_record(&s, "a");
-	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
-	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0); /* a's P line is gone */
-	map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
 	journal_write_cut = 3; /* the last key byte's two hex digits and the newline */
 	journal_trunc_fail = 1;
 	ck_assert_int_ne(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
@@ -837,7 +828,7 @@ START_TEST(test_prepare_after_failed_sync)
 	a = new_record(&s, "a");
 	b = new_record(&s, "b");
 	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
-	map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
+	map = map_of(&a);
 	snprintf(line, sizeof(line), " %llu ", (unsigned long long)a.page);
 	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
 	ck_assert_int_eq(journal_count(line), 1); /* the put's P line names it, synced */
