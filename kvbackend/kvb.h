@@ -200,6 +200,10 @@ int kvb_pages_init(struct kvb *kvb, const char *root, const struct kvb_pages_geo
 struct kvb_mem_faults {
 	unsigned long fail_write_at;
 	unsigned long writes;
+	/* The read-ahead hints asked for, and the last one (bucket, byte range). */
+	unsigned long willneeds;
+	uint32_t willneed_bucket;
+	uint64_t willneed_off, willneed_len;
 };
 int kvb_mem_init(struct kvb *kvb, const struct kvb_pages_geom *g, struct kvb_mem_faults *faults);
 /* Power cut: every bucket goes back to its bytes as of its last sync. */

@@ -44,6 +44,7 @@ struct pages_io {
 	ssize_t (*pwrite)(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off);
 	int (*zero)(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
 	int (*sync)(struct pages *p, uint32_t b);
+	void (*willneed)(struct pages *p, uint32_t b, uint64_t off, uint64_t len); /* optional */
 };
 
 struct pages_bucket {
@@ -922,6 +923,24 @@ static int pages_clip(const struct pages *p, const struct kvb_map *m, uint64_t o
 	return 1;
 }
 
+/*
+ * A read of a whole object asks the bucket for exactly that object first.
+ * Left to itself, the kernel's readahead turns a 128 KiB read of a bucket
+ * file into a 512 KiB one, past the object into its neighbours and holes,
+ * which a random get rarely uses: 1,000 cold gets of 3,000 128 KiB objects
+ * read 187 KiB each from the disk, 110 KiB with the hint, as many as files
+ * per key.  Reads of part of an object (the kernel's READs of an object
+ * above the prefill size) keep the readahead: hinting a 2 MiB object at its
+ * first READ made those gets 18% slower here.  Advisory: a failure changes
+ * nothing but speed.
+ */
+static void pages_willneed(struct pages *p, const struct kvb_map *m, uint64_t off, size_t len)
+{
+	if (off || len < m->size || !m->size || m->bucket < 0 || !p->io->willneed)
+		return;
+	p->io->willneed(p, (uint32_t)m->bucket, pages_byte(p, m, 0), m->size);
+}
+
 static ssize_t pages_read(void *arg, const struct kvb_map *m, void *buf, size_t len, uint64_t off)
 {
 	struct pages *p = arg;
@@ -929,6 +948,7 @@ static ssize_t pages_read(void *arg, const struct kvb_map *m, void *buf, size_t 
 
 	if (ret <= 0)
 		return ret;
+	pages_willneed(p, m, off, len);
 	ret = pages_read_all(p, (uint32_t)m->bucket, buf, len, pages_byte(p, m, off));
 	return ret ? ret : (ssize_t)len;
 }
@@ -1006,8 +1026,8 @@ static ssize_t pages_read_verified(void *arg, const struct kvb_map *m, const uin
 	char *tmp;
 	int ret = pages_clip(p, m, off, &len);
 
-	if (ret <= 0)
-		return ret;
+	if (ret <= 0 || !len)
+		return ret < 0 ? ret : 0;
 	/* Whole pages: a page's sum covers its bytes below the object size. */
 	first = off / p->page_size;
 	last = (off + len - 1) / p->page_size;
@@ -1016,6 +1036,7 @@ static ssize_t pages_read_verified(void *arg, const struct kvb_map *m, const uin
 	tmp = malloc(to - from);
 	if (!tmp)
 		return -ENOMEM;
+	pages_willneed(p, m, from, to - from);
 	ret = pages_read_all(p, (uint32_t)m->bucket, tmp, to - from, pages_byte(p, m, from));
 	for (pg = first; !ret && pg <= last; pg++) {
 		uint64_t a = pg * p->page_size - from;
@@ -1279,6 +1300,12 @@ static ssize_t file_pwrite(struct pages *p, uint32_t b, const void *buf, size_t 
 	return n < 0 ? -errno : n;
 }
 
+static void file_willneed(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
+{
+	/* The kernel bounds it to the device's readahead size. */
+	(void)posix_fadvise(p->b[b].fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+}
+
 static int file_zero(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
 {
 	static const char zeros[65536];
@@ -1309,6 +1336,7 @@ static const struct pages_io file_io = {
 	.pwrite = file_pwrite,
 	.zero = file_zero,
 	.sync = file_sync,
+	.willneed = file_willneed,
 };
 
 static int pages_alloc(struct pages **out, const struct kvb_pages_geom *g, char *err, size_t errlen)
@@ -1458,11 +1486,23 @@ static int mem_sync(struct pages *p, uint32_t b)
 	return 0;
 }
 
+/* Nothing to prefetch in memory: the hint is only recorded, for tests. */
+static void mem_willneed(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
+{
+	if (!p->faults)
+		return;
+	p->faults->willneeds++;
+	p->faults->willneed_bucket = b;
+	p->faults->willneed_off = off;
+	p->faults->willneed_len = len;
+}
+
 static const struct pages_io mem_io = {
 	.pread = mem_pread,
 	.pwrite = mem_pwrite,
 	.zero = mem_zero,
 	.sync = mem_sync,
+	.willneed = mem_willneed,
 };
 
 int kvb_mem_init(struct kvb *kvb, const struct kvb_pages_geom *g, struct kvb_mem_faults *faults)

@@ -574,6 +574,49 @@ START_TEST(test_page_checksums_and_verified_read)
 }
 END_TEST
 
+/*
+ * A read of a whole object asks the bucket for exactly that object, so
+ * readahead does not run into its neighbours; reads of a part keep the
+ * kernel's own readahead.
+ */
+START_TEST(test_read_hint_covers_the_object)
+{
+	struct kvb_map a, b;
+	uint64_t bad = 0, pcs[4];
+	char buf[3 * PS + 100], got[3 * PS + 100];
+	unsigned i;
+
+	a = make("a", sizeof(buf), 21);
+	b = make("b", 2 * PS, 22);
+	fill(buf, sizeof(buf), 21);
+	for (i = 0; i < 4; i++)
+		pcs[i] = XXH3_64bits(buf + i * PS, i < 3 ? PS : 100);
+	ck_assert_uint_eq(faults.willneeds, 0);
+
+	expect(&a, buf, sizeof(buf));
+	ck_assert_uint_eq(faults.willneeds, 1);
+	ck_assert_uint_eq(faults.willneed_bucket, (uint32_t)a.bucket);
+	ck_assert_uint_eq(faults.willneed_off, a.page * PS);
+	ck_assert_uint_eq(faults.willneed_len, sizeof(buf));
+
+	/* Parts: from the start, from the middle, verified or not. */
+	ck_assert_int_eq(kvb.ops->read(kvb.arg, &a, got, PS, 0), PS);
+	ck_assert_int_eq(kvb.ops->read(kvb.arg, &a, got, sizeof(got), PS), sizeof(buf) - PS);
+	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &a, pcs, got, 10, 7, &bad), 10);
+	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &a, pcs, got, 10, 2 * PS + 3, &bad), 10);
+	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &b, pcs, got, 0, 0, &bad), 0);
+	ck_assert_uint_eq(faults.willneeds, 1);
+
+	/* A verified whole read, asked for with room to spare. */
+	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &a, pcs, got, sizeof(got), 0, &bad),
+			 (ssize_t)sizeof(buf));
+	ck_assert_mem_eq(got, buf, sizeof(buf));
+	ck_assert_uint_eq(faults.willneeds, 2);
+	ck_assert_uint_eq(faults.willneed_off, a.page * PS);
+	ck_assert_uint_eq(faults.willneed_len, sizeof(buf));
+}
+END_TEST
+
 /* Commit o's working state without a barrier (commit() settles). */
 static void commit_nosync(struct kvb_obj *o, struct kvb_map *map)
 {
@@ -885,6 +928,7 @@ static Suite *pages_suite(void)
 	tcase_add_test(mem, test_describe);
 	tcase_add_test(mem, test_freed_pages_wait_for_barrier);
 	tcase_add_test(mem, test_page_checksums_and_verified_read);
+	tcase_add_test(mem, test_read_hint_covers_the_object);
 	tcase_add_test(mem, test_power_cut_keeps_synced_objects);
 	suite_add_tcase(s, mem);
 
