@@ -140,7 +140,8 @@ struct kvb_ops {
 	uint64_t (*release)(void *arg, uint64_t mark);
 	/*
 	 * Read committed bytes checking every page they touch against the
-	 * per-page checksums; -EBADMSG with *bad_page set on a mismatch.
+	 * per-page checksums; -EBADMSG with *bad_page set on a mismatch.  On
+	 * an error buf holds no meaning (it may hold the unchecked bytes).
 	 */
 	ssize_t (*read_verified)(void *arg, const struct kvb_map *m, const uint64_t *pcsums,
 				 void *buf, size_t len, uint64_t off, uint64_t *bad_page);

@@ -1033,7 +1033,8 @@ static ssize_t pages_read_verified(void *arg, const struct kvb_map *m, const uin
 	last = (off + len - 1) / p->page_size;
 	from = first * p->page_size;
 	to = (last + 1) * p->page_size < m->size ? (last + 1) * p->page_size : m->size;
-	tmp = malloc(to - from);
+	/* Whole pages asked for (a prefill, an aligned READ): checked in place. */
+	tmp = off == from && len == to - from ? buf : malloc(to - from);
 	if (!tmp)
 		return -ENOMEM;
 	pages_willneed(p, m, from, to - from);
@@ -1047,9 +1048,11 @@ static ssize_t pages_read_verified(void *arg, const struct kvb_map *m, const uin
 			ret = -EBADMSG;
 		}
 	}
-	if (!ret)
-		memcpy(buf, tmp + (off - from), len);
-	free(tmp);
+	if (tmp != buf) {
+		if (!ret)
+			memcpy(buf, tmp + (off - from), len);
+		free(tmp);
+	}
 	return ret ? ret : (ssize_t)len;
 }
 

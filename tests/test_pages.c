@@ -570,6 +570,11 @@ START_TEST(test_page_checksums_and_verified_read)
 	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &map, keep, got, 10, 2 * PS + 3, &bad),
 			 -EBADMSG);
 	ck_assert_uint_eq(bad, 2);
+	/* Also when the whole object is read, and checked, in the caller's buffer. */
+	bad = 99;
+	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &map, keep, got, sizeof(got), 0, &bad),
+			 -EBADMSG);
+	ck_assert_uint_eq(bad, 2);
 	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &map, keep, got, 10, PS, &bad), 10);
 }
 END_TEST
