@@ -1428,7 +1428,7 @@ static ssize_t ofs_fetch(struct ofs *ofs, struct ofs_inode *in, const struct kvb
 		b->ptr = b->own;
 		goto checked;
 	}
-	if (ops->read_fd(arg, map, off, &b->fd, &b->pos) == 0)
+	if (ops->read_fd(arg, map, off, size, &b->fd, &b->pos) == 0)
 		return (ssize_t)size; /* straight from the bucket file: no copy through our memory */
 	b->fd = -1;
 	b->own = malloc(size ? size : 1);

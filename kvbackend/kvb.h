@@ -115,9 +115,11 @@ struct kvb_ops {
 	ssize_t (*read)(void *arg, const struct kvb_map *m, void *buf, size_t len, uint64_t off);
 	/*
 	 * The file descriptor and position holding byte off of m, for
-	 * zero-copy replies; -EOPNOTSUPP when the backend has none.
+	 * zero-copy replies of len bytes; -EOPNOTSUPP when the backend has
+	 * none.
 	 */
-	int (*read_fd)(void *arg, const struct kvb_map *m, uint64_t off, int *fd, off_t *pos);
+	int (*read_fd)(void *arg, const struct kvb_map *m, uint64_t off, size_t len, int *fd,
+		       off_t *pos);
 	/* Make the bytes of m durable (fsync their bucket). */
 	int (*sync)(void *arg, const struct kvb_map *m);
 	/* Free the pages of a committed object whose record is gone (at the next barrier). */

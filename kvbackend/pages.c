@@ -953,7 +953,8 @@ static ssize_t pages_read(void *arg, const struct kvb_map *m, void *buf, size_t 
 	return ret ? ret : (ssize_t)len;
 }
 
-static int pages_read_fd(void *arg, const struct kvb_map *m, uint64_t off, int *fd, off_t *pos)
+static int pages_read_fd(void *arg, const struct kvb_map *m, uint64_t off, size_t len, int *fd,
+			 off_t *pos)
 {
 	struct pages *p = arg;
 
@@ -961,6 +962,7 @@ static int pages_read_fd(void *arg, const struct kvb_map *m, uint64_t off, int *
 		return -EOPNOTSUPP;
 	if (pages_check_map(p, m))
 		return -EUCLEAN;
+	pages_willneed(p, m, off, len);
 	*fd = p->b[m->bucket].fd;
 	*pos = (off_t)pages_byte(p, m, off);
 	pages_count(p, KVB_CALL_SPLICE, 0);

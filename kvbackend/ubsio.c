@@ -1418,11 +1418,13 @@ static void ubs_obj_close(void *arg, struct kvb_obj *o)
 
 /* ---- committed values ---- */
 
-static int ubs_read_fd(void *arg, const struct kvb_map *m, uint64_t off, int *fd, off_t *pos)
+static int ubs_read_fd(void *arg, const struct kvb_map *m, uint64_t off, size_t len, int *fd,
+		       off_t *pos)
 {
 	(void)arg;
 	(void)m;
 	(void)off;
+	(void)len;
 	(void)fd;
 	(void)pos;
 	return -EOPNOTSUPP;

@@ -612,13 +612,47 @@ START_TEST(test_read_hint_covers_the_object)
 	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &b, pcs, got, 0, 0, &bad), 0);
 	ck_assert_uint_eq(faults.willneeds, 1);
 
-	/* A verified whole read, asked for with room to spare. */
+	/* A verified whole read. */
 	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &a, pcs, got, sizeof(got), 0, &bad),
 			 (ssize_t)sizeof(buf));
 	ck_assert_mem_eq(got, buf, sizeof(buf));
 	ck_assert_uint_eq(faults.willneeds, 2);
 	ck_assert_uint_eq(faults.willneed_off, a.page * PS);
 	ck_assert_uint_eq(faults.willneed_len, sizeof(buf));
+}
+END_TEST
+
+/*
+ * Verified reads into buffers of exactly the asked-for size: whole pages are
+ * checked in place, anything else through a copy, and no read writes past
+ * what it was asked for.
+ */
+START_TEST(test_verified_read_stays_in_its_buffer)
+{
+	static const struct { uint64_t off; size_t len; } r[] = {
+		{ 0, 3 * PS + 100 }, { PS, 2 * PS }, { 3 * PS, 100 }, { 0, 10 },
+		{ PS, PS - 1 }, { PS + 1, PS }, { 3 * PS + 50, 50 }, { 2 * PS, PS + 100 },
+	};
+	char want[3 * PS + 100];
+	uint64_t pcs[4], bad = 0;
+	struct kvb_map m;
+	unsigned i, j;
+
+	m = make("x", sizeof(want), 31);
+	fill(want, sizeof(want), 31);
+	for (i = 0; i < 4; i++)
+		pcs[i] = XXH3_64bits(want + i * PS, i < 3 ? PS : 100);
+	for (i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+		unsigned char *got = malloc(r[i].len + 64);
+
+		memset(got, 0xa5, r[i].len + 64);
+		ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &m, pcs, got, r[i].len, r[i].off,
+							&bad), (ssize_t)r[i].len);
+		ck_assert_mem_eq(got, want + r[i].off, r[i].len);
+		for (j = 0; j < 64; j++)
+			ck_assert_uint_eq(got[r[i].len + j], 0xa5);
+		free(got);
+	}
 }
 END_TEST
 
@@ -934,6 +968,7 @@ static Suite *pages_suite(void)
 	tcase_add_test(mem, test_freed_pages_wait_for_barrier);
 	tcase_add_test(mem, test_page_checksums_and_verified_read);
 	tcase_add_test(mem, test_read_hint_covers_the_object);
+	tcase_add_test(mem, test_verified_read_stays_in_its_buffer);
 	tcase_add_test(mem, test_power_cut_keeps_synced_objects);
 	suite_add_tcase(s, mem);
 
