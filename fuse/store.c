@@ -174,12 +174,21 @@ int ofs_store_sync(struct ofs_store *s, pthread_mutex_t *meta_lock, uint64_t *re
 	if (!ret) {
 		if (meta_lock)
 			pthread_mutex_lock(meta_lock);
-		ret = meta_sync(s->meta, g);
+		ret = meta_sync_begin(s->meta, g);
+		/*
+		 * Set now, before the log's fsync: the data of generation <= g is
+		 * durable already, and a commit that sees it keeps its old version
+		 * for recovery, which is never wrong.  Set after, a commit in
+		 * between would let go of a version the fsync then makes durable.
+		 */
 		if (!ret)
 			s->synced_gen = g;
 		if (meta_lock)
 			pthread_mutex_unlock(meta_lock);
 	}
+	/* Outside the lock: on a shared ROOT this fsync is a network round trip. */
+	if (!ret)
+		ret = meta_sync_end(s->meta);
 	if (!ret)
 		n = s->kvb.ops->release(s->kvb.arg, mark);
 	pthread_mutex_unlock(&s->sync_lock);

@@ -159,6 +159,7 @@ struct meta {
 	unsigned long fault_at, writes; /* meta_inject_fault */
 	int found_version;             /* of an existing database, before migration */
 	uint64_t changes;               /* namespace and object writes, for group commit */
+	sqlite3_file *wal;              /* the log file, once meta_sync_begin found it */
 };
 
 uint64_t meta_changes(struct meta *m)
@@ -619,6 +620,45 @@ void meta_rollback(struct meta *m)
 {
 	if (!sqlite3_get_autocommit(m->db))
 		meta_step_done(m, m->st[ST_ROLLBACK]);
+}
+
+int meta_sync_begin(struct meta *m, uint64_t synced_gen)
+{
+	int ret = meta_begin(m);
+
+	if (!ret) {
+		ret = meta_kv_set_int(m, "synced_gen", (sqlite3_int64)synced_gen);
+		if (!ret)
+			ret = meta_commit(m);
+		else
+			meta_rollback(m);
+	}
+	if (!ret) {
+		/* The log's file, kept for meta_sync_end: it stays open as long as the connection. */
+		sqlite3_file *wal = NULL;
+
+		if (sqlite3_file_control(m->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) !=
+			    SQLITE_OK ||
+		    !wal || !wal->pMethods)
+			ret = -EIO;
+		else
+			m->wal = wal;
+	}
+	return ret;
+}
+
+int meta_sync_end(struct meta *m)
+{
+	/*
+	 * sqlite's own sync of the log file, as a commit under
+	 * synchronous=FULL would run it (it also syncs the directory the
+	 * first time, after the log was created).  It covers every frame
+	 * written before it, the synced_gen commit's among them; a checkpoint
+	 * meanwhile syncs the log before it copies frames out.
+	 */
+	if (!m->wal)
+		return -EINVAL;
+	return m->wal->pMethods->xSync(m->wal, SQLITE_SYNC_NORMAL) == SQLITE_OK ? 0 : -EIO;
 }
 
 int meta_sync(struct meta *m, uint64_t synced_gen)

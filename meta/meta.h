@@ -92,6 +92,16 @@ void meta_rollback(struct meta *m);
  * recording that every commit of generation <= synced_gen is durable.
  */
 int meta_sync(struct meta *m, uint64_t synced_gen);
+/*
+ * The same in two halves, so that the fsync runs without the caller's lock:
+ * meta_sync_begin records synced_gen in a commit that does not wait for
+ * the disk (called as any other write, under the caller's lock);
+ * meta_sync_end then makes it and every commit before it durable.
+ * meta_sync_end does not use the connection and may run while other
+ * threads use it; calls to it must not overlap one another.
+ */
+int meta_sync_begin(struct meta *m, uint64_t synced_gen);
+int meta_sync_end(struct meta *m);
 /* The generation recorded by the last meta_sync (0 if none). */
 int meta_synced_gen(struct meta *m, uint64_t *gen);
 /* Checkpoint the WAL into the database file and truncate it. */
