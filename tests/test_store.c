@@ -356,7 +356,7 @@ END_TEST
  */
 static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
 static int watch_syncs;
-static unsigned log_syncs, log_syncs_locked;
+static unsigned log_syncs, log_syncs_locked, db_syncs;
 
 static void seen_sync(int fd)
 {
@@ -367,6 +367,10 @@ static void seen_sync(int fd)
 		return;
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 	n = readlink(link, path, sizeof(path) - 1);
+	if (n >= 12 && !memcmp(path + n - 12, "offloadfs.db", 12)) {
+		db_syncs++;
+		return;
+	}
 	if (n < 4 || memcmp(path + n - 4, "-wal", 4))
 		return;
 	log_syncs++;
@@ -420,6 +424,44 @@ START_TEST(test_log_sync_outside_the_lock)
 }
 END_TEST
 
+/*
+ * Commits never fsync: sqlite's checkpoint, which syncs the log and the
+ * database inside whichever commit fills the log, waits for 64 MiB of log
+ * (several thousand commits here) instead of 4 MiB.
+ */
+START_TEST(test_commits_do_not_fsync)
+{
+	struct ofs_store s;
+	char name[32];
+	int i;
+
+	open_store(&s);
+	log_syncs = 0;
+	watch_syncs = 1;
+	/* Namespace commits (the bucket files hold a few objects only). */
+	for (i = 0; i < 3000; i++) {
+		struct meta_inode m = { 0 };
+
+		m.parent = META_ROOT_INO;
+		m.mode = 0100644;
+		m.bucket = -1;
+		m.prev_bucket = -1;
+		m.state = META_NEW;
+		snprintf(name, sizeof(name), "k%d", i);
+		ck_assert_int_eq(meta_insert(s.meta, &m, name, strlen(name)), 0);
+	}
+	create(&s, "a", 2 * PS, 1);
+	watch_syncs = 0;
+	ck_assert_uint_eq(log_syncs, 0);
+	ck_assert_uint_eq(db_syncs, 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+	open_store(&s);
+	expect_content(&s, "a", 2 * PS, 1);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -432,6 +474,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_power_cut_keeps_metadata_loses_data);
 	tcase_add_test(tc, test_kill_keeps_everything_committed);
 	tcase_add_test(tc, test_log_sync_outside_the_lock);
+	tcase_add_test(tc, test_commits_do_not_fsync);
 	suite_add_tcase(s, tc);
 	return s;
 }
