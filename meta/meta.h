@@ -97,8 +97,12 @@ int meta_sync(struct meta *m, uint64_t synced_gen);
  * meta_sync_begin records synced_gen in a commit that does not wait for
  * the disk (called as any other write, under the caller's lock);
  * meta_sync_end then makes it and every commit before it durable.
- * meta_sync_end does not use the connection and may run while other
- * threads use it; calls to it must not overlap one another.
+ * meta_sync_end runs no statement: it syncs the connection's log file
+ * through sqlite's own file handle, which sqlite keeps open for the life
+ * of the connection in WAL mode, and may run while other threads use the
+ * connection (the design relies on this; sqlite's own syncs of that
+ * handle, at a checkpoint, only ever clear the same "directory synced"
+ * bit).  Calls to it must not overlap one another.
  */
 int meta_sync_begin(struct meta *m, uint64_t synced_gen);
 int meta_sync_end(struct meta *m);
