@@ -160,7 +160,31 @@ struct meta {
 	int found_version;             /* of an existing database, before migration */
 	uint64_t changes;               /* namespace and object writes, for group commit */
 	sqlite3_file *wal;              /* the log file, once meta_sync_begin found it */
+	int log_failed;                 /* a sync of the log failed (atomic): see meta_sync_begin */
 };
+
+/* Pages of log before sqlite's checkpoint (64 MiB at 4 KiB pages). */
+#define META_CKPT_PAGES 16384
+
+/*
+ * sqlite's automatic checkpoint, as sqlite runs it, but with its errors
+ * kept: sqlite drops them, and a failed sync there may be the only report
+ * of lost log pages (the kernel reports a writeback error once per open
+ * file, and this is the handle our own sync uses).  Runs inside whichever
+ * commit filled the log, on its thread.
+ */
+static int meta_wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
+{
+	struct meta *m = arg;
+	int rc;
+
+	if (pages < META_CKPT_PAGES)
+		return SQLITE_OK;
+	rc = sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+	if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+		__atomic_store_n(&m->log_failed, 1, __ATOMIC_RELAXED);
+	return SQLITE_OK;
+}
 
 uint64_t meta_changes(struct meta *m)
 {
@@ -450,17 +474,18 @@ int meta_open(const char *path, int create, struct meta **out, char *err, size_t
 	if (!ret)
 		ret = meta_exec(m, "PRAGMA synchronous=NORMAL");
 	/*
-	 * sqlite checkpoints inside the commit that fills the log past this
-	 * many pages, and the checkpoint fsyncs the log and the database:
+	 * sqlite checkpoints inside the commit that fills the log past
+	 * META_CKPT_PAGES, and the checkpoint fsyncs the log and the database:
 	 * under the caller's lock, so every metadata request waits for two
-	 * fsyncs.  At the default 1,000 pages (4 MiB) that was every few
-	 * hundred commits; with each fsync 20 ms slower (a network ROOT), puts
-	 * and deletes ran at 1,300 and 3,600/s.  At 16,384 pages (64 MiB) they
-	 * ran at 2,670 and 8,350/s, no slower on a local disk; the rarer
-	 * checkpoint stalls longer (the slowest delete 47-60 -> 83-94 ms).
+	 * fsyncs.  At sqlite's default of 1,000 pages (4 MiB) that was every
+	 * few hundred commits; with each fsync 20 ms slower (a network ROOT),
+	 * puts and deletes ran at 1,300 and 3,600/s.  At 16,384 pages they ran
+	 * at 2,670 and 8,350/s, no slower on a local disk; the rarer checkpoint
+	 * stalls longer (the slowest delete 47-60 -> 83-94 ms).  The hook
+	 * replaces sqlite's own automatic checkpoint (meta_wal_hook).
 	 */
 	if (!ret)
-		ret = meta_exec(m, "PRAGMA wal_autocheckpoint=16384");
+		sqlite3_wal_hook(m->db, meta_wal_hook, m);
 	if (ret) {
 		snprintf(err, errlen, "cannot set WAL mode on %s: %s", path, sqlite3_errmsg(m->db));
 		goto out_close;
@@ -656,6 +681,23 @@ int meta_sync_begin(struct meta *m, uint64_t synced_gen)
 		else
 			m->wal = wal;
 	}
+	/*
+	 * After a failed sync of the log, a later sync that succeeds says
+	 * nothing of the pages the failed one lost, and replay stops at the
+	 * first bad frame: every commit since could be gone.  Until a whole
+	 * checkpoint (every frame copied into the database, the database
+	 * synced) succeeds, the barrier fails, so nothing is released.
+	 */
+	if (!ret && __atomic_load_n(&m->log_failed, __ATOMIC_RELAXED)) {
+		int nlog = 0, nckpt = 0;
+		int rc = sqlite3_wal_checkpoint_v2(m->db, "main", SQLITE_CHECKPOINT_PASSIVE, &nlog,
+						   &nckpt);
+
+		if (rc != SQLITE_OK || nckpt < nlog)
+			ret = -EIO;
+		else
+			__atomic_store_n(&m->log_failed, 0, __ATOMIC_RELAXED);
+	}
 	return ret;
 }
 
@@ -670,7 +712,10 @@ int meta_sync_end(struct meta *m)
 	 */
 	if (!m->wal)
 		return -EINVAL;
-	return m->wal->pMethods->xSync(m->wal, SQLITE_SYNC_NORMAL) == SQLITE_OK ? 0 : -EIO;
+	if (m->wal->pMethods->xSync(m->wal, SQLITE_SYNC_NORMAL) == SQLITE_OK)
+		return 0;
+	__atomic_store_n(&m->log_failed, 1, __ATOMIC_RELAXED);
+	return -EIO;
 }
 
 int meta_sync(struct meta *m, uint64_t synced_gen)

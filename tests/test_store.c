@@ -357,40 +357,47 @@ END_TEST
 static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
 static int watch_syncs;
 static unsigned log_syncs, log_syncs_locked, db_syncs;
+/* The next N syncs of the log, or of the database, fail with EIO. */
+static unsigned fail_log_syncs, fail_db_syncs;
 
-static void seen_sync(int fd)
+/* 0, or -1 with errno set when this sync is to fail. */
+static int seen_sync(int fd)
 {
 	char link[64], path[4096];
 	ssize_t n;
+	int db, wal;
 
-	if (!watch_syncs)
-		return;
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 	n = readlink(link, path, sizeof(path) - 1);
-	if (n >= 12 && !memcmp(path + n - 12, "offloadfs.db", 12)) {
-		db_syncs++;
-		return;
+	db = n >= 12 && !memcmp(path + n - 12, "offloadfs.db", 12);
+	wal = n >= 4 && !memcmp(path + n - 4, "-wal", 4);
+	if ((db && fail_db_syncs && fail_db_syncs--) || (wal && fail_log_syncs && fail_log_syncs--)) {
+		errno = EIO;
+		return -1;
 	}
-	if (n < 4 || memcmp(path + n - 4, "-wal", 4))
-		return;
+	if (!watch_syncs)
+		return 0;
+	if (db)
+		db_syncs++;
+	if (!wal)
+		return 0;
 	log_syncs++;
 	/* Held by this thread or another, trylock fails. */
 	if (pthread_mutex_trylock(&meta_lock) == 0)
 		pthread_mutex_unlock(&meta_lock);
 	else
 		log_syncs_locked++;
+	return 0;
 }
 
 int fsync(int fd)
 {
-	seen_sync(fd);
-	return (int)syscall(SYS_fsync, fd);
+	return seen_sync(fd) ? -1 : (int)syscall(SYS_fsync, fd);
 }
 
 int fdatasync(int fd)
 {
-	seen_sync(fd);
-	return (int)syscall(SYS_fdatasync, fd);
+	return seen_sync(fd) ? -1 : (int)syscall(SYS_fdatasync, fd);
 }
 
 /*
@@ -466,6 +473,91 @@ START_TEST(test_commits_do_not_fsync)
 }
 END_TEST
 
+/*
+ * A failed sync of the log may have lost commits that no later sync
+ * brings back: barriers fail, and release nothing, until a checkpoint has
+ * copied the whole log into the database and synced it.
+ */
+START_TEST(test_failed_log_sync_holds_releases)
+{
+	struct ofs_store s;
+	struct meta_inode a;
+	struct kvb_statfs before, st;
+
+	open_store(&s);
+	a = create(&s, "a", 3 * PS, 1);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(overwrite(&s, &a, 2 * PS, 2), 0);
+	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &before), 0);
+
+	fail_log_syncs = 1;
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), -EIO);
+	ck_assert_uint_eq(fail_log_syncs, 0);
+	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st), 0);
+	ck_assert_uint_eq(st.blocks_free, before.blocks_free);
+	/* The next barrier checkpoints first; the database's sync fails. */
+	fail_db_syncs = 1;
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), -EIO);
+	ck_assert_uint_eq(fail_db_syncs, 0);
+	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st), 0);
+	ck_assert_uint_eq(st.blocks_free, before.blocks_free);
+	/* Then it works: the database is synced and the old run is released. */
+	db_syncs = 0;
+	watch_syncs = 1;
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	watch_syncs = 0;
+	ck_assert_uint_ge(db_syncs, 1);
+	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st), 0);
+	ck_assert_uint_eq(st.blocks_free, before.blocks_free + 3);
+	/* And the barrier after it needs no checkpoint. */
+	db_syncs = 0;
+	watch_syncs = 1;
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	watch_syncs = 0;
+	ck_assert_uint_eq(db_syncs, 0);
+	expect_content(&s, "a", 2 * PS, 2);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+	open_store(&s);
+	expect_content(&s, "a", 2 * PS, 2);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+/*
+ * The same when the failed sync was the automatic checkpoint's, inside a
+ * commit (sqlite drops that error): the next barrier checkpoints first.
+ */
+START_TEST(test_failed_checkpoint_sync_is_kept)
+{
+	struct ofs_store s;
+	char name[32];
+	int i;
+
+	open_store(&s);
+	fail_db_syncs = 1;
+	/* Past the checkpoint threshold: some 18,000 pages of log. */
+	for (i = 0; i < 3500; i++) {
+		struct meta_inode m = { 0 };
+
+		m.parent = META_ROOT_INO;
+		m.mode = 0100644;
+		m.bucket = -1;
+		m.prev_bucket = -1;
+		m.state = META_NEW;
+		snprintf(name, sizeof(name), "k%d", i);
+		ck_assert_int_eq(meta_insert(s.meta, &m, name, strlen(name)), 0);
+	}
+	ck_assert_uint_eq(fail_db_syncs, 0);
+	db_syncs = 0;
+	watch_syncs = 1;
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	watch_syncs = 0;
+	ck_assert_uint_ge(db_syncs, 1);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -479,6 +571,8 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_kill_keeps_everything_committed);
 	tcase_add_test(tc, test_log_sync_outside_the_lock);
 	tcase_add_test(tc, test_commits_do_not_fsync);
+	tcase_add_test(tc, test_failed_log_sync_holds_releases);
+	tcase_add_test(tc, test_failed_checkpoint_sync_is_kept);
 	suite_add_tcase(s, tc);
 	return s;
 }
