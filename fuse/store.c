@@ -189,6 +189,19 @@ int ofs_store_sync(struct ofs_store *s, pthread_mutex_t *meta_lock, uint64_t *re
 	/* Outside the lock: on a shared ROOT this fsync is a network round trip. */
 	if (!ret)
 		ret = meta_sync_end(s->meta);
+	/*
+	 * A checkpoint inside a commit meanwhile syncs the same file, and the
+	 * kernel reports a write error once: it may have taken ours.  Under
+	 * the lock, so a checkpoint that failed has said so.
+	 */
+	if (!ret) {
+		if (meta_lock)
+			pthread_mutex_lock(meta_lock);
+		if (meta_log_failed(s->meta))
+			ret = -EIO;
+		if (meta_lock)
+			pthread_mutex_unlock(meta_lock);
+	}
 	if (!ret)
 		n = s->kvb.ops->release(s->kvb.arg, mark);
 	pthread_mutex_unlock(&s->sync_lock);

@@ -178,7 +178,12 @@ static int meta_wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 	struct meta *m = arg;
 	int rc;
 
-	if (pages < META_CKPT_PAGES)
+	/*
+	 * Not after a failure: a passive checkpoint leaves the damaged log in
+	 * place, whose replay after a crash would lay its older pages over the
+	 * newer ones copied out; meta_sync_begin's truncating one comes next.
+	 */
+	if (pages < META_CKPT_PAGES || __atomic_load_n(&m->log_failed, __ATOMIC_RELAXED))
 		return SQLITE_OK;
 	rc = sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
 	if (rc != SQLITE_OK && rc != SQLITE_BUSY)
@@ -684,21 +689,29 @@ int meta_sync_begin(struct meta *m, uint64_t synced_gen)
 	/*
 	 * After a failed sync of the log, a later sync that succeeds says
 	 * nothing of the pages the failed one lost, and replay stops at the
-	 * first bad frame: every commit since could be gone.  Until a whole
-	 * checkpoint (every frame copied into the database, the database
-	 * synced) succeeds, the barrier fails, so nothing is released.
+	 * first bad frame: every commit since could be gone.  Until a
+	 * checkpoint has copied every frame into the database, synced it, and
+	 * emptied the log (a synced truncation: a log left in place would be
+	 * replayed after a crash over the newer pages), the barrier fails, so
+	 * nothing is released.  The frames are read back through the page
+	 * cache; one the failed write lost and the kernel has since evicted
+	 * would come back from the disk stale, which this cannot detect.
 	 */
 	if (!ret && __atomic_load_n(&m->log_failed, __ATOMIC_RELAXED)) {
-		int nlog = 0, nckpt = 0;
-		int rc = sqlite3_wal_checkpoint_v2(m->db, "main", SQLITE_CHECKPOINT_PASSIVE, &nlog,
-						   &nckpt);
-
-		if (rc != SQLITE_OK || nckpt < nlog)
+		/* Exclusive locking: it runs to the end or fails, never busy. */
+		if (sqlite3_wal_checkpoint_v2(m->db, "main", SQLITE_CHECKPOINT_TRUNCATE, NULL,
+					      NULL) != SQLITE_OK ||
+		    m->wal->pMethods->xSync(m->wal, SQLITE_SYNC_NORMAL) != SQLITE_OK)
 			ret = -EIO;
 		else
 			__atomic_store_n(&m->log_failed, 0, __ATOMIC_RELAXED);
 	}
 	return ret;
+}
+
+int meta_log_failed(struct meta *m)
+{
+	return __atomic_load_n(&m->log_failed, __ATOMIC_RELAXED);
 }
 
 int meta_sync_end(struct meta *m)

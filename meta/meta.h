@@ -106,6 +106,13 @@ int meta_sync(struct meta *m, uint64_t synced_gen);
  */
 int meta_sync_begin(struct meta *m, uint64_t synced_gen);
 int meta_sync_end(struct meta *m);
+/*
+ * A sync of the log failed and no checkpoint has recovered from it yet
+ * (the next meta_sync_begin tries).  Set also by a checkpoint inside a
+ * commit, which may take the error meta_sync_end's own sync would have
+ * seen: ask under the lock that serialises commits, after meta_sync_end.
+ */
+int meta_log_failed(struct meta *m);
 /* The generation recorded by the last meta_sync (0 if none). */
 int meta_synced_gen(struct meta *m, uint64_t *gen);
 /* Checkpoint the WAL into the database file and truncate it. */

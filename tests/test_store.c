@@ -360,6 +360,10 @@ static unsigned log_syncs, log_syncs_locked, db_syncs;
 /* The next N syncs of the log, or of the database, fail with EIO. */
 static unsigned fail_log_syncs, fail_db_syncs;
 
+static void commits_past_checkpoint(struct ofs_store *s, int from, pthread_mutex_t *lock);
+/* When set, the next sync of the log made without the lock first runs these commits. */
+static struct ofs_store *commit_during_sync;
+
 /* 0, or -1 with errno set when this sync is to fail. */
 static int seen_sync(int fd)
 {
@@ -371,6 +375,16 @@ static int seen_sync(int fd)
 	n = readlink(link, path, sizeof(path) - 1);
 	db = n >= 12 && !memcmp(path + n - 12, "offloadfs.db", 12);
 	wal = n >= 4 && !memcmp(path + n - 4, "-wal", 4);
+	if (wal && commit_during_sync && pthread_mutex_trylock(&meta_lock) == 0) {
+		struct ofs_store *st = commit_during_sync;
+
+		/* Another thread's commits, whose checkpoint's sync fails. */
+		pthread_mutex_unlock(&meta_lock);
+		commit_during_sync = NULL;
+		fail_log_syncs = 1;
+		commits_past_checkpoint(st, 100000, &meta_lock);
+		ck_assert_uint_eq(fail_log_syncs, 0);
+	}
 	if ((db && fail_db_syncs && fail_db_syncs--) || (wal && fail_log_syncs && fail_log_syncs--)) {
 		errno = EIO;
 		return -1;
@@ -473,6 +487,16 @@ START_TEST(test_commits_do_not_fsync)
 }
 END_TEST
 
+static off_t log_size(void)
+{
+	char path[300];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/offloadfs.db-wal", dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	return st.st_size;
+}
+
 /*
  * A failed sync of the log may have lost commits that no later sync
  * brings back: barriers fail, and release nothing, until a checkpoint has
@@ -501,12 +525,17 @@ START_TEST(test_failed_log_sync_holds_releases)
 	ck_assert_uint_eq(fail_db_syncs, 0);
 	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st), 0);
 	ck_assert_uint_eq(st.blocks_free, before.blocks_free);
-	/* Then it works: the database is synced and the old run is released. */
+	/*
+	 * Then it works: the database is synced, the log emptied (replayed
+	 * after a crash, it would lay older pages over the copied ones), and
+	 * the old run is released.
+	 */
 	db_syncs = 0;
 	watch_syncs = 1;
 	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
 	watch_syncs = 0;
 	ck_assert_uint_ge(db_syncs, 1);
+	ck_assert_int_eq(log_size(), 0);
 	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st), 0);
 	ck_assert_uint_eq(st.blocks_free, before.blocks_free + 3);
 	/* And the barrier after it needs no checkpoint. */
@@ -524,20 +553,13 @@ START_TEST(test_failed_log_sync_holds_releases)
 }
 END_TEST
 
-/*
- * The same when the failed sync was the automatic checkpoint's, inside a
- * commit (sqlite drops that error): the next barrier checkpoints first.
- */
-START_TEST(test_failed_checkpoint_sync_is_kept)
+/* Namespace commits past the checkpoint threshold: some 18,000 pages of log. */
+static void commits_past_checkpoint(struct ofs_store *s, int from, pthread_mutex_t *lock)
 {
-	struct ofs_store s;
 	char name[32];
 	int i;
 
-	open_store(&s);
-	fail_db_syncs = 1;
-	/* Past the checkpoint threshold: some 18,000 pages of log. */
-	for (i = 0; i < 3500; i++) {
+	for (i = from; i < from + 3500; i++) {
 		struct meta_inode m = { 0 };
 
 		m.parent = META_ROOT_INO;
@@ -546,14 +568,61 @@ START_TEST(test_failed_checkpoint_sync_is_kept)
 		m.prev_bucket = -1;
 		m.state = META_NEW;
 		snprintf(name, sizeof(name), "k%d", i);
-		ck_assert_int_eq(meta_insert(s.meta, &m, name, strlen(name)), 0);
+		if (lock)
+			pthread_mutex_lock(lock);
+		ck_assert_int_eq(meta_insert(s->meta, &m, name, strlen(name)), 0);
+		if (lock)
+			pthread_mutex_unlock(lock);
 	}
+}
+
+/*
+ * The same when the failed sync was the automatic checkpoint's, inside a
+ * commit (sqlite drops that error): the next barrier checkpoints first.
+ */
+START_TEST(test_failed_checkpoint_sync_is_kept)
+{
+	struct ofs_store s;
+
+	open_store(&s);
+	fail_db_syncs = 1;
+	commits_past_checkpoint(&s, 0, NULL);
 	ck_assert_uint_eq(fail_db_syncs, 0);
 	db_syncs = 0;
 	watch_syncs = 1;
 	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
 	watch_syncs = 0;
 	ck_assert_uint_ge(db_syncs, 1);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+/*
+ * A checkpoint in another thread's commit, running while the barrier syncs
+ * the log without the lock, may take the write error the barrier's own
+ * sync would have seen: that barrier fails too, rather than release.
+ */
+START_TEST(test_failure_taken_by_a_checkpoint_meanwhile)
+{
+	struct ofs_store s;
+	struct meta_inode a;
+	struct kvb_statfs before, st;
+
+	open_store(&s);
+	a = create(&s, "a", 3 * PS, 1);
+	ck_assert_int_eq(ofs_store_sync(&s, &meta_lock, NULL), 0);
+	ck_assert_int_eq(overwrite(&s, &a, 2 * PS, 2), 0);
+	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &before), 0);
+	commit_during_sync = &s;
+	ck_assert_int_eq(ofs_store_sync(&s, &meta_lock, NULL), -EIO);
+	ck_assert_ptr_null(commit_during_sync);
+	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st), 0);
+	ck_assert_uint_eq(st.blocks_free, before.blocks_free);
+	/* The next one empties the log and releases. */
+	ck_assert_int_eq(ofs_store_sync(&s, &meta_lock, NULL), 0);
+	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st), 0);
+	ck_assert_uint_eq(st.blocks_free, before.blocks_free + 3);
+	expect_content(&s, "a", 2 * PS, 2);
 	ck_assert_int_eq(ofs_store_close(&s), 0);
 }
 END_TEST
@@ -573,6 +642,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_commits_do_not_fsync);
 	tcase_add_test(tc, test_failed_log_sync_holds_releases);
 	tcase_add_test(tc, test_failed_checkpoint_sync_is_kept);
+	tcase_add_test(tc, test_failure_taken_by_a_checkpoint_meanwhile);
 	suite_add_tcase(s, tc);
 	return s;
 }
