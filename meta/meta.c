@@ -186,7 +186,8 @@ static int meta_wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 	if (pages < META_CKPT_PAGES || __atomic_load_n(&m->log_failed, __ATOMIC_RELAXED))
 		return SQLITE_OK;
 	rc = sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-	if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+	/* Not run (busy, or a statement of ours still reading) is not a failure. */
+	if (rc != SQLITE_OK && rc != SQLITE_BUSY && rc != SQLITE_LOCKED)
 		__atomic_store_n(&m->log_failed, 1, __ATOMIC_RELAXED);
 	return SQLITE_OK;
 }
