@@ -665,7 +665,8 @@ void meta_rollback(struct meta *m)
 		meta_step_done(m, m->st[ST_ROLLBACK]);
 }
 
-int meta_sync_begin(struct meta *m, uint64_t synced_gen)
+/* The synced_gen row, in a transaction of its own. */
+static int meta_record_synced_gen(struct meta *m, uint64_t synced_gen)
 {
 	int ret = meta_begin(m);
 
@@ -676,6 +677,13 @@ int meta_sync_begin(struct meta *m, uint64_t synced_gen)
 		else
 			meta_rollback(m);
 	}
+	return ret;
+}
+
+int meta_sync_begin(struct meta *m, uint64_t synced_gen)
+{
+	int ret = meta_record_synced_gen(m, synced_gen);
+
 	if (!ret) {
 		/* The log's file, kept for meta_sync_end: it stays open as long as the connection. */
 		sqlite3_file *wal = NULL;
@@ -743,14 +751,7 @@ int meta_sync(struct meta *m, uint64_t synced_gen)
 	ret = meta_exec(m, "PRAGMA synchronous=FULL");
 	if (ret)
 		return ret;
-	ret = meta_begin(m);
-	if (!ret) {
-		ret = meta_kv_set_int(m, "synced_gen", (sqlite3_int64)synced_gen);
-		if (!ret)
-			ret = meta_commit(m);
-		else
-			meta_rollback(m);
-	}
+	ret = meta_record_synced_gen(m, synced_gen);
 	meta_exec(m, "PRAGMA synchronous=NORMAL");
 	return ret;
 }

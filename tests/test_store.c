@@ -445,6 +445,35 @@ START_TEST(test_log_sync_outside_the_lock)
 }
 END_TEST
 
+/* count namespace commits (NEW entries k<from>...), each under lock if given. */
+static void namespace_commits(struct ofs_store *s, int from, int count, pthread_mutex_t *lock)
+{
+	char name[32];
+	int i;
+
+	for (i = from; i < from + count; i++) {
+		struct meta_inode m = { 0 };
+
+		m.parent = META_ROOT_INO;
+		m.mode = 0100644;
+		m.bucket = -1;
+		m.prev_bucket = -1;
+		m.state = META_NEW;
+		snprintf(name, sizeof(name), "k%d", i);
+		if (lock)
+			pthread_mutex_lock(lock);
+		ck_assert_int_eq(meta_insert(s->meta, &m, name, strlen(name)), 0);
+		if (lock)
+			pthread_mutex_unlock(lock);
+	}
+}
+
+/* Namespace commits past the checkpoint threshold: some 18,000 pages of log. */
+static void commits_past_checkpoint(struct ofs_store *s, int from, pthread_mutex_t *lock)
+{
+	namespace_commits(s, from, 3500, lock);
+}
+
 /*
  * Commits never fsync: sqlite's checkpoint, which syncs the log and the
  * database inside whichever commit fills the log, waits for 64 MiB of log
@@ -453,8 +482,6 @@ END_TEST
 START_TEST(test_commits_do_not_fsync)
 {
 	struct ofs_store s;
-	char name[32];
-	int i;
 
 	open_store(&s);
 	log_syncs = 0;
@@ -464,17 +491,7 @@ START_TEST(test_commits_do_not_fsync)
 	 * 8,000 pages of log, eight times sqlite's default threshold and half
 	 * of ours.
 	 */
-	for (i = 0; i < 1500; i++) {
-		struct meta_inode m = { 0 };
-
-		m.parent = META_ROOT_INO;
-		m.mode = 0100644;
-		m.bucket = -1;
-		m.prev_bucket = -1;
-		m.state = META_NEW;
-		snprintf(name, sizeof(name), "k%d", i);
-		ck_assert_int_eq(meta_insert(s.meta, &m, name, strlen(name)), 0);
-	}
+	namespace_commits(&s, 0, 1500, NULL);
 	create(&s, "a", 2 * PS, 1);
 	watch_syncs = 0;
 	ck_assert_uint_eq(log_syncs, 0);
@@ -552,29 +569,6 @@ START_TEST(test_failed_log_sync_holds_releases)
 	ck_assert_int_eq(ofs_store_close(&s), 0);
 }
 END_TEST
-
-/* Namespace commits past the checkpoint threshold: some 18,000 pages of log. */
-static void commits_past_checkpoint(struct ofs_store *s, int from, pthread_mutex_t *lock)
-{
-	char name[32];
-	int i;
-
-	for (i = from; i < from + 3500; i++) {
-		struct meta_inode m = { 0 };
-
-		m.parent = META_ROOT_INO;
-		m.mode = 0100644;
-		m.bucket = -1;
-		m.prev_bucket = -1;
-		m.state = META_NEW;
-		snprintf(name, sizeof(name), "k%d", i);
-		if (lock)
-			pthread_mutex_lock(lock);
-		ck_assert_int_eq(meta_insert(s->meta, &m, name, strlen(name)), 0);
-		if (lock)
-			pthread_mutex_unlock(lock);
-	}
-}
 
 /*
  * The same when the failed sync was the automatic checkpoint's, inside a
