@@ -163,8 +163,8 @@ struct meta {
 	int log_failed;                 /* a sync of the log failed (atomic): see meta_sync_begin */
 };
 
-/* Pages of log before sqlite's checkpoint (64 MiB at 4 KiB pages). */
-#define META_CKPT_PAGES 16384
+/* Pages of log before sqlite's checkpoint (16 MiB at 4 KiB pages). */
+#define META_CKPT_PAGES 4096
 
 /*
  * sqlite's automatic checkpoint, as sqlite runs it, but with its errors
@@ -485,10 +485,12 @@ int meta_open(const char *path, int create, struct meta **out, char *err, size_t
 	 * under the caller's lock, so every metadata request waits for two
 	 * fsyncs.  At sqlite's default of 1,000 pages (4 MiB) that was every
 	 * few hundred commits; with each fsync 20 ms slower (a network ROOT),
-	 * puts and deletes ran at 1,300 and 3,600/s.  At 16,384 pages they ran
-	 * at 2,670 and 8,350/s, no slower on a local disk; the rarer checkpoint
-	 * stalls longer (the slowest delete 47-60 -> 83-94 ms).  The hook
-	 * replaces sqlite's own automatic checkpoint (meta_wal_hook).
+	 * puts and deletes ran at 1,310 and 3,600/s (scripts/bench-slowsync).
+	 * At 4,096 pages they ran at 2,230-2,390 and 7,150-7,640/s, no slower
+	 * on a local disk.  16,384 pages did no better and doubled the slowest
+	 * put on a local disk (26-30 -> 59-67 ms: a larger checkpoint); 4,096
+	 * kept it at 25-31 ms.  The hook replaces sqlite's own automatic
+	 * checkpoint (meta_wal_hook).
 	 */
 	if (!ret)
 		sqlite3_wal_hook(m->db, meta_wal_hook, m);

@@ -468,15 +468,15 @@ static void namespace_commits(struct ofs_store *s, int from, int count, pthread_
 	}
 }
 
-/* Namespace commits past the checkpoint threshold: some 18,000 pages of log. */
+/* Namespace commits past the checkpoint threshold: some 8,000 pages of log. */
 static void commits_past_checkpoint(struct ofs_store *s, int from, pthread_mutex_t *lock)
 {
-	namespace_commits(s, from, 3500, lock);
+	namespace_commits(s, from, 1500, lock);
 }
 
 /*
  * Commits never fsync: sqlite's checkpoint, which syncs the log and the
- * database inside whichever commit fills the log, waits for 64 MiB of log
+ * database inside whichever commit fills the log, waits for 16 MiB of log
  * instead of 4 MiB.
  */
 START_TEST(test_commits_do_not_fsync)
@@ -488,10 +488,10 @@ START_TEST(test_commits_do_not_fsync)
 	watch_syncs = 1;
 	/*
 	 * Namespace commits (the bucket files hold a few objects only): some
-	 * 8,000 pages of log, eight times sqlite's default threshold and half
-	 * of ours.
+	 * 2,100 pages of log, twice sqlite's default threshold and half of
+	 * ours.
 	 */
-	namespace_commits(&s, 0, 1500, NULL);
+	namespace_commits(&s, 0, 400, NULL);
 	create(&s, "a", 2 * PS, 1);
 	watch_syncs = 0;
 	ck_assert_uint_eq(log_syncs, 0);
