@@ -352,7 +352,9 @@ END_TEST
 /*
  * fsync and fdatasync, interposed for the whole test binary (sqlite's
  * calls included): while watching, count the syncs of the metadata log
- * and those made with the metadata lock held.
+ * (and those made with the metadata lock held) and of the database; on
+ * request, fail the next syncs of either, or run commits inside a sync of
+ * the log made without the lock, as another thread could.
  */
 static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
 static int watch_syncs;
