@@ -65,13 +65,10 @@ static void fill(char *buf, size_t len, unsigned seed)
 		buf[i] = (char)(seed * 37 + i * 11 + (i >> 8));
 }
 
-/* Create name under the root with len bytes of pattern seed, committed. */
-static struct meta_inode create(struct ofs_store *s, const char *name, size_t len, unsigned seed)
+/* A new, never committed record for name under the root. */
+static struct meta_inode new_record(struct ofs_store *s, const char *name)
 {
 	struct meta_inode m = { 0 };
-	struct kvb_map empty = KVB_MAP_EMPTY;
-	struct kvb_obj *o;
-	char *buf = malloc(len + 1);
 
 	m.parent = META_ROOT_INO;
 	m.mode = 0100644;
@@ -79,6 +76,17 @@ static struct meta_inode create(struct ofs_store *s, const char *name, size_t le
 	m.prev_bucket = -1;
 	m.state = META_NEW;
 	ck_assert_int_eq(meta_insert(s->meta, &m, name, strlen(name)), 0);
+	return m;
+}
+
+/* Create name under the root with len bytes of pattern seed, committed. */
+static struct meta_inode create(struct ofs_store *s, const char *name, size_t len, unsigned seed)
+{
+	struct meta_inode m = new_record(s, name);
+	struct kvb_map empty = KVB_MAP_EMPTY;
+	struct kvb_obj *o;
+	char *buf = malloc(len + 1);
+
 	ck_assert_int_eq(s->kvb.ops->obj_open(s->kvb.arg, &empty, name, strlen(name), &o), 0);
 	fill(buf, len, seed);
 	ck_assert_int_eq(s->kvb.ops->obj_write(s->kvb.arg, o, buf, len, 0), (ssize_t)len);
@@ -454,17 +462,10 @@ static void namespace_commits(struct ofs_store *s, int from, int count, pthread_
 	int i;
 
 	for (i = from; i < from + count; i++) {
-		struct meta_inode m = { 0 };
-
-		m.parent = META_ROOT_INO;
-		m.mode = 0100644;
-		m.bucket = -1;
-		m.prev_bucket = -1;
-		m.state = META_NEW;
 		snprintf(name, sizeof(name), "k%d", i);
 		if (lock)
 			pthread_mutex_lock(lock);
-		ck_assert_int_eq(meta_insert(s->meta, &m, name, strlen(name)), 0);
+		new_record(s, name);
 		if (lock)
 			pthread_mutex_unlock(lock);
 	}
