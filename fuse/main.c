@@ -121,12 +121,13 @@ static void ofs_usage(const char *prog)
 	       "    ubsio_lib=PATH    the library (default: the one the store last used, else\n"
 	       "                      libubsio_kvc.so via the search path)\n"
 	       "    ubsio_device=N    deviceId passed to UbsioKvCacheInit (default: the last\n"
-	       "                      one, else 0)\n"
+	       "                      one, else -1: no Ascend device)\n"
 	       "    ubsio_ssd_size=N  call the newer UbsioKvCacheInit(deviceId, ssdSize) with N\n"
 	       "    ubsio_old_init    call the older UbsioKvCacheInit(deviceId); with neither,\n"
 	       "                      the Init (and library, device) the store last used,\n"
 	       "                      else the older one\n"
-	       "    ubsio_key_max=N   longest key the store takes (default 1024)\n"
+	       "    ubsio_key_max=N   longest key given to the library, 64..255 (default 255);\n"
+	       "                      longer paths are shortened with a hash\n"
 	       "    kv_max_bytes=N    capacity: bytes of values (default 0: no limit)\n"
 	       "    kv_max_keys=N     capacity: number of values (default 0: no limit)\n"
 	       "    kv_buffer_max=N   memory for data of files open for writing (default 1G)\n"
@@ -222,7 +223,7 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 		}
 	}
 	cfg->ubsio.lib = cli->ubsio_lib;
-	cfg->ubsio.device_id = -1; /* not given: the store's recorded one, else 0 */
+	cfg->ubsio.device_id = KVB_UBSIO_DEVICE_UNSET;
 	cfg->ubsio.buffer_max = OFS_UBSIO_BUFFER_MAX;
 	cfg->ubsio.cache_max = OFS_UBSIO_CACHE_MAX;
 	cfg->ubsio.key_max = OFS_UBSIO_KEY_MAX;
@@ -267,17 +268,19 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 
 		errno = 0;
 		d = strtol(cli->ubsio_device, &end, 10);
-		if (errno || *end || end == cli->ubsio_device || d < 0 || d > INT32_MAX) {
-			fprintf(stderr, "offloadfs: invalid ubsio_device '%s': a device number\n",
+		if (errno || *end || end == cli->ubsio_device || d < -1 || d > INT32_MAX) {
+			fprintf(stderr, "offloadfs: invalid ubsio_device '%s': a device number, "
+				"or -1 for none\n",
 				cli->ubsio_device);
 			return -1;
 		}
 		cfg->ubsio.device_id = (int32_t)d;
 	}
 	if (cli->ubsio_key_max) {
-		if (ofs_parse_size(cli->ubsio_key_max, &v) || v < 64 || v > META_SKEY_MAX) {
-			fprintf(stderr, "offloadfs: invalid ubsio_key_max '%s': 64..%d\n",
-				cli->ubsio_key_max, META_SKEY_MAX);
+		if (ofs_parse_size(cli->ubsio_key_max, &v) || v < 64 || v > KVB_UBSIO_KEY_MAX) {
+			fprintf(stderr, "offloadfs: invalid ubsio_key_max '%s': 64..%d (the library "
+				"takes keys of up to %d bytes)\n", cli->ubsio_key_max,
+				KVB_UBSIO_KEY_MAX, KVB_UBSIO_KEY_MAX);
 			return -1;
 		}
 		cfg->ubsio.key_max = (uint32_t)v;
@@ -457,7 +460,8 @@ int main(int argc, char *argv[])
 		goto out_signals;
 	ofs_log("%s store %s at %s; %s; %llu objects; recovery dropped %llu unfinished "
 		"writes and %llu unlinked-open files, reverted %llu and dropped %llu unsynced "
-		"versions that failed their checksum",
+		"versions that failed their checksum, and dropped %llu files whose value the "
+		"backend no longer had",
 		ofs.store.created ? "created new" : ofs.store.was_clean ? "mounted clean"
 								  : "mounted unclean",
 		ofs.store.root, opts.mountpoint,
@@ -465,7 +469,8 @@ int main(int argc, char *argv[])
 		(unsigned long long)ofs.store.dropped_new,
 		(unsigned long long)ofs.store.dropped_orphans,
 		(unsigned long long)ofs.store.reverted,
-		(unsigned long long)ofs.store.dropped_corrupt);
+		(unsigned long long)ofs.store.dropped_corrupt,
+		(unsigned long long)ofs.store.dropped_missing);
 	fuse_daemonize(opts.foreground);
 	ofs_log_to_syslog(!opts.foreground);
 	/* After daemonize: a thread does not survive its fork. */

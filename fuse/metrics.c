@@ -201,6 +201,11 @@ char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 	       "Commits that failed; the previous content stayed.", ld(&m->commit_failures));
 	mb_one(&b, "offloadfs_objects_read_total", "counter", "Objects opened for reading.",
 	       ld(&m->objects_read));
+	mb_head(&b, "offloadfs_objects_lost_total", "counter",
+		"Files dropped because the backend no longer had their value, by reason "
+		"(missing: a KV store evicted or lost it; a cache miss, not corruption).");
+	mb_printf(&b, "offloadfs_objects_lost_total{reason=\"missing\"} %llu\n",
+		  (unsigned long long)ld(&m->values_missing));
 	mb_hist(&b, "offloadfs_read_latency_seconds", "Daemon time per read request.",
 		&m->read_lat);
 	mb_hist(&b, "offloadfs_write_latency_seconds", "Daemon time per write request.",
@@ -215,6 +220,8 @@ char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 		  (unsigned long long)ofs->store.reverted);
 	mb_printf(&b, "offloadfs_recovery_dropped_objects{kind=\"dropped_unsynced\"} %llu\n",
 		  (unsigned long long)ofs->store.dropped_corrupt);
+	mb_printf(&b, "offloadfs_recovery_dropped_objects{kind=\"value_missing\"} %llu\n",
+		  (unsigned long long)ofs->store.dropped_missing);
 	mb_one(&b, "offloadfs_checksum_failures_total", "counter",
 	       "Reads refused (EIO) because a page did not match its checksum.",
 	       ld(&m->checksum_failures));

@@ -30,6 +30,7 @@ struct ofs_metrics {
 	uint64_t barriers;
 	uint64_t promotions_queued, promotions_done, promotions_failed, promotions_dropped;
 	uint64_t dram_hits, dram_misses, dram_evictions;
+	uint64_t values_missing; /* files dropped because the backend lost their value */
 	struct ofs_hist read_lat, write_lat;
 };
 

@@ -17,6 +17,8 @@
 
 #define OFS_VERSION "0.1.0"
 #define OFS_KEY_MAX 4096
+#define OFS_INVAL_MAX 64       /* inodes queued for invalidation */
+#define OFS_INVAL_ENTRY_MAX 16 /* names queued for invalidation */
 
 /*
  * An inode the kernel knows (nlookup > 0) or that has open handles.  m holds
@@ -83,8 +85,15 @@ struct ofs {
 	 * request, as libfuse requires.  Under slock.
 	 */
 	struct fuse_session *se;
-	uint64_t inval[64];
+	uint64_t inval[OFS_INVAL_MAX];
 	unsigned ninval;
+	/* Names the kernel must forget (files dropped outside an unlink).  Under slock. */
+	struct ofs_inval_entry {
+		uint64_t parent;
+		size_t len;
+		char name[META_NAME_MAX + 1];
+	} inval_entry[OFS_INVAL_ENTRY_MAX];
+	unsigned ninval_entry;
 };
 
 static inline pthread_rwlock_t *ofs_rw(struct ofs *ofs, const struct ofs_inode *in)

@@ -432,19 +432,41 @@ static void ofs_queue_inval(struct ofs *ofs, uint64_t ino)
 	pthread_mutex_unlock(&ofs->slock);
 }
 
+static void ofs_queue_inval_entry(struct ofs *ofs, uint64_t parent, const char *name, size_t len)
+{
+	pthread_mutex_lock(&ofs->slock);
+	if (ofs->ninval_entry < OFS_INVAL_ENTRY_MAX && len <= META_NAME_MAX) {
+		struct ofs_inval_entry *e = &ofs->inval_entry[ofs->ninval_entry++];
+
+		e->parent = parent;
+		e->len = len;
+		memcpy(e->name, name, len);
+	} else {
+		ofs_log("'%.*s': invalidation queue full; the kernel may list the name until its "
+			"entry times out", (int)len, name);
+	}
+	pthread_cond_broadcast(&ofs->scond);
+	pthread_mutex_unlock(&ofs->slock);
+}
+
 static void ofs_send_invals(struct ofs *ofs)
 {
-	uint64_t inos[64];
-	unsigned n, i;
+	uint64_t inos[OFS_INVAL_MAX];
+	struct ofs_inval_entry ents[OFS_INVAL_ENTRY_MAX];
+	unsigned n, ne, i;
 
 	pthread_mutex_lock(&ofs->slock);
 	n = ofs->ninval;
 	memcpy(inos, ofs->inval, n * sizeof(inos[0]));
 	ofs->ninval = 0;
+	ne = ofs->ninval_entry;
+	memcpy(ents, ofs->inval_entry, ne * sizeof(ents[0]));
+	ofs->ninval_entry = 0;
 	pthread_mutex_unlock(&ofs->slock);
-	for (i = 0; i < n; i++)
-		if (ofs->se)
-			fuse_lowlevel_notify_inval_inode(ofs->se, inos[i], 0, 0);
+	for (i = 0; ofs->se && i < n; i++)
+		fuse_lowlevel_notify_inval_inode(ofs->se, inos[i], 0, 0);
+	for (i = 0; ofs->se && i < ne; i++)
+		fuse_lowlevel_notify_inval_entry(ofs->se, ents[i].parent, ents[i].name, ents[i].len);
 }
 
 static void *ofs_syncer(void *arg)
@@ -1396,12 +1418,55 @@ static ssize_t ofs_fetch_dram(struct ofs *ofs, struct ofs_inode *in, size_t size
 }
 
 /*
+ * The backend no longer has the value of in's committed version map (a KV
+ * store evicts and loses values by itself): a cache miss, not corruption.
+ * The file goes as an unlink would take it (detached while open), the
+ * kernel is told to forget the name, and a line and a counter say so.
+ * Under in's stripe lock (read) or none; takes ofs.lock.
+ */
+static void ofs_value_missing(struct ofs *ofs, struct ofs_inode *in, const struct kvb_map *map)
+{
+	char name[META_NAME_MAX + 1], key[OFS_KEY_MAX + 1];
+	struct kvb_map to_free = KVB_MAP_EMPTY, cur;
+	uint64_t parent = 0;
+	size_t len = 0, klen = 0;
+	int ret;
+
+	pthread_mutex_lock(&ofs->lock);
+	cur = ofs_committed(&in->m);
+	/* Only the version that was read, and only once: a later commit replaced it. */
+	if (in->unlinked || cur.bucket != map->bucket || cur.page != map->page ||
+	    meta_name(ofs->store.meta, in->ino, &parent, name, &len)) {
+		pthread_mutex_unlock(&ofs->lock);
+		return;
+	}
+	if (ofs_key(ofs, in->ino, key, &klen))
+		klen = 0;
+	ret = ofs_drop_name(ofs, &in->m, &to_free);
+	if (!ret && to_free.bucket >= 0)
+		ofs->store.kvb.ops->remove(ofs->store.kvb.arg, &to_free);
+	pthread_mutex_unlock(&ofs->lock);
+	if (ret) {
+		ofs_log("'%.*s' (inode %llu): the backend has lost its value, and dropping the file "
+			"failed: %s", (int)klen, key, (unsigned long long)in->ino, strerror(-ret));
+		return;
+	}
+	OFS_COUNT(ofs->metrics.values_missing, 1);
+	ofs_log("'%.*s' (inode %llu, %llu bytes): the backend no longer has its value (a cache "
+		"miss); the file is dropped", (int)klen, key, (unsigned long long)in->ino,
+		(unsigned long long)map->size);
+	ofs_queue_inval_entry(ofs, parent, name, len);
+}
+
+/*
  * Fetch size bytes at off of in's version map (size already cut to the end
  * of the file): from the DRAM tier, the backend's buffer, a copy checked
  * page by page when verify is on, or the bucket file.  The count, or
  * -errno; a page that fails its checksum is EIO, never wrong bytes, and is
  * logged and counted unless quiet (a prefill: the read that follows it
- * reports it).  Under in's stripe lock (read); b is released by the caller.
+ * reports it).  -ENOENT: the backend has lost the value, and the file is
+ * dropped (ofs_value_missing).  Under in's stripe lock (read); b is
+ * released by the caller.
  */
 static ssize_t ofs_fetch(struct ofs *ofs, struct ofs_inode *in, const struct kvb_map *map,
 			 size_t size, uint64_t off, int quiet, struct ofs_bytes *b)
@@ -1433,13 +1498,15 @@ static ssize_t ofs_fetch(struct ofs *ofs, struct ofs_inode *in, const struct kvb
 	b->fd = -1;
 	b->own = malloc(size ? size : 1);
 	b->ptr = b->own;
-	return b->own ? ops->read(arg, map, b->own, size, off) : -ENOMEM;
+	n = b->own ? ops->read(arg, map, b->own, size, off) : -ENOMEM;
 checked:
 	if (n == -EBADMSG) {
 		if (!quiet)
 			ofs_log_bad_page(ofs, in, map, bad);
 		n = -EIO;
 	}
+	if (n == -ENOENT)
+		ofs_value_missing(ofs, in, map);
 	return n;
 }
 
@@ -1470,12 +1537,12 @@ static struct fuse_bufvec ofs_bytes_vec(const struct ofs_bytes *b, size_t n)
  * inode holds its pages locked, waiting for a daemon thread, while the
  * store waits for those pages.  On any failure the reads come to us.
  */
-static void ofs_prefill(struct ofs *ofs, struct ofs_inode *in)
+static int ofs_prefill(struct ofs *ofs, struct ofs_inode *in)
 {
 	pthread_rwlock_t *lk = ofs_rw(ofs, in);
 	struct kvb_map map;
 	struct ofs_bytes b;
-	ssize_t n;
+	ssize_t n = 0;
 
 	pthread_rwlock_rdlock(lk);
 	map = ofs_committed(&in->m);
@@ -1495,6 +1562,7 @@ static void ofs_prefill(struct ofs *ofs, struct ofs_inode *in)
 		ofs_bytes_release(ofs, &b);
 	}
 	pthread_rwlock_unlock(lk);
+	return n == -ENOENT ? -ENOENT : 0;
 }
 
 static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_file_info *fi, struct ofs_inode *in)
@@ -1530,10 +1598,15 @@ static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_f
 	in->kfresh = prefill ? 2 : 0;
 	pthread_mutex_unlock(&ofs->lock);
 	if (prefill) {
-		ofs_prefill(ofs, in);
+		/* A value the backend has lost is a file that is gone. */
+		ret = ofs_prefill(ofs, in);
 		pthread_mutex_lock(&ofs->lock);
 		in->kfresh = 0;
 		pthread_cond_broadcast(&ofs->kcond);
+		if (ret) {
+			in->nopen--;
+			ofs_isettle(ofs, in);
+		}
 		pthread_mutex_unlock(&ofs->lock);
 	}
 	if (!ret && writer) {
@@ -1678,7 +1751,8 @@ static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, 
 		ssize_t n = ofs_fetch(ofs, in, &map, size, (uint64_t)off, 0, &b);
 
 		if (n < 0) {
-			fuse_reply_err(req, (int)-n);
+			/* An open file whose value is lost: its bytes cannot be read. */
+			fuse_reply_err(req, n == -ENOENT ? EIO : (int)-n);
 		} else if (b.fd >= 0) {
 			struct fuse_bufvec bv = ofs_bytes_vec(&b, (size_t)n);
 

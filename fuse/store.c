@@ -316,6 +316,106 @@ static int store_verify_unsynced(struct ofs_store *s)
 	return ret;
 }
 
+/*
+ * Values a KV store has lost without a power cut: the library keeps the
+ * newest ones in a write-back cache inside this process, and evicts by
+ * itself.  The ones the backend says are missing, as inode numbers.
+ */
+struct store_missing {
+	struct ofs_store *s;
+	struct kvb_map *maps;
+	uint64_t *inos, *gone;
+	int *res;
+	size_t n, ngone, capgone;
+};
+
+#define STORE_PROBE_BATCH 16384
+
+static int store_missing_flush(struct store_missing *m)
+{
+	size_t i;
+	int ret = m->n ? m->s->kvb.ops->probe(m->s->kvb.arg, m->maps, m->n, m->res) : 0;
+
+	for (i = 0; !ret && i < m->n; i++) {
+		if (m->res[i] != -ENOENT)
+			continue;
+		if (m->ngone == m->capgone) {
+			size_t cap = m->capgone ? m->capgone * 2 : 64;
+			uint64_t *g = realloc(m->gone, cap * sizeof(*g));
+
+			if (!g)
+				return -ENOMEM;
+			m->gone = g;
+			m->capgone = cap;
+		}
+		m->gone[m->ngone++] = m->inos[i];
+	}
+	m->n = 0;
+	return ret;
+}
+
+static int store_missing_add(void *ctx, const struct meta_inode *in)
+{
+	struct store_missing *m = ctx;
+
+	if (in->bucket < 0)
+		return 0;
+	m->maps[m->n] = (struct kvb_map){ in->bucket, in->page, in->npages, in->size, NULL };
+	m->inos[m->n++] = in->ino;
+	return m->n == STORE_PROBE_BATCH ? store_missing_flush(m) : 0;
+}
+
+/*
+ * After an unclean stop, ask the backend for every recorded value (in
+ * batches) and drop the files whose value is gone, as a cache miss: their
+ * values are deleted (a no-op for a missing key) at the next barrier.
+ */
+static int store_drop_missing(struct ofs_store *s)
+{
+	struct store_missing m = { .s = s };
+	size_t i;
+	int ret = 0;
+
+	if (!s->kvb.ops->probe)
+		return 0;
+	m.maps = calloc(STORE_PROBE_BATCH, sizeof(*m.maps));
+	m.inos = calloc(STORE_PROBE_BATCH, sizeof(*m.inos));
+	m.res = calloc(STORE_PROBE_BATCH, sizeof(*m.res));
+	if (!m.maps || !m.inos || !m.res)
+		ret = -ENOMEM;
+	if (!ret)
+		ret = meta_foreach_mapping(s->meta, store_missing_add, &m);
+	if (!ret)
+		ret = store_missing_flush(&m);
+	for (i = 0; !ret && i < m.ngone; i++) {
+		struct meta_inode in;
+
+		ret = meta_get(s->meta, m.gone[i], &in);
+		if (ret == -ENOENT) {
+			ret = 0;
+			continue;
+		}
+		if (!ret && in.bucket >= 0 && s->kvb.ops->remove_prepare) {
+			struct kvb_map map = { in.bucket, in.page, in.npages, in.size, NULL };
+
+			ret = s->kvb.ops->remove_prepare(s->kvb.arg, &map);
+		}
+		if (!ret)
+			ret = meta_delete(s->meta, in.ino);
+		if (!ret && in.bucket >= 0) {
+			struct kvb_map map = { in.bucket, in.page, in.npages, in.size, NULL };
+
+			s->kvb.ops->remove(s->kvb.arg, &map);
+			s->dropped_missing++;
+		}
+	}
+	free(m.maps);
+	free(m.inos);
+	free(m.res);
+	free(m.gone);
+	return ret;
+}
+
 void ofs_ubsio_defaults(struct meta *m, struct kvb_ubsio_config *uc, char *libbuf,
 			size_t liblen)
 {
@@ -329,11 +429,13 @@ void ofs_ubsio_defaults(struct meta *m, struct kvb_ubsio_config *uc, char *libbu
 		    ofs_parse_size(v, &uc->ssd_size) == 0)
 			uc->new_init = 1;
 	}
-	if (uc->device_id < 0) {
+	if (uc->device_id == KVB_UBSIO_DEVICE_UNSET) {
+		/* No Ascend device unless one was chosen: the library then needs no ACL. */
+		uc->device_id = -1;
 		if (meta_setting_get(m, "ubsio_device", v, sizeof(v)) == 0)
 			uc->device_id = atoi(v);
-		if (uc->device_id < 0)
-			uc->device_id = 0;
+		if (uc->device_id < -1)
+			uc->device_id = -1;
 	}
 }
 
@@ -510,6 +612,14 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	if (ret) {
 		snprintf(err, errlen, "cannot start the %s backend: %s", s->backend, s->start_msg);
 		goto out;
+	}
+	if (!s->was_clean) {
+		ret = store_drop_missing(s);
+		if (ret) {
+			snprintf(err, errlen, "cannot check the values in the %s backend: %s",
+				 s->backend, strerror(-ret));
+			goto out;
+		}
 	}
 	ret = meta_clean_set(s->meta, 0);
 	if (!ret)

@@ -34,7 +34,7 @@ struct ofs_config {
 /* Defaults of the ubsio backend's options. */
 #define OFS_UBSIO_BUFFER_MAX (1ULL << 30)
 #define OFS_UBSIO_CACHE_MAX (256ULL << 20)
-#define OFS_UBSIO_KEY_MAX 1024U
+#define OFS_UBSIO_KEY_MAX KVB_UBSIO_KEY_MAX
 
 struct ofs_store {
 	struct meta *meta;
@@ -50,6 +50,7 @@ struct ofs_store {
 	uint64_t dropped_orphans;
 	uint64_t reverted;     /* unsynced versions that failed their checksum */
 	uint64_t dropped_corrupt;
+	uint64_t dropped_missing; /* values a KV store no longer had after an unclean stop */
 	char start_msg[512];
 	char backend[32];
 	/* How a ubsio store's library was reached (after the recorded defaults). */

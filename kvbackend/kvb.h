@@ -220,7 +220,7 @@ void kvb_mem_power_cut(struct kvb *kvb);
  */
 struct kvb_ubsio_config {
 	const char *lib;        /* NULL: "libubsio_kvc.so" via the search path */
-	int32_t device_id;
+	int32_t device_id;      /* -1: no Ascend device */
 	int new_init;           /* >0: Init(deviceId, ssdSize); 0: Init(deviceId); <0: not chosen */
 	uint64_t ssd_size;
 	uint64_t max_bytes, max_keys; /* capacity limits; 0: none */
@@ -231,6 +231,8 @@ struct kvb_ubsio_config {
 	int readonly;           /* fsck: read the records and the store, write nothing */
 };
 #define KVB_UBSIO_LIB_DEFAULT "libubsio_kvc.so"
+#define KVB_UBSIO_DEVICE_UNSET INT32_MIN /* not chosen: the store's recorded one, else -1 */
+#define KVB_UBSIO_KEY_MAX 255 /* the library's longest key */
 #define KVB_UBSIO_JOURNAL "ubsio.journal"
 int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_config *c,
 		   struct meta *m, char *err, size_t errlen);

@@ -22,7 +22,7 @@
  * still pending.
  *
  * Locks: u->lock guards the value table, the doomed queue, the counters,
- * the read cache and journal appends; u->qlock the put queue.  Library
+ * the read cache and journal appends; each queue's own lock its list.  Library
  * calls are made with neither held.
  */
 #include "kvb.h"
@@ -45,33 +45,49 @@
 
 #include "meta.h"
 
-#define UBS_BATCH 256  /* keys per batch call */
+#define UBS_BATCH 256          /* keys per put, get or delete call */
+/*
+ * The library's limits (ubsio-kv/src/csrc/kvc/ubsio_kvc.cpp: MAX_KEY_LENGTH,
+ * MAX_BATCH_OP_COUNT): a key of 1..255 bytes, 1..16384 keys a batch call.
+ */
+#define UBS_KEY_MAX 255
+#define UBS_EXIST_BATCH 16384
+/*
+ * Older releases hand BatchGet's values back in pool blocks of their own,
+ * 4 MiB each; a longer value is read with Get.
+ */
+#define UBS_POOL_BLOCK (4ULL << 20)
 
 /* ---- the library ---- */
 
 typedef int32_t (*ubs_init1_fn)(int32_t);
 typedef int32_t (*ubs_init2_fn)(int32_t, uint64_t);
+typedef void (*ubs_exit_fn)(void);
+typedef int32_t (*ubs_get_fn)(const char *, void *, size_t, uint32_t);
+typedef bool (*ubs_exist_fn)(const char *, uint32_t);
+typedef int32_t (*ubs_getlen_fn)(const char *, size_t *, uint32_t);
 typedef int32_t (*ubs_bput_fn)(const char **, uint32_t, void **, size_t *, int *, uint32_t);
-typedef int32_t (*ubs_bgetd_fn)(const char **, uint32_t, void ***, size_t **, uint32_t,
-				uint32_t, int *, uint32_t);
+typedef int32_t (*ubs_bget_fn)(const char **, uint32_t, void **, size_t *, int *, uint32_t);
 typedef int32_t (*ubs_bexist_fn)(const char **, uint32_t, bool *, uint32_t);
 typedef int32_t (*ubs_bdel_fn)(const char **, uint32_t, int32_t *, uint32_t);
 typedef int32_t (*ubs_bgetlen_fn)(const char **, uint32_t, size_t *, int32_t *, uint32_t);
-typedef void (*ubs_bfree_fn)(void **, uint32_t);
+typedef int32_t (*ubs_bfree_fn)(void **, uint32_t);
 
 /*
- * Every symbol of the ABI is resolved at load, used or not, so a library
- * that lacks one is refused at mount rather than failing later.
+ * The symbols used, resolved at load so that a library lacking one is
+ * refused at mount rather than failing later.  Exit is optional: older
+ * releases do not export it.  BatchGetDirect is never used: it reads into
+ * device (NPU) buffers, which a host filesystem has none of.
  */
 static const char *const ubs_symbols[] = {
-	"UbsioKvCacheInit",        "UbsioKvCachePut",           "UbsioKvCacheGet",
-	"UbsioKvCacheExist",       "UbsioKvCacheDelete",        "UbsioKvCacheGetLength",
-	"UbsioKvCacheBatchPut",    "UbsioKvCacheBatchGet",      "UbsioKvCacheBatchGetDirect",
-	"UbsioKvCacheBatchExist",  "UbsioKvCacheBatchDelete",   "UbsioKvCacheBatchGetLength",
-	"UbsioKvCacheBatchFree",
+	"UbsioKvCacheInit",       "UbsioKvCacheGet",        "UbsioKvCacheExist",
+	"UbsioKvCacheGetLength",  "UbsioKvCacheBatchPut",   "UbsioKvCacheBatchGet",
+	"UbsioKvCacheBatchExist", "UbsioKvCacheBatchDelete", "UbsioKvCacheBatchGetLength",
+	"UbsioKvCacheBatchFree",  "UbsioKvCacheExit",
 };
-enum { SYM_INIT, SYM_PUT, SYM_GET, SYM_EXIST, SYM_DELETE, SYM_GETLEN, SYM_BPUT, SYM_BGET,
-       SYM_BGETD, SYM_BEXIST, SYM_BDELETE, SYM_BGETLEN, SYM_BFREE, SYM_N };
+enum { SYM_INIT, SYM_GET, SYM_EXIST, SYM_GETLEN, SYM_BPUT, SYM_BGET, SYM_BEXIST, SYM_BDELETE,
+       SYM_BGETLEN, SYM_BFREE, SYM_EXIT, SYM_N };
+#define SYM_REQUIRED SYM_EXIT /* every symbol before this one */
 
 /*
  * One library per process, loaded and initialised once under ubs_lib_lock
@@ -90,7 +106,7 @@ static int ubs_lib_load(const struct kvb_ubsio_config *c, char *err, size_t errl
 {
 	const char *path = c->lib && *c->lib ? c->lib : KVB_UBSIO_LIB_DEFAULT;
 	void *h, *sym[SYM_N];
-	int32_t rc, dev;
+	int32_t rc;
 	int i, ret = 0;
 
 	pthread_mutex_lock(&ubs_lib.lock);
@@ -117,6 +133,10 @@ static int ubs_lib_load(const struct kvb_ubsio_config *c, char *err, size_t errl
 		dlerror();
 		sym[i] = dlsym(h, ubs_symbols[i]);
 		e = dlerror();
+		if (i >= SYM_REQUIRED && (e || !sym[i])) {
+			sym[i] = NULL;
+			continue;
+		}
 		if (e || !sym[i]) {
 			snprintf(err, errlen, "ubsio library %s lacks symbol %s: %s", path,
 				 ubs_symbols[i], e ? e : "NULL");
@@ -124,16 +144,21 @@ static int ubs_lib_load(const struct kvb_ubsio_config *c, char *err, size_t errl
 			goto out_close;
 		}
 	}
-	/* Older releases export Init(deviceId); newer ones Init(deviceId, ssdSize). */
-	dev = c->device_id < 0 ? 0 : c->device_id;
+	/*
+	 * Older releases export Init(devId); newer ones Init(devId, ssdSize),
+	 * where ssdSize is not read.  devId -1 is no Ascend device: the
+	 * library then needs no ACL library (ubsio_kvc_operation.cpp,
+	 * KvcOperationInit).
+	 */
 	if (c->new_init > 0)
-		rc = ((ubs_init2_fn)sym[SYM_INIT])(dev, c->ssd_size);
+		rc = ((ubs_init2_fn)sym[SYM_INIT])(c->device_id, c->ssd_size);
 	else
-		rc = ((ubs_init1_fn)sym[SYM_INIT])(dev);
+		rc = ((ubs_init1_fn)sym[SYM_INIT])(c->device_id);
 	if (rc) {
-		snprintf(err, errlen, "%s: UbsioKvCacheInit(%d%s) failed with %d (%s)", path,
-			 dev, c->new_init > 0 ? ", ssd_size" : "", rc,
-			 rc < 0 ? strerror(-rc) : "library error");
+		snprintf(err, errlen, "%s: UbsioKvCacheInit(%d%s) failed with code %d%s", path,
+			 c->device_id, c->new_init > 0 ? ", ssd_size" : "", rc,
+			 c->device_id >= 0 ? " (a device id needs Ascend's ACL library; "
+					     "ubsio_device=-1 runs without one)" : "");
 		ret = -EIO;
 		goto out_close;
 	}
@@ -154,6 +179,9 @@ static void ubs_lib_unload(void)
 {
 	pthread_mutex_lock(&ubs_lib.lock);
 	if (ubs_lib.users && --ubs_lib.users == 0) {
+		/* Exit flushes the library's write-back cache before it goes. */
+		if (ubs_lib.sym[SYM_EXIT])
+			((ubs_exit_fn)ubs_lib.sym[SYM_EXIT])();
 		dlclose(ubs_lib.handle);
 		ubs_lib.handle = NULL;
 		memset(ubs_lib.sym, 0, sizeof(ubs_lib.sym));
@@ -163,14 +191,79 @@ static void ubs_lib_unload(void)
 
 #define UBS_CALL(idx, type) ((type)ubs_lib.sym[idx])
 
-/* A library result as a negative errno (its codes are negative errno values). */
+/*
+ * The library's codes, positive (ubsio_kvc_err.h; per-key results and
+ * single-key calls pass the storage SDK's through): every one is mapped
+ * here and nowhere else.
+ */
+enum { UBS_OK = 0, UBS_EINVAL = 3, UBS_ENOTFOUND = 7, UBS_ENOSPC = 10 };
+
 static int ubs_errno(int32_t rc)
 {
-	if (rc == 0)
+	switch (rc) {
+	case UBS_OK:
 		return 0;
-	if (rc == -ENOSPC || rc == -ENOENT || rc == -ENOMEM)
-		return rc;
-	return -EIO;
+	case UBS_ENOTFOUND:
+		return -ENOENT;
+	case UBS_ENOSPC:
+		return -ENOSPC;
+	case UBS_EINVAL:
+		/* Every argument is checked before a call: this is our bug. */
+		fprintf(stderr, "offloadfs: ubsio: the library refused a call's arguments "
+				"(code 3): a bug in offloadfs\n");
+		return -EINVAL;
+	default:
+		return -EIO;
+	}
+}
+
+/* A key and a length the library takes (it fails a whole batch for one that it does not). */
+static bool ubs_key_ok(const char *key)
+{
+	size_t n = key ? strnlen(key, UBS_KEY_MAX + 1) : 0;
+
+	return n >= 1 && n <= UBS_KEY_MAX;
+}
+
+/*
+ * One batch call over n keys (at most UBS_BATCH), each with its result in
+ * res (preset by the caller).  The library fails a whole call for one bad
+ * entry and then leaves the results alone (ubsio_kvc.cpp); every entry is
+ * checked first, but should a call still fail as a whole, each key is
+ * tried in a call of its own so that one key cannot fail the others.
+ * Returns how many calls were made.
+ */
+typedef int32_t (*ubs_batch_fn)(const char **keys, void **bufs, size_t *lens, int *res,
+				uint32_t n);
+
+static unsigned ubs_batch_call(ubs_batch_fn call, const char **keys, void **bufs, size_t *lens,
+			       int *res, uint32_t n)
+{
+	unsigned calls = 1;
+	uint32_t i;
+
+	if (call(keys, bufs, lens, res, n) == 0 || n == 1)
+		return calls;
+	for (i = 0; i < n; i++, calls++)
+		call(keys + i, bufs ? bufs + i : NULL, lens ? lens + i : NULL, res + i, 1);
+	return calls;
+}
+
+static int32_t ubs_bput_call(const char **keys, void **bufs, size_t *lens, int *res, uint32_t n)
+{
+	return UBS_CALL(SYM_BPUT, ubs_bput_fn)(keys, n, bufs, lens, res, 0);
+}
+
+static int32_t ubs_bdel_call(const char **keys, void **bufs, size_t *lens, int *res, uint32_t n)
+{
+	(void)bufs;
+	(void)lens;
+	return UBS_CALL(SYM_BDELETE, ubs_bdel_fn)(keys, n, res, 0);
+}
+
+static int32_t ubs_bget_call(const char **keys, void **bufs, size_t *lens, int *res, uint32_t n)
+{
+	return UBS_CALL(SYM_BGET, ubs_bget_fn)(keys, n, bufs, lens, res, 0);
 }
 
 /* ---- values ---- */
@@ -194,9 +287,8 @@ struct ubs_val {
 	int deleting;           /* in a BatchDelete now: no new reader may hold it */
 	uint64_t jgen;          /* the journal generation holding a line for it (0: none) */
 	off_t jend;             /* where that line ends in the journal */
-	/* Read cache: the library's buffer from BatchGetDirect. */
-	void **block;
-	const unsigned char *data;
+	/* Read cache: the value's bytes, fetched with BatchGet (or Get). */
+	unsigned char *data;
 	int verified;           /* data matched its page checksums */
 	unsigned refs;          /* readers copying out of data */
 	struct ubs_val *lru_prev, *lru_next;
@@ -223,6 +315,22 @@ struct kvb_obj {
 	int holding;            /* an empty commit's D line holds off resets (nputting) */
 	size_t klen;
 	char key[];
+};
+
+/*
+ * A request waiting in a queue (the first member of a put or a get); the
+ * queue's lock guards next and done.
+ */
+struct ubs_req {
+	struct ubs_req *next;
+	int done;
+};
+
+struct ubs_queue {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct ubs_req *head, **tail;
+	int busy;               /* a batch is in flight */
 };
 
 struct ubs {
@@ -262,23 +370,28 @@ struct ubs {
 	/* Read cache, most recent first. */
 	struct ubs_val *lru_head, *lru_tail;
 	uint64_t cached;
-	/* Put queue: the first committer in puts for everyone waiting. */
-	pthread_mutex_t qlock;
-	pthread_cond_t qcond;
-	struct ubs_put *qhead, **qtail;
-	int qbusy;
+	/* Put and get queues: the first caller in makes the batch call for all waiting. */
+	struct ubs_queue puts, gets;
 	struct kvb_stats st;
 	int logged_delete_fail;
 };
 
 struct ubs_put {
+	struct ubs_req r;
 	const char *key;
 	void *buf;
 	size_t len;
 	uint64_t jgen;          /* where its P (and D) lines are: durable before the put */
 	off_t jend;
-	int rc, done;
-	struct ubs_put *next;
+	int rc;
+};
+
+struct ubs_get {
+	struct ubs_req r;
+	const char *key;
+	unsigned char *buf;     /* the caller's, len bytes */
+	size_t len;
+	int rc;
 };
 
 static size_t ubs_slot(const struct ubs *u, uint64_t vid)
@@ -369,11 +482,10 @@ static void ubs_lru_front(struct ubs *u, struct ubs_val *v)
 /* Drop v's cached bytes (no reader may be copying). */
 static void ubs_uncache(struct ubs *u, struct ubs_val *v)
 {
-	if (!v->block)
+	if (!v->data)
 		return;
 	ubs_lru_remove(u, v);
-	UBS_CALL(SYM_BFREE, ubs_bfree_fn)(v->block, 1);
-	v->block = NULL;
+	free(v->data);
 	v->data = NULL;
 	v->verified = 0;
 	u->cached -= v->size;
@@ -567,6 +679,7 @@ static uint64_t ubs_delete_doomed(struct ubs *u, uint64_t mark)
 	const char *keys[UBS_BATCH];
 	int32_t res[UBS_BATCH];
 	uint64_t freed = 0, ps = u->c.page_size, sweep;
+	unsigned calls;
 	size_t i, n;
 
 	pthread_mutex_lock(&u->lock);
@@ -589,18 +702,20 @@ static uint64_t ubs_delete_doomed(struct ubs *u, uint64_t mark)
 		if (!n)
 			break;
 		for (i = 0; i < n; i++)
-			res[i] = -EIO;
-		/* A call that fails as a whole leaves res alone: every key stays -EIO. */
-		UBS_CALL(SYM_BDELETE, ubs_bdel_fn)(keys, (uint32_t)n, res, 0);
+			res[i] = -1; /* no code of the library's: a call that failed as a whole */
+		calls = ubs_batch_call(ubs_bdel_call, keys, NULL, NULL, res, (uint32_t)n);
 		pthread_mutex_lock(&u->lock);
-		u->st.calls[KVB_CALL_ZERO]++;
+		u->st.calls[KVB_CALL_ZERO] += calls;
 		for (i = 0; i < n; i++) {
 			struct ubs_val *d = batch[i];
 
 			d->refs--;
 			d->deleting = 0;
-			/* Not found: gone already (a put that failed, a replayed journal line). */
-			if (res[i] == 0 || res[i] == -ENOENT) {
+			/*
+			 * Deleting a missing key succeeds (and not found would mean gone
+			 * already: a put that failed, a replayed journal line).
+			 */
+			if (res[i] == UBS_OK || res[i] == UBS_ENOTFOUND) {
 				u->stored_bytes -= d->size;
 				u->stored_keys--;
 				u->st.frees++;
@@ -737,24 +852,75 @@ static void ubs_journal_trim(struct ubs *u)
 	pthread_mutex_unlock(&u->jslock);
 }
 
-/* ---- puts, batched ---- */
+/* ---- batched calls ---- */
+
+/*
+ * Queue r and wait until a batch has served it: the first caller in makes
+ * the batch call for every request waiting (none waits when alone; many
+ * committers or readers share one call).
+ */
+static void ubs_queue_run(struct ubs *u, struct ubs_queue *q, struct ubs_req *r,
+			  void (*batch)(struct ubs *, struct ubs_req *))
+{
+	pthread_mutex_lock(&q->lock);
+	r->next = NULL;
+	r->done = 0;
+	*q->tail = r;
+	q->tail = &r->next;
+	while (!r->done) {
+		if (!q->busy) {
+			struct ubs_req *list = q->head, *it;
+
+			q->head = NULL;
+			q->tail = &q->head;
+			q->busy = 1;
+			pthread_mutex_unlock(&q->lock);
+			batch(u, list);
+			pthread_mutex_lock(&q->lock);
+			for (it = list; it; it = it->next)
+				it->done = 1;
+			q->busy = 0;
+			pthread_cond_broadcast(&q->cond);
+		} else {
+			pthread_cond_wait(&q->cond, &q->lock);
+		}
+	}
+	pthread_mutex_unlock(&q->lock);
+}
+
+static void ubs_queue_init(struct ubs_queue *q)
+{
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	q->head = NULL;
+	q->tail = &q->head;
+	q->busy = 0;
+}
+
+static void ubs_queue_destroy(struct ubs_queue *q)
+{
+	pthread_mutex_destroy(&q->lock);
+	pthread_cond_destroy(&q->cond);
+}
 
 /*
  * Put a batch: journal every key and sync the journal (a crash after the
  * put must find the key to delete it), then the batch calls.
  */
-static void ubs_put_batch(struct ubs *u, struct ubs_put *batch)
+static void ubs_put_batch(struct ubs *u, struct ubs_req *list)
 {
 	const char *keys[UBS_BATCH];
 	void *bufs[UBS_BATCH];
 	size_t lens[UBS_BATCH];
 	int res[UBS_BATCH];
-	struct ubs_put *p[UBS_BATCH], *q[UBS_BATCH], *it = batch;
+	struct ubs_put *p[UBS_BATCH], *q[UBS_BATCH];
+	struct ubs_req *it = list;
 	uint32_t i, n, m;
+	unsigned calls;
 
 	while (it) {
 		for (n = 0; it && n < UBS_BATCH; it = it->next, n++)
-			p[n] = it;
+			p[n] = (struct ubs_put *)it;
 		/*
 		 * Each key's line durable first (one sync covers the batch); a put
 		 * whose line a failed sync counted lost is not issued (-EIO).
@@ -763,21 +929,27 @@ static void ubs_put_batch(struct ubs *u, struct ubs_put *batch)
 			p[i]->rc = ubs_jsync(u, p[i]->jgen, p[i]->jend);
 			if (p[i]->rc == -ESTALE)
 				p[i]->rc = -EIO;
+			/* The library stores no empty value and no key it cannot take. */
+			if (!p[i]->rc && (!ubs_key_ok(p[i]->key) || !p[i]->len || !p[i]->buf))
+				p[i]->rc = -EINVAL;
 			if (p[i]->rc)
 				continue;
 			q[m] = p[i];
 			keys[m] = p[i]->key;
 			bufs[m] = p[i]->buf;
 			lens[m] = p[i]->len;
-			res[m++] = -EIO;
+			res[m++] = -1; /* no code of the library's */
 		}
 		if (!m)
 			continue;
-		UBS_CALL(SYM_BPUT, ubs_bput_fn)(keys, m, bufs, lens, res, 0);
+		calls = ubs_batch_call(ubs_bput_call, keys, bufs, lens, res, m);
 		pthread_mutex_lock(&u->lock);
-		u->st.calls[KVB_CALL_WRITE]++;
+		u->st.calls[KVB_CALL_WRITE] += calls;
 		for (i = 0; i < m; i++) {
 			q[i]->rc = ubs_errno(res[i]);
+			/* A put is never of a missing value: "not found" here is an error. */
+			if (q[i]->rc == -ENOENT)
+				q[i]->rc = -EIO;
 			if (q[i]->rc)
 				u->st.errors[KVB_CALL_WRITE]++;
 		}
@@ -785,91 +957,135 @@ static void ubs_put_batch(struct ubs *u, struct ubs_put *batch)
 	}
 }
 
-/*
- * Put one value, grouped with every put that arrives while a batch is in
- * flight: no waiting when alone, one batch call for many committers.
- */
+/* Put one value, batched with every put that arrives while a batch is in flight. */
 static int ubs_put(struct ubs *u, struct ubs_put *p)
 {
-	pthread_mutex_lock(&u->qlock);
-	p->next = NULL;
-	p->done = 0;
-	*u->qtail = p;
-	u->qtail = &p->next;
-	while (!p->done) {
-		if (!u->qbusy) {
-			struct ubs_put *batch = u->qhead, *it;
-
-			u->qhead = NULL;
-			u->qtail = &u->qhead;
-			u->qbusy = 1;
-			pthread_mutex_unlock(&u->qlock);
-			ubs_put_batch(u, batch);
-			pthread_mutex_lock(&u->qlock);
-			for (it = batch; it; it = it->next)
-				it->done = 1;
-			u->qbusy = 0;
-			pthread_cond_broadcast(&u->qcond);
-		} else {
-			pthread_cond_wait(&u->qcond, &u->qlock);
-		}
-	}
-	pthread_mutex_unlock(&u->qlock);
+	ubs_queue_run(u, &u->puts, &p->r, ubs_put_batch);
 	return p->rc;
 }
 
 /* ---- fetching ---- */
 
 /*
- * The bytes of committed value v, fetched once into the cache (zero copy:
- * the library's own buffer) and held with a reference; with pcs, checked
- * page by page first (-EBADMSG, *bad = the first bad page).  Under u->lock,
- * which is dropped for the fetch.
+ * Copy out of a pool block: older releases replace bufs[i] with a block of
+ * their own that must go back with BatchFree (7e38ed07's python binding,
+ * PyKvcKvBatchGetData); current ones fill the caller's buffer.  Both are
+ * handled by looking at what came back.
+ */
+static void ubs_get_collect(struct ubs_get *g, void *got, int res, void **pool, uint32_t *npool)
+{
+	g->rc = ubs_errno(res);
+	if (got == g->buf || !got)
+		return;
+	if (!g->rc)
+		memcpy(g->buf, got, g->len);
+	pool[(*npool)++] = got;
+}
+
+/*
+ * Fetch a batch: values that fit a pool block with BatchGet, longer ones
+ * (which older releases cannot return that way) one by one with Get.  The
+ * sizes are our records': Get and BatchGet copy at most the length asked
+ * for and do not say how long the value was.
+ */
+static void ubs_get_batch(struct ubs *u, struct ubs_req *list)
+{
+	const char *keys[UBS_BATCH];
+	void *bufs[UBS_BATCH], *pool[UBS_BATCH];
+	size_t lens[UBS_BATCH];
+	int res[UBS_BATCH];
+	struct ubs_get *q[UBS_BATCH];
+	struct ubs_req *it = list;
+	uint32_t i, m, npool;
+	unsigned calls;
+
+	while (it) {
+		calls = 0;
+		for (m = 0; it && m < UBS_BATCH; it = it->next) {
+			struct ubs_get *g = (struct ubs_get *)it;
+
+			if (!ubs_key_ok(g->key) || !g->len || !g->buf) {
+				g->rc = -EINVAL;
+			} else if (g->len > UBS_POOL_BLOCK) {
+				g->rc = ubs_errno(UBS_CALL(SYM_GET, ubs_get_fn)(g->key, g->buf, g->len,
+										0));
+				calls++;
+			} else {
+				q[m] = g;
+				keys[m] = g->key;
+				bufs[m] = g->buf;
+				lens[m] = g->len;
+				res[m++] = -1;
+			}
+		}
+		npool = 0;
+		if (m) {
+			calls += ubs_batch_call(ubs_bget_call, keys, bufs, lens, res, m);
+			for (i = 0; i < m; i++)
+				ubs_get_collect(q[i], bufs[i], res[i], pool, &npool);
+			if (npool)
+				UBS_CALL(SYM_BFREE, ubs_bfree_fn)(pool, npool);
+		}
+		pthread_mutex_lock(&u->lock);
+		u->st.calls[KVB_CALL_READ] += calls;
+		for (i = 0; i < m; i++)
+			if (q[i]->rc)
+				u->st.errors[KVB_CALL_READ]++;
+		pthread_mutex_unlock(&u->lock);
+	}
+}
+
+/* Read the value under key, len bytes long, into buf: 0, -ENOENT (gone) or -errno. */
+static int ubs_fetch(struct ubs *u, const char *key, unsigned char *buf, size_t len)
+{
+	struct ubs_get g = { .key = key, .buf = buf, .len = len, .rc = -EIO };
+
+	ubs_queue_run(u, &u->gets, &g.r, ubs_get_batch);
+	return g.rc;
+}
+
+/*
+ * The bytes of committed value v, fetched once into the cache and held
+ * with a reference; with pcs, checked page by page first (-EBADMSG, *bad =
+ * the first bad page).  -ENOENT: the store no longer has the value (the
+ * library evicts by itself).  Under u->lock, which is dropped for the
+ * fetch.
  */
 static int ubs_hold(struct ubs *u, struct ubs_val *v, const uint64_t *pcs, uint64_t *bad)
 {
-	const char *key;
-	void **bufs = NULL;
-	size_t *lens = NULL;
-	int res = -EIO;
-	int32_t rc;
+	unsigned char *buf;
 	char *skey;
+	int ret;
 
-	if (!v->skey || v->deleting)
+	if (!v->skey || v->deleting || !v->size || v->size > SIZE_MAX)
 		return -EIO;
 	v->refs++; /* v cannot be freed while we fetch */
 	if (v->data)
 		goto check;
 	skey = strdup(v->skey);
-	if (!skey) {
+	buf = malloc((size_t)v->size);
+	if (!skey || !buf) {
+		free(skey);
+		free(buf);
 		v->refs--;
 		return -ENOMEM;
 	}
 	pthread_mutex_unlock(&u->lock);
-	key = skey;
-	rc = UBS_CALL(SYM_BGETD, ubs_bgetd_fn)(&key, 1, &bufs, &lens, 1, 1, &res, 0);
-	free(skey);
+	ret = ubs_fetch(u, skey, buf, (size_t)v->size);
 	pthread_mutex_lock(&u->lock);
-	u->st.calls[KVB_CALL_READ]++;
-	if (rc || res || !bufs || !bufs[0] || lens[0] != v->size) {
-		int ret = rc || res ? ubs_errno(rc ? rc : res) : -EIO;
-
-		u->st.errors[KVB_CALL_READ]++;
-		if (bufs)
-			UBS_CALL(SYM_BFREE, ubs_bfree_fn)((void **)bufs, 1);
+	if (ret) {
 		fprintf(stderr, "offloadfs: ubsio: fetching '%s' (%" PRIu64 " bytes) failed: %s\n",
-			v->skey, v->size,
-			!rc && !res && bufs && bufs[0] ? "wrong length" : strerror(-ret));
+			skey, v->size, ret == -ENOENT ? "the store has no such value" : strerror(-ret));
+		free(skey);
+		free(buf);
 		v->refs--;
-		/* A missing value or the wrong bytes are EIO to the reader, as a bad page is. */
-		return ret == -ENOENT ? -EIO : ret;
+		return ret;
 	}
+	free(skey);
 	if (v->data) {
-		/* Another reader fetched it meanwhile. */
-		UBS_CALL(SYM_BFREE, ubs_bfree_fn)((void **)bufs, 1);
+		free(buf); /* another reader fetched it meanwhile */
 	} else {
-		v->block = (void **)bufs;
-		v->data = bufs[0];
+		v->data = buf;
 		u->cached += v->size;
 	}
 check:
@@ -1096,6 +1312,8 @@ static int ubs_obj_load(struct ubs *u, struct kvb_obj *o, int keep)
 	ret = ubs_reserve(u, o, size);
 	if (!ret && keep && o->base_size) {
 		ret = ubs_hold(u, o->base, NULL, &bad);
+		if (ret == -ENOENT)
+			ret = -EIO; /* a reader finds the value gone and drops the file */
 		if (!ret) {
 			memcpy(o->buf, o->base->data, o->base_size);
 			ubs_unhold(u, o->base);
@@ -1735,46 +1953,78 @@ static int ubs_checksum(void *arg, const struct kvb_map *m, uint64_t *csum)
 	return ret;
 }
 
+/*
+ * Whether each value is there, UBS_EXIST_BATCH keys a call.  BatchExist
+ * tells missing from present; BatchGetLength's lengths are read only for
+ * keys it succeeded on (it leaves the others' unset: ubsio_kvc.cpp,
+ * UbsioKvCacheBatchGetLength).
+ */
 static int ubs_probe(void *arg, const struct kvb_map *maps, size_t n, int *res)
 {
 	struct ubs *u = arg;
-	const char *keys[UBS_BATCH];
-	bool ex[UBS_BATCH];
-	size_t lens[UBS_BATCH];
-	int32_t lres[UBS_BATCH];
+	size_t chunk = n < UBS_EXIST_BATCH ? n : UBS_EXIST_BATCH;
+	const char **keys = calloc(chunk ? chunk : 1, sizeof(*keys));
+	char **owned = calloc(chunk ? chunk : 1, sizeof(*owned));
+	bool *ex = calloc(chunk ? chunk : 1, sizeof(*ex));
+	size_t *lens = calloc(chunk ? chunk : 1, sizeof(*lens));
+	int32_t *lres = calloc(chunk ? chunk : 1, sizeof(*lres));
 	size_t i, j, k;
+	int ret = 0;
 
+	if (!keys || !owned || !ex || !lens || !lres) {
+		ret = -ENOMEM;
+		goto out;
+	}
 	for (i = 0; i < n; i += k) {
-		k = n - i < UBS_BATCH ? n - i : UBS_BATCH;
+		size_t m = 0;
+		int32_t rc, lrc;
+
+		k = n - i < chunk ? n - i : chunk;
 		pthread_mutex_lock(&u->lock);
 		for (j = 0; j < k; j++) {
 			struct ubs_val *v = maps[i + j].bucket >= 0 ? ubs_find(u, maps[i + j].page)
 								    : NULL;
 
-			keys[j] = v && v->skey ? v->skey : NULL;
+			/* A record with no key we could ask for is reported missing. */
+			owned[j] = v && v->skey && ubs_key_ok(v->skey) ? strdup(v->skey) : NULL;
+			res[i + j] = owned[j] ? -EIO : -ENOENT;
+			if (owned[j])
+				keys[m++] = owned[j];
 		}
 		pthread_mutex_unlock(&u->lock);
-		/* Probe only the keys we know; a record with none is reported missing. */
+		if (m) {
+			memset(ex, 0, m * sizeof(*ex));
+			for (j = 0; j < m; j++)
+				lres[j] = -1;
+			rc = UBS_CALL(SYM_BEXIST, ubs_bexist_fn)(keys, (uint32_t)m, ex, 0);
+			lrc = UBS_CALL(SYM_BGETLEN, ubs_bgetlen_fn)(keys, (uint32_t)m, lens, lres, 0);
+			pthread_mutex_lock(&u->lock);
+			u->st.calls[KVB_CALL_READ] += 2;
+			pthread_mutex_unlock(&u->lock);
+			for (j = 0, m = 0; j < k; j++) {
+				if (!owned[j])
+					continue;
+				if (rc)
+					res[i + j] = ubs_errno(rc) == -ENOENT ? -EIO : ubs_errno(rc);
+				else if (!ex[m])
+					res[i + j] = -ENOENT;
+				else if (!lrc && lres[m] == UBS_OK)
+					res[i + j] = lens[m] == maps[i + j].size ? 0 : -EBADMSG;
+				else
+					res[i + j] = 0; /* there; its length could not be read */
+				m++;
+			}
+		}
 		for (j = 0; j < k; j++)
-			if (!keys[j])
-				keys[j] = "#";
-		for (j = 0; j < k; j++) {
-			ex[j] = false;
-			lres[j] = -EIO;
-		}
-		/* A key the store fails on reads as not existing; its length says why. */
-		UBS_CALL(SYM_BEXIST, ubs_bexist_fn)(keys, (uint32_t)k, ex, 0);
-		UBS_CALL(SYM_BGETLEN, ubs_bgetlen_fn)(keys, (uint32_t)k, lens, lres, 0);
-		for (j = 0; j < k; j++) {
-			if (lres[j] == 0 && ex[j])
-				res[i + j] = lens[j] == maps[i + j].size ? 0 : -EBADMSG;
-			else if (lres[j] == 0 || lres[j] == -ENOENT)
-				res[i + j] = -ENOENT;
-			else
-				res[i + j] = ubs_errno(lres[j]);
-		}
+			free(owned[j]);
 	}
-	return 0;
+out:
+	free(keys);
+	free(owned);
+	free(ex);
+	free(lens);
+	free(lres);
+	return ret;
 }
 
 static void ubs_stats(void *arg, struct kvb_stats *st)
@@ -1999,9 +2249,9 @@ static void ubs_free(void *arg)
 		close(u->jfd);
 	free(u->jpath);
 	pthread_mutex_destroy(&u->lock);
-	pthread_mutex_destroy(&u->qlock);
+	ubs_queue_destroy(&u->puts);
+	ubs_queue_destroy(&u->gets);
 	pthread_mutex_destroy(&u->jslock);
-	pthread_cond_destroy(&u->qcond);
 	free(u);
 	ubs_lib_unload();
 }
@@ -2046,22 +2296,23 @@ int kvb_ubsio_client_open(const struct kvb_ubsio_config *c, char *err, size_t er
 
 ssize_t kvb_ubsio_client_get(const char *key, unsigned char **out)
 {
-	typedef int32_t (*getlen_fn)(const char *, size_t *, uint32_t);
-	typedef int32_t (*get_fn)(const char *, void *, size_t, uint32_t);
 	size_t len = 0;
 	unsigned char *buf;
 	int32_t rc;
 
 	*out = NULL;
-	rc = UBS_CALL(SYM_GETLEN, getlen_fn)(key, &len, 0);
+	if (!ubs_key_ok(key))
+		return -EINVAL;
+	/* GetLength fails alike for a missing key and an error: Exist tells them apart. */
+	rc = UBS_CALL(SYM_GETLEN, ubs_getlen_fn)(key, &len, 0);
 	if (rc)
-		return ubs_errno(rc);
-	if (len > (size_t)SSIZE_MAX)
-		return -EFBIG;
-	buf = malloc(len ? len : 1);
+		return UBS_CALL(SYM_EXIST, ubs_exist_fn)(key, 0) ? ubs_errno(rc) : -ENOENT;
+	if (len == 0 || len > (size_t)SSIZE_MAX)
+		return -EIO;
+	buf = malloc(len);
 	if (!buf)
 		return -ENOMEM;
-	rc = UBS_CALL(SYM_GET, get_fn)(key, buf, len, 0);
+	rc = UBS_CALL(SYM_GET, ubs_get_fn)(key, buf, len, 0);
 	if (rc) {
 		free(buf);
 		return ubs_errno(rc);
@@ -2081,9 +2332,9 @@ int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_con
 	struct ubs *u;
 	int ret;
 
-	if (!c->page_size || !c->buffer_max || c->key_max < 64) {
-		snprintf(err, errlen, "ubsio: page_size, kv_buffer_max and a key_max of at least "
-				      "64 are required");
+	if (!c->page_size || !c->buffer_max || c->key_max < 64 || c->key_max > UBS_KEY_MAX) {
+		snprintf(err, errlen, "ubsio: page_size, kv_buffer_max and a key_max of 64..%d "
+				      "are required", UBS_KEY_MAX);
 		return -EINVAL;
 	}
 	ret = ubs_lib_load(c, err, errlen);
@@ -2101,11 +2352,10 @@ int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_con
 	u->next_vid = 1;
 	u->jgen = 1;
 	u->tabsize = 1024;
-	u->qtail = &u->qhead;
+	ubs_queue_init(&u->puts);
+	ubs_queue_init(&u->gets);
 	pthread_mutex_init(&u->lock, NULL);
-	pthread_mutex_init(&u->qlock, NULL);
 	pthread_mutex_init(&u->jslock, NULL);
-	pthread_cond_init(&u->qcond, NULL);
 	u->tab = calloc(u->tabsize, sizeof(*u->tab));
 	if (!u->tab || asprintf(&u->jpath, "%s/%s", root, KVB_UBSIO_JOURNAL) < 0) {
 		u->jpath = NULL;
