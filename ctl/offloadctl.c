@@ -616,7 +616,8 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 		ret = fsck_kv(&f, cfg, repair);
 		goto out;
 	}
-	if (cfg->ubsio.lib || cfg->ubsio.new_init >= 0 || cfg->ubsio.device_id >= 0)
+	if (cfg->ubsio.lib || cfg->ubsio.new_init >= 0 ||
+	    cfg->ubsio.device_id != KVB_UBSIO_DEVICE_UNSET)
 		fprintf(stderr, "offloadctl: the store uses the pages backend: --ubsio-* ignored\n");
 
 	/* Bucket files: present, regular, at least bucket_size. */
@@ -765,7 +766,7 @@ out:
  */
 
 struct scrub {
-	uint64_t files, bytes, bad, errors, skipped;
+	uint64_t files, bytes, bad, errors, skipped, dropped;
 	struct kvb_ubsio_config uc;
 	int ubsio;          /* 1: library loaded, -1: could not be */
 	struct progress prog;
@@ -788,6 +789,31 @@ static int scrub_parse(const char *d, char *path, size_t plen, uint64_t *off, ui
 	*off = strtoull(o + strlen("offset="), NULL, 10);
 	*size = strtoull(s + strlen("object_size="), NULL, 10);
 	return 0;
+}
+
+/*
+ * A KV store evicts by itself: a value missing from it is a cache miss, and
+ * the file goes, through the mount, as the daemon drops it at a read.  Not
+ * when a new version was committed meanwhile (its checksum changed).
+ */
+static void scrub_missing(struct scrub *sc, const char *file, const char *key,
+			  const char *sumtxt)
+{
+	char again[64];
+	ssize_t m = getxattr(file, "user.offload.checksum", again, sizeof(again) - 1);
+
+	if (m > 0 && (again[m] = '\0', strcmp(again, sumtxt))) {
+		sc->files--;
+		sc->skipped++;
+	} else if (unlink(file) == 0) {
+		printf("%s: value '%s' missing from the KV store (evicted): file dropped\n", file,
+		       key);
+		sc->dropped++;
+	} else if (errno != ENOENT) {
+		printf("%s: value '%s' missing from the KV store; cannot drop the file: %s\n",
+		       file, key, strerror(errno));
+		sc->errors++;
+	}
 }
 
 /* The value under the descriptor's key, fetched through the library. */
@@ -823,9 +849,10 @@ static void scrub_value(struct scrub *sc, const char *file, const char *desc,
 		return;
 	}
 	got = kvb_ubsio_client_get(key, &buf);
-	if (got < 0) {
-		printf("%s: value '%s': %s\n", file, key,
-		       got == -ENOENT ? "missing from the KV store" : strerror((int)-got));
+	if (got == -ENOENT) {
+		scrub_missing(sc, file, key, sumtxt);
+	} else if (got < 0) {
+		printf("%s: value '%s': %s\n", file, key, strerror((int)-got));
 		sc->errors++;
 	} else if ((uint64_t)got != size) {
 		printf("%s: value '%s' holds %zd bytes, the record says %" PRIu64 "\n", file, key,
@@ -1021,8 +1048,10 @@ static void scrub_ubsio_defaults(const char *mnt, struct kvb_ubsio_config *uc, c
 			uc->ssd_size = strtoull(q, NULL, 10);
 	}
 	q = strstr(p, "device=\"");
-	if (q && uc->device_id < 0)
+	if (q && uc->device_id == KVB_UBSIO_DEVICE_UNSET)
 		uc->device_id = atoi(q + strlen("device=\""));
+	if (uc->device_id == KVB_UBSIO_DEVICE_UNSET)
+		uc->device_id = -1;
 }
 
 static int cmd_scrub(const char *mnt, const struct kvb_ubsio_config *uc)
@@ -1039,8 +1068,9 @@ static int cmd_scrub(const char *mnt, const struct kvb_ubsio_config *uc)
 	scrub_dir(&sc, mnt);
 	progress_show(&sc.prog, 1);
 	printf("scrub %s: %" PRIu64 " files, %" PRIu64 " bytes checked, %" PRIu64
-	       " checksum mismatches, %" PRIu64 " errors, %" PRIu64 " skipped (being written)\n",
-	       mnt, sc.files, sc.bytes, sc.bad, sc.errors, sc.skipped);
+	       " checksum mismatches, %" PRIu64 " errors, %" PRIu64 " skipped (being written), %"
+	       PRIu64 " dropped (value evicted from the KV store)\n",
+	       mnt, sc.files, sc.bytes, sc.bad, sc.errors, sc.skipped, sc.dropped);
 	printf("%s\n", sc.bad || sc.errors ? "scrub: PROBLEMS FOUND" : "scrub: clean");
 	if (sc.ubsio > 0)
 		kvb_ubsio_client_close();
@@ -1300,8 +1330,9 @@ static int ubsio_opt(int argc, char **argv, int *i, struct kvb_ubsio_config *uc)
 
 		errno = 0;
 		d = strtol(argv[++*i], &end, 10);
-		if (errno || *end || end == argv[*i] || d < 0 || d > INT32_MAX) {
-			fprintf(stderr, "offloadctl: invalid --ubsio-device '%s': a device number\n",
+		if (errno || *end || end == argv[*i] || d < -1 || d > INT32_MAX) {
+			fprintf(stderr, "offloadctl: invalid --ubsio-device '%s': a device number, "
+				"or -1 for none\n",
 				argv[*i]);
 			return -1;
 		}
@@ -1327,7 +1358,7 @@ int main(int argc, char **argv)
 	if (argc >= 3 && !strcmp(argv[1], "fsck")) {
 		/* The backend stays the one the store records (backend NULL). */
 		struct ofs_config cfg = {
-			.ubsio = { .device_id = -1,
+			.ubsio = { .device_id = KVB_UBSIO_DEVICE_UNSET,
 				   .new_init = -1,
 				   .buffer_max = OFS_UBSIO_BUFFER_MAX,
 				   .cache_max = OFS_UBSIO_CACHE_MAX,
@@ -1358,8 +1389,8 @@ int main(int argc, char **argv)
 		return cmd_fsck(&cfg, repair);
 	}
 	if (argc >= 3 && !strcmp(argv[1], "scrub")) {
-		/* Unset (-1): the daemon's own, from its metrics. */
-		struct kvb_ubsio_config uc = { .new_init = -1, .device_id = -1 };
+		/* Unset: the daemon's own, from its metrics. */
+		struct kvb_ubsio_config uc = { .new_init = -1, .device_id = KVB_UBSIO_DEVICE_UNSET };
 		const char *mnt = NULL;
 		int r;
 

@@ -236,6 +236,8 @@ struct kvb_ubsio_config {
 #define KVB_UBSIO_JOURNAL "ubsio.journal"
 int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_config *c,
 		   struct meta *m, char *err, size_t errlen);
+/* Whether a store (or client) has the library initialised now. */
+int kvb_ubsio_lib_in_use(void);
 
 /*
  * A plain client of the same library, outside any store (offloadctl scrub

@@ -100,7 +100,24 @@ static struct {
 	void *sym[SYM_N];
 	char path[PATH_MAX];
 	unsigned users;
+	/*
+	 * The last library initialised, kept mapped after its last user: the
+	 * real library's thread pools outlive Exit and would run unmapped
+	 * code after a dlclose (ubsio_kvc_instance.cpp, kv_operation.h).
+	 */
+	void *kept;
+	char kept_path[PATH_MAX];
 } ubs_lib = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/*
+ * Keep h mapped for good, and for reuse by a later load of the same path.
+ * A library kept before it, if another, stays mapped too.  Under the lock.
+ */
+static void ubs_lib_keep(void *h, const char *path)
+{
+	ubs_lib.kept = h;
+	snprintf(ubs_lib.kept_path, sizeof(ubs_lib.kept_path), "%s", path);
+}
 
 static int ubs_lib_load(const struct kvb_ubsio_config *c, char *err, size_t errlen)
 {
@@ -121,7 +138,8 @@ static int ubs_lib_load(const struct kvb_ubsio_config *c, char *err, size_t errl
 		goto out;
 	}
 	dlerror();
-	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	h = ubs_lib.kept && !strcmp(ubs_lib.kept_path, path) ? ubs_lib.kept
+							      : dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		snprintf(err, errlen, "cannot load the ubsio library %s: %s", path, dlerror());
 		ret = -ENOENT;
@@ -169,7 +187,8 @@ static int ubs_lib_load(const struct kvb_ubsio_config *c, char *err, size_t errl
 	goto out;
 
 out_close:
-	dlclose(h);
+	/* Init may have started the library's threads: keep it mapped. */
+	ubs_lib_keep(h, path);
 out:
 	pthread_mutex_unlock(&ubs_lib.lock);
 	return ret;
@@ -179,14 +198,25 @@ static void ubs_lib_unload(void)
 {
 	pthread_mutex_lock(&ubs_lib.lock);
 	if (ubs_lib.users && --ubs_lib.users == 0) {
-		/* Exit flushes the library's write-back cache before it goes. */
+		/* Exit stops the library's storage client; it is not unmapped. */
 		if (ubs_lib.sym[SYM_EXIT])
 			((ubs_exit_fn)ubs_lib.sym[SYM_EXIT])();
-		dlclose(ubs_lib.handle);
+		ubs_lib_keep(ubs_lib.handle, ubs_lib.path);
 		ubs_lib.handle = NULL;
 		memset(ubs_lib.sym, 0, sizeof(ubs_lib.sym));
 	}
 	pthread_mutex_unlock(&ubs_lib.lock);
+}
+
+/* Whether a library is in use (for tests): loaded, initialised and not yet let go. */
+int kvb_ubsio_lib_in_use(void)
+{
+	int in_use;
+
+	pthread_mutex_lock(&ubs_lib.lock);
+	in_use = ubs_lib.users > 0;
+	pthread_mutex_unlock(&ubs_lib.lock);
+	return in_use;
 }
 
 #define UBS_CALL(idx, type) ((type)ubs_lib.sym[idx])
@@ -967,10 +997,11 @@ static int ubs_put(struct ubs *u, struct ubs_put *p)
 /* ---- fetching ---- */
 
 /*
- * Copy out of a pool block: older releases replace bufs[i] with a block of
- * their own that must go back with BatchFree (7e38ed07's python binding,
- * PyKvcKvBatchGetData); current ones fill the caller's buffer.  Both are
- * handled by looking at what came back.
+ * Take what a successful BatchGet left in *slot for g.  Older releases put
+ * a pool block of their own there (4 MiB, given back with BatchFree: the
+ * python binding's PyKvcKvBatchGetData at 7e38ed07); current ones fill our
+ * buffer, or zero the slot when the key failed (boostio's mirror_client.cpp,
+ * releaseValues).  Both are told apart by what came back.
  */
 static void ubs_get_collect(struct ubs_get *g, void *got, int res, void **pool, uint32_t *npool)
 {
@@ -984,9 +1015,11 @@ static void ubs_get_collect(struct ubs_get *g, void *got, int res, void **pool, 
 
 /*
  * Fetch a batch: values that fit a pool block with BatchGet, longer ones
- * (which older releases cannot return that way) one by one with Get.  The
- * sizes are our records': Get and BatchGet copy at most the length asked
- * for and do not say how long the value was.
+ * (which older releases cut to a block without a word) one by one with
+ * Get.  The lengths asked for are our records' sizes: a current release
+ * fails a key whose value is shorter, and neither call says how long the
+ * value was.  A call that fails as a whole is retried key by key, each
+ * with its own buffer again (a failed call may have zeroed the slots).
  */
 static void ubs_get_batch(struct ubs *u, struct ubs_req *list)
 {
@@ -1020,9 +1053,21 @@ static void ubs_get_batch(struct ubs *u, struct ubs_req *list)
 		}
 		npool = 0;
 		if (m) {
-			calls += ubs_batch_call(ubs_bget_call, keys, bufs, lens, res, m);
-			for (i = 0; i < m; i++)
-				ubs_get_collect(q[i], bufs[i], res[i], pool, &npool);
+			calls++;
+			if (ubs_bget_call(keys, bufs, lens, res, m) == 0) {
+				for (i = 0; i < m; i++)
+					ubs_get_collect(q[i], bufs[i], res[i], pool, &npool);
+			} else {
+				for (i = 0; i < m; i++) {
+					bufs[i] = q[i]->buf;
+					res[i] = -1;
+					if (m > 1 && (calls++, ubs_bget_call(keys + i, bufs + i, lens + i,
+									      res + i, 1) == 0))
+						ubs_get_collect(q[i], bufs[i], res[i], pool, &npool);
+					else
+						q[i]->rc = -EIO;
+				}
+			}
 			if (npool)
 				UBS_CALL(SYM_BFREE, ubs_bfree_fn)(pool, npool);
 		}

@@ -80,6 +80,11 @@ OFS_BACKEND_OPTS=""
 # What the daemon logs at start after a clean unmount and after an unclean stop.
 OFS_LOG_CLEAN="bitmaps loaded from the clean-unmount snapshot"
 OFS_LOG_REBUILT="bitmaps rebuilt from"
+# The stand-in writes values through at once unless a test asks for the
+# library's write-back (UBSIO_STUB_FLUSH_MS): as a release whose cache lives
+# in a separate storage service does, so a daemon killed by a test keeps
+# what it put.  t-ubsio.sh tests the in-process cache's losses.
+export UBSIO_STUB_FLUSH_MS=${UBSIO_STUB_FLUSH_MS:-0}
 if [ "$OFS_BACKEND" == ubsio ]; then
 	export UBSIO_STUB_DIR="$TESTDIR/kv"
 	mkdir -p "$UBSIO_STUB_DIR"
