@@ -1,59 +1,123 @@
 /*
  * ubsio_stub.c: a stand-in for Huawei's UBSIO KV-cache client library
- * (libubsio_kvc.so), for the offloadfs tests.  It keeps every value as a file
- * in a directory, so the store outlives the process (daemon restarts), and
- * it can inject faults.  Only the UbsioKvCache* functions below are
- * exported; everything else is static.
+ * (libubsio_kvc.so) for the offloadfs tests.  It behaves as the real library
+ * does, rough edges included, so a backend tested against it survives the
+ * real one.  Only the UbsioKvCache* functions are exported.
+ *
+ * Sources cited below are in the ubs-io repository: "dev:" is branch develop
+ * (5d454906), "old:" commit 7e38ed07; K/ is ubsio-kv/src/csrc/, B/ is
+ * ubsio-boostio/src/ (the lower SDK, libbio_sdk.so, that the real library
+ * calls).  The API layer K/kvc/ubsio_kvc.cpp is the same in both but for Init.
  *
  * Build:
  *   gcc -shared -fPIC -O2 ubsio_stub.c -o libubsio_kvc.so -lpthread
- *   -DUBSIO_STUB_OLD_INIT     Init is the old UbsioKvCacheInit(int32_t deviceId);
- *                             the capacity then comes from UBSIO_STUB_SSD_SIZE.
- *   -DUBSIO_STUB_OMIT_DELETE  leave UbsioKvCacheDelete out (a library missing
- *                             a symbol).
+ *   -DUBSIO_STUB_OLD_INIT     Init is UbsioKvCacheInit(int32_t devId)
+ *                             (old:ubsio-kv/include/ubsio_kvc.h:30), and there
+ *                             is no UbsioKvCacheExit (a library older still).
+ *   -DUBSIO_STUB_OMIT_DELETE  no UbsioKvCacheDelete (a missing symbol).
  *
- * Result codes (int32_t; negative errno values):
- *      0  success
- *     -2  not found (ENOENT): no value under the key
- *     -5  I/O error (EIO): an injected fault, or a file operation that failed
- *    -12  out of memory (ENOMEM): BatchGetDirect could not allocate
- *    -22  bad argument (EINVAL): NULL or empty key, key longer than 2000 bytes,
- *         NULL buffer with a non-zero length, NULL array, rows * cols != n;
- *         also Init with a bad configuration (see below)
- *    -28  no space (ENOSPC): the put would take the stored total past the
- *         capacity (or the file system is full)
- *    -75  buffer too small (EOVERFLOW): Get with len < the value's length
- *   -107  not initialised (ENOTCONN): any call before a successful Init
- * UbsioKvCacheExist returns false for a missing key and for every error.
+ * Codes (int32_t, positive; no errno anywhere):
+ *   The calls' own result is the library's KvcError (K/utils/ubsio_kvc_err.h:21-30):
+ *     0 OK, 1 ERR, 3 INVALID_PARAM.
+ *   Put, Get, Delete and the per-key results of BatchPut and BatchDelete are the
+ *   SDK's CResult passed through (K/kvc/kv_operation.cpp:60,72,83; B/sdk/bio_c.h:23-43):
+ *     0 ok, 5 NEED_RETRY (cache full: B/sdk/bio.cpp:28-58 maps no internal code
+ *     to NO_SPACE 10, a full cache comes back as 5), 7 NOT_FOUND,
+ *     16 DISK_FAULT (an injected fault, BIO_DISK_IOERR mapped at bio.cpp:52).
+ *   BatchGet's per-key results are the server's unmapped BResult
+ *   (B/common/bio_err.h:21-47, written at B/server/mirror_server.cpp:1813,1844):
+ *     0 ok, 1 ERR (pool mode, value > 4 MiB), 3 INVALID_PARAM (lengths[i]
+ *     larger than the value), 7 NOT_EXISTS, 201 DISK_IOERR (injected fault).
+ *   GetLength and BatchGetLength's per-key results: 0, or 1 for a missing key or
+ *   a fault (a failed Stat is UBSIO_KVC_ERR, K/kvc/kv_operation.cpp:113-117).
+ *
+ * Checks, all before anything is done (K/kvc/ubsio_kvc.cpp):
+ *   key non-NULL, strlen 1..255 (:24,51,125,134,180), else 3 (Exist: false).
+ *   Put: buf non-NULL and length > 0 (:47); Get: the same (:112).  An empty
+ *   value cannot be stored.  GetLength: length non-NULL (:180).
+ *   Batch calls: arrays non-NULL, keysCount 1..16384 (:25,65-72,143-150,
+ *   200-207,246-253,341-348), every key valid, BatchPut every bufs[i] non-NULL
+ *   and lengths[i] > 0 (:90), BatchGet every lengths[i] > 0 (:267); else the
+ *   WHOLE call returns 3, nothing is done and results[] is not written.
+ *   Calls before Init or after Exit (that pass the checks) return 1
+ *   (Exist: false) and write nothing; the real library would call through
+ *   NULL SDK pointers before Init (dev:K/kvc/dl_biosdk_api.h:104-107).
  *
  * Calls:
- *   Init(deviceId, ssdSize)  ssdSize is the capacity in bytes of the values
- *       stored (0: unlimited); deviceId is ignored.  Idempotent: once
- *       initialised, Init returns 0 and changes nothing (ssdSize and the
- *       environment are not read again).  A failed Init can be retried.
- *   Put(key, buf, len)  stores a copy of len bytes (len 0 is a valid, empty
- *       value), replacing any previous value.
- *   Get(key, buf, len)  len must be at least the value's length (GetLength),
- *       else -75 and nothing is copied; copies exactly the value's length.
- *   Exist, Delete, GetLength  as named; Delete of a missing key is -2.
+ *   Init(devId[, ssdSize]): ssdSize is ignored (dev:K/kvc/dl_biosdk_api.cpp:118).
+ *     devId >= 0 needs Ascend's ACL library: fails with 1 unless
+ *     UBSIO_STUB_ACL=1 (ACLApi::LoadLibrary fails without ASCEND_HOME_PATH,
+ *     dev:K/kvc/dl_acl_api.cpp:56-60, called at
+ *     dev:K/kvc/ubsio_kvc_operation.cpp:31-33).  devId -1: no device, fine;
+ *     devId < -1 fails with 1 in the new build (dl_biosdk_api.cpp:120-123).
+ *     Any failure is 1 (ubsio_kvc.cpp:33-36, ubsio_kvc_operation.cpp:42-56).
+ *     Init while initialised returns 0 and changes nothing; after Exit (or a
+ *     failed Init) it initialises afresh, reading the environment again.
+ *   Exit (new build only; UBSIO_API at dev:K/kvc/ubsio_kvc.cpp:40): writes
+ *     every pending value to the directory, stops the flusher; later calls
+ *     fail (1) until Init.
+ *   Put(key, buf, len): replaces any value.  Returns once Get sees the value,
+ *     which is written to the directory later (see "Write-back").
+ *   Get(key, buf, len): copies min(value size, len) bytes and returns 0,
+ *     the value longer or shorter (realLen = min(stored, requested),
+ *     dev:B/cache/write/wcache_manager.cpp:1131-1134; the real length is
+ *     discarded, K/kvc/kv_operation.cpp:71-72).  Missing: 7.
+ *   Exist: true or false; false for a missing key, a fault, a bad key (:123-130).
+ *   Delete: 0 for a missing key too (dev:B/cache/cache.cpp:573-576).
+ *   GetLength(key, &len): missing: 1, len untouched (:185-189).
+ *   BatchPut: 0, results[i] per key (:104-107).
+ *   BatchDelete: 0, results[i] per key, 0 for missing keys (:172-175).
+ *   BatchExist: 0, results[i] true/false (false for missing).
+ *   BatchGetLength: 0, results[i] 0 or 1; lengths[i] of a failed key is
+ *     GARBAGE, 0xdeadbeef here (the real get_lengths vector is reserve()d,
+ *     never sized, K/kvc/ubsio_kvc.cpp:210-212,233).
+ *   BatchGet(keys, n, bufs, lengths, results, flags): lengths[i] are inputs
+ *     (> 0) and are not written (:257,272).  UBSIO_STUB_BATCHGET picks how
+ *     the SDK treats bufs[]:
+ *     caller (develop, STANDALONE: dev:K/kvc/dl_biosdk_api.cpp:137):
+ *       bufs[i] are the caller's buffers.  lengths[i] <= the value: that many
+ *       bytes, 0; lengths[i] > the value: 3 and nothing copied (slice lengths
+ *       must match, dev:B/cache/cache_slice_operator.cpp:193-200); missing: 7.
+ *       Any bufs[i] == NULL fails the whole call with 1, results[] unwritten,
+ *       and zeroes bufs[] entries the way the SDK's clean-up does: in 128-key
+ *       sub-batches (dev:B/sdk/mirror_client.cpp:1202-1296), a sub-batch
+ *       holding a NULL zeroes the entries before it (:1405-1417,1458-1470),
+ *       the others are read into their buffers and then all zeroed
+ *       (:1180-1200).  Keep your own copy of the pointers.
+ *     pool (7e38ed07, SEPARATES: old:K/kvc/dl_biosdk_api.cpp:112):
+ *       whatever bufs[i] holds is ignored and OVERWRITTEN, for every key,
+ *       with a 4 MiB block of the library's pool (old:B/sdk/mirror_client.cpp
+ *       :1215,1230; block size :308,1239) holding the value (same length
+ *       rules); a value > 4 MiB: 1.  Free the blocks with BatchFree(bufs, n)
+ *       whatever the results.  UBSIO_STUB_POOL_BLOCKS=N caps the blocks out
+ *       at once; past it the call returns 1, the blocks it took are released
+ *       and their (now dangling) addresses stay in bufs[] (:1216-1229).
+ *   BatchFree(bufs, n): int32_t; NULL bufs, n 0 or > 16384: 3 (:371-380).
+ *     Frees the entries that are pool blocks, ignores others, sets every
+ *     bufs[i] to NULL (dev:B/sdk/mirror_client.cpp:1299-1313); 0.  Before
+ *     Init or after Exit: 1 and nothing freed.
+ *   BatchGetDirect: exported, but it needs an Ascend device and NPU addresses
+ *     (K/kvc/ubsio_kvc_instance.cpp:51-122): a host filesystem must never call
+ *     it, so the stub logs the call and abort()s.
  *   The flags arguments are ignored.
- *   Batch calls: results[i] is the code of keys[i] (BatchExist: whether it
- *       exists).  They return 0 when every key succeeded, else the code of the
- *       first key that failed; BatchExist returns 0, or the code of the first
- *       key that failed by a fault or a bad key (missing keys are not errors).
- *       n == 0 returns 0.  When the call itself fails (not initialised, NULL
- *       arrays) results is left untouched.  BatchGet takes bufs[i] of lens[i]
- *       bytes, as Get; lens is not written.
- *   BatchGetDirect(keys, n, &bufs, &lens, rows, cols, results)  rows * cols
- *       must equal n.  Returns the library's own buffers: one allocation
- *       holding n pointers followed by n size_t, so *bufs points at the
- *       pointers and *lens at the lengths (*lens == (size_t *)(*bufs + n)).
- *       (*bufs)[i] is a malloc'd copy of the value (non-NULL even for an
- *       empty value) or NULL with (*lens)[i] == 0 when results[i] != 0.
- *       Free everything with UbsioKvCacheBatchFree(*bufs, n): it frees each
- *       buffer and the block (so *lens too); never free *lens separately.
- *       When the call itself fails, *bufs and *lens are set to NULL.
- *   BatchFree(bufs, n)  void; NULL bufs is a no-op.  Works before Init.
+ *
+ * Write-back (the cache is created WRITE_BACK, dev:K/kvc/dl_biosdk_api.cpp:147):
+ *   values are kept in memory and written to the directory by a flusher
+ *   thread UBSIO_STUB_FLUSH_MS milliseconds (default 1000) after their put,
+ *   and at Exit.  A kill -9 before then loses them.  A process that exits
+ *   without Exit loses them too in the new build (the SDK's server runs in the
+ *   process, STANDALONE) and logs "Lost <n>"; the OLD_INIT build writes them
+ *   at exit (SEPARATES: the cache lives in a daemon that outlives its client).
+ *   UBSIO_STUB_FLUSH_MS=0: every put is written through before it returns.
+ *   Delete removes a value from memory and the directory at once.
+ *
+ * Eviction (it is a cache: an evicted value is gone, Get says 7,
+ * B/cache/cache.cpp:449-451, B/cache/write/wcache_manager.cpp:1150):
+ *   UBSIO_STUB_EVICT_AT=N: once the values stored add up to more than N
+ *   bytes, a put discards the oldest values (by last put; the directory's by
+ *   mtime) until they add up to N or less, silently.  Values written to the
+ *   directory are read from it every time, so a test evicts one by deleting
+ *   its file.
  *
  * Files, in $UBSIO_STUB_DIR:
  *   A value is a file named by the lowercase hex of the key's bytes, e.g.
@@ -62,44 +126,50 @@
  *   last is a directory named "<piece>+": "<200 hex>+/<200 hex>+/<rest>".
  *   Joining the path without '+' and '/' gives back the key.  A value is
  *   written to a temporary ".tmp-<pid>-<seq>" in the top directory and
- *   renamed into place, so a crash of the process never leaves half a value
- *   (with UBSIO_STUB_FSYNC=1 the data is fsynced before the rename, for power
- *   loss).  Delete removes the "+" directories it empties.  Init adds up the
- *   sizes of the values already there (for the capacity) and removes
- *   temporaries whose process is gone.  Only one process should use a
- *   directory at a time (the capacity total is kept in memory).
+ *   renamed into place, so a crash never leaves half a value (with
+ *   UBSIO_STUB_FSYNC=1 the data is fsynced before the rename).  Delete
+ *   removes the "+" directories it empties.  Init indexes the values already
+ *   there (sizes for the capacity, mtimes for eviction) and removes
+ *   temporaries whose process is gone.  One process per directory.
  *
- * Environment, read by Init only (a test changes it and runs a new process):
- *   UBSIO_STUB_DIR=dir       required: the store directory.  Unset, empty or
- *                            not a directory: Init returns -22 and says why on
- *                            stderr.
- *   UBSIO_STUB_FAIL_INIT=1   Init returns -5 (any value but "" and "0").
- *   UBSIO_STUB_FAIL_PUT=N    the Nth put fails with -5 and stores nothing
- *   UBSIO_STUB_FAIL_GET=N    the Nth get fails with -5 and copies nothing
- *   UBSIO_STUB_FAIL_DELETE=N the Nth delete fails with -5 and deletes nothing
- *       N counts from 1 since Init; each key of a batch counts as one call
- *       (Put/BatchPut; Get/BatchGet/BatchGetDirect; Delete/BatchDelete).  A
- *       key rejected as a bad argument (-22) is not counted; every other
- *       attempt is, whatever its outcome.  0 or unset: no fault.
- *   UBSIO_STUB_FAIL_KEYS=s   every call on a key containing s fails with -5
- *                            (Exist: false); in a batch only those keys fail.
- *   UBSIO_STUB_SSD_SIZE=N    capacity in bytes with -DUBSIO_STUB_OLD_INIT
- *                            (ignored with the new Init, which takes ssdSize)
+ * Environment, read by Init (a test changes it and runs a new process):
+ *   UBSIO_STUB_DIR=dir       required: the store directory (else Init: 1).
+ *   UBSIO_STUB_FAIL_INIT=1   Init returns 1 (any value but "" and "0").
+ *   UBSIO_STUB_ACL=1         an Ascend ACL library is there: devId >= 0 works.
+ *   UBSIO_STUB_SSD_SIZE=N    capacity in bytes (0, unset: unlimited); a put
+ *                            past it returns 5 and stores nothing.
+ *   UBSIO_STUB_FLUSH_MS=N    write-back delay (default 1000; 0: write through)
+ *   UBSIO_STUB_EVICT_AT=N    evict above N bytes (0, unset: never)
+ *   UBSIO_STUB_BATCHGET=caller|pool   BatchGet's convention (default caller)
+ *   UBSIO_STUB_POOL_BLOCKS=N pool blocks out at once (0, unset: unlimited)
+ *   UBSIO_STUB_FAIL_PUT=N    the Nth put fails (16, nothing stored)
+ *   UBSIO_STUB_FAIL_GET=N    the Nth get fails (16; BatchGet 201; nothing copied)
+ *   UBSIO_STUB_FAIL_DELETE=N the Nth delete fails (16, nothing deleted)
+ *       N counts from 1 since Init; each key of a batch counts as one
+ *       (Put/BatchPut; Get/BatchGet; Delete/BatchDelete); calls refused by the
+ *       checks are not counted.  0 or unset: no fault.
+ *   UBSIO_STUB_FAIL_KEYS=s   every call on a key containing s fails: Put,
+ *                            Get, Delete 16; BatchGet 201; GetLength 1;
+ *                            Exist false; in a batch only those keys.
  *   UBSIO_STUB_FSYNC=1       fsync each value before renaming it into place
  *   UBSIO_STUB_LOG=path      append one line per call from Init on (calls
- *                            before a successful Init are not logged):
- *     Init <deviceId> <ssdSize> <rc>      Put <key> <len> <rc>
- *     Get <key> <len> <rc>                Exist <key> <0|1>
- *     Delete <key> <rc>                   GetLength <key> <len> <rc>
- *     BatchPut <n> <rc>                   BatchGet <n> <rc>
- *     BatchGetDirect <n> <rows> <cols> <rc>
- *     BatchExist <n> <rc>                 BatchDelete <n> <rc>
- *     BatchGetLength <n> <rc>             BatchFree <n>
+ *                            before the first Init are not logged):
+ *     Init <devId> <ssdSize> <rc>  (ssdSize 0 in the OLD_INIT build)
+ *     Exit                         PoolBlocks <n>  (before Exit, if n are out)
+ *     Put <key> <len> <rc>         Get <key> <len> <rc>
+ *     Exist <key> <0|1>            Delete <key> <rc>
+ *     GetLength <key> <len> <rc>   (len 0 when rc != 0)
+ *     BatchPut <n> <rc>[ <r0,r1,...>]     BatchGet <n> <rc>[ <r0,r1,...>]
+ *     BatchDelete <n> <rc>[ <r0,r1,...>]  (per-key codes when rc is 0)
+ *     BatchExist <n> <rc>          BatchGetLength <n> <rc>
+ *     BatchFree <n> <rc>           BatchGetDirect <n> abort
+ *     Evict <key>                  a value discarded by eviction
+ *     Lost <n>                     pending values dropped at exit without Exit
  *   Keys are escaped so a line stays one line: bytes other than '!'..'~' and
  *   the backslash are written \xHH (a space is \x20).  Each line is one
- *   O_APPEND write, so several processes may share the file.
+ *   O_APPEND write.
  *
- * Thread-safe: one mutex serialises every call.
+ * Thread-safe: one mutex serialises every call and the flusher.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -119,52 +189,90 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #define UBSIO_API __attribute__((visibility("default")))
 
-enum {
-	STUB_OK = 0,
-	STUB_ENOENT = -2,
-	STUB_EIO = -5,
-	STUB_ENOMEM = -12,
-	STUB_EINVAL = -22,
-	STUB_ENOSPC = -28,
-	STUB_EOVERFLOW = -75,
-	STUB_ENOTINIT = -107,
-};
+/* KvcError, the calls' own results. */
+enum { KVC_OK = 0, KVC_ERR = 1, KVC_INVALID_PARAM = 3 };
+/* CResult, the SDK's results of Put, Get and Delete. */
+enum { C_NEED_RETRY = 5, C_NOT_FOUND = 7, C_DISK_FAULT = 16 };
+/* BResult, BatchGet's per-key results. */
+enum { B_ERR = 1, B_INVALID_PARAM = 3, B_NOT_EXISTS = 7, B_DISK_IOERR = 201 };
 
-#define STUB_KEY_MAX 2000  /* bytes */
-#define STUB_SEG 200       /* hex characters per path component */
+#define STUB_KEY_MAX 255               /* bytes */
+#define STUB_BATCH_MAX 16384           /* keys */
+#define STUB_SUBBATCH 128              /* keys per SDK BatchGet sub-batch */
+#define STUB_POOL_BLOCK (4u << 20)     /* bytes */
+#define STUB_GARBAGE_LEN ((size_t)(uint32_t)0xdeadbeefdeadbeefULL)
+#define STUB_SEG 200                   /* hex characters per path component */
 /* Relative path of a value: hex plus "+/" between pieces, and the NUL. */
 #define STUB_REL_MAX (2 * STUB_KEY_MAX + 2 * (2 * STUB_KEY_MAX / STUB_SEG) + 1)
-/* An escaped key in the log, "..." when cut, and the NUL. */
-#define STUB_ESC_MAX (4 * STUB_KEY_MAX + 4)
+/* An escaped key in the log and the NUL. */
+#define STUB_ESC_MAX (4 * STUB_KEY_MAX + 1)
+
+/* A value the library holds, in memory (pending) or in the directory. */
+struct entry {
+	char *key;
+	size_t klen;
+	uint64_t size;
+	unsigned char *data;          /* not yet written to the directory, or NULL */
+	uint64_t due_ms;              /* when data is to be written */
+	struct entry *hnext;          /* hash chain */
+	struct entry *aprev, *anext;  /* age list, oldest (least recently put) first */
+	struct entry *pprev, *pnext;  /* pending list, oldest first */
+};
+
+struct pblock {
+	void *p;
+	struct pblock *next;
+};
+
+#define POOL_BUCKETS 4096
 
 static pthread_mutex_t stub_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Everything below is guarded by stub_lock. */
 static struct {
 	bool inited;
 	int dirfd;
 	int logfd;
 	bool fsync;
-	uint64_t capacity;  /* 0: unlimited */
-	uint64_t used;      /* bytes of values stored */
+	bool pool_mode;
+	uint64_t capacity;   /* 0: unlimited */
+	uint64_t evict_at;   /* 0: never */
+	uint64_t flush_ms;   /* 0: write through */
+	uint64_t pool_max;   /* 0: unlimited */
+	uint64_t used;       /* bytes of the values indexed */
 	uint64_t fail_put, fail_get, fail_delete;
 	uint64_t puts, gets, deletes;
 	char *fail_keys;
 	uint64_t tmpseq;
+	/* index */
+	struct entry **buckets;
+	size_t nbuckets, nentries;
+	struct entry *ahead, *atail;
+	struct entry *phead, *ptail;
+	/* flusher */
+	pthread_t flusher;
+	bool flusher_on, flusher_stop;
+	pthread_cond_t cond;
+	bool cond_inited;
+	/* pool blocks handed out by BatchGet (pool mode), across Inits */
+	struct pblock *pool[POOL_BUCKETS];
+	uint64_t pool_out;
 } st = { .dirfd = -1, .logfd = -1 };
 
 /* ---- environment ---- */
 
-static int env_u64(const char *name, uint64_t *out)
+static int env_u64(const char *name, uint64_t *out, uint64_t dflt)
 {
 	const char *s = getenv(name);
 	unsigned long long v;
 	char *end;
 
-	*out = 0;
+	*out = dflt;
 	if (!s || !*s)
 		return 0;
 	errno = 0;
@@ -184,9 +292,17 @@ static bool env_true(const char *name)
 	return s && *s && strcmp(s, "0");
 }
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 /* ---- log ---- */
 
-static void key_escape(const char *key, char *out)
+static void key_escape(const char *key, size_t klen, char *out)
 {
 	static const char hx[] = "0123456789abcdef";
 	size_t i, o = 0;
@@ -195,7 +311,7 @@ static void key_escape(const char *key, char *out)
 		strcpy(out, "(null)");
 		return;
 	}
-	for (i = 0; key[i] && i < STUB_KEY_MAX; i++) {
+	for (i = 0; i < klen && i < STUB_KEY_MAX; i++) {
 		unsigned char c = (unsigned char)key[i];
 
 		if (c > ' ' && c < 0x7f && c != '\\') {
@@ -207,11 +323,14 @@ static void key_escape(const char *key, char *out)
 			out[o++] = hx[c & 15];
 		}
 	}
-	if (key[i]) {
-		memcpy(out + o, "...", 3);
-		o += 3;
-	}
 	out[o] = '\0';
+}
+
+static void log_write(const char *line, size_t n)
+{
+	if (write(st.logfd, line, n) < 0) {
+		/* a test reading the log will notice */
+	}
 }
 
 __attribute__((format(printf, 1, 2)))
@@ -231,12 +350,10 @@ static void stub_log(const char *fmt, ...)
 	if ((size_t)n > sizeof(line) - 2)
 		n = (int)sizeof(line) - 2;
 	line[n++] = '\n';
-	if (write(st.logfd, line, (size_t)n) < 0) {
-		/* a test reading the log will notice */
-	}
+	log_write(line, (size_t)n);
 }
 
-/* Log a call on one key: "<op> <key><rest>". */
+/* Log a call on one key: "<op> <key><rest>"; an over-long key is cut. */
 __attribute__((format(printf, 3, 4)))
 static void stub_log_key(const char *op, const char *key, const char *fmt, ...)
 {
@@ -245,28 +362,58 @@ static void stub_log_key(const char *op, const char *key, const char *fmt, ...)
 
 	if (st.logfd < 0)
 		return;
-	key_escape(key, esc);
+	key_escape(key, key ? strnlen(key, STUB_KEY_MAX) : 0, esc);
 	va_start(ap, fmt);
 	vsnprintf(rest, sizeof(rest), fmt, ap);
 	va_end(ap);
 	stub_log("%s %s%s", op, esc, rest);
 }
 
-/* ---- keys and files ---- */
+/* "<op> <n> <rc>", then " r0,r1,..." when results is set. */
+static void stub_log_batch(const char *op, uint32_t n, int rc, const int32_t *results)
+{
+	size_t cap = 64 + (results ? (size_t)n * 12 : 0), o;
+	char *line;
+	uint32_t i;
 
-/* 0 with *klen set, or -22. */
-static int key_check(const char *key, size_t *klen)
+	if (st.logfd < 0)
+		return;
+	line = malloc(cap);
+	if (!line)
+		return;
+	o = (size_t)snprintf(line, cap, "%s %" PRIu32 " %d", op, n, rc);
+	for (i = 0; results && i < n; i++)
+		o += (size_t)snprintf(line + o, cap - o, "%c%" PRId32, i ? ',' : ' ', results[i]);
+	line[o++] = '\n';
+	log_write(line, o);
+	free(line);
+}
+
+/* ---- argument checks (no lock needed) ---- */
+
+static bool key_ok(const char *key)
 {
 	size_t n;
 
 	if (!key)
-		return STUB_EINVAL;
+		return false;
 	n = strnlen(key, STUB_KEY_MAX + 1);
-	if (n == 0 || n > STUB_KEY_MAX)
-		return STUB_EINVAL;
-	*klen = n;
-	return 0;
+	return n >= 1 && n <= STUB_KEY_MAX;
 }
+
+static bool keys_ok(const char **keys, uint32_t n)
+{
+	uint32_t i;
+
+	if (!keys || n < 1 || n > STUB_BATCH_MAX)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!key_ok(keys[i]))
+			return false;
+	return true;
+}
+
+/* ---- keys and files ---- */
 
 static void key_path(const char *key, size_t klen, char *out)
 {
@@ -285,25 +432,7 @@ static void key_path(const char *key, size_t klen, char *out)
 	out[o] = '\0';
 }
 
-static int err_code(int e)
-{
-	return e == ENOSPC || e == EDQUOT ? STUB_ENOSPC : STUB_EIO;
-}
-
-/* Size of the value at rel: 0, -2 or -5. */
-static int value_size(const char *rel, uint64_t *size)
-{
-	struct stat sb;
-
-	if (fstatat(st.dirfd, rel, &sb, AT_SYMLINK_NOFOLLOW))
-		return errno == ENOENT || errno == ENOTDIR ? STUB_ENOENT : STUB_EIO;
-	if (!S_ISREG(sb.st_mode))
-		return STUB_EIO;
-	*size = (uint64_t)sb.st_size;
-	return 0;
-}
-
-/* Create the "+" directories above rel. */
+/* Create the "+" directories above rel: 0 or an errno. */
 static int make_parents(const char *rel)
 {
 	char path[STUB_REL_MAX];
@@ -313,7 +442,7 @@ static int make_parents(const char *rel)
 	for (p = strchr(path, '/'); p; p = strchr(p + 1, '/')) {
 		*p = '\0';
 		if (mkdirat(st.dirfd, path, 0755) && errno != EEXIST)
-			return err_code(errno);
+			return errno;
 		*p = '/';
 	}
 	return 0;
@@ -351,127 +480,540 @@ static int write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
-static int value_put(const char *key, size_t klen, const void *buf, size_t len)
+/* Write a value's file (temporary, then rename): 0 or an errno. */
+static int file_write(const char *key, size_t klen, const void *buf, size_t len)
 {
 	char rel[STUB_REL_MAX], tmp[64];
-	uint64_t old = 0, base;
-	int fd, rc, e;
+	int fd, e;
 
 	key_path(key, klen, rel);
-	rc = value_size(rel, &old);
-	if (rc == STUB_EIO)
-		return rc;
-	if (rc)
-		old = 0;
-	base = st.used >= old ? st.used - old : 0;
-	if (st.capacity && ((uint64_t)len > st.capacity || base > st.capacity - len))
-		return STUB_ENOSPC;
-	rc = make_parents(rel);
-	if (rc)
-		return rc;
+	e = make_parents(rel);
+	if (e)
+		return e;
 	snprintf(tmp, sizeof(tmp), ".tmp-%ld-%" PRIu64, (long)getpid(), ++st.tmpseq);
 	fd = openat(st.dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0)
-		return err_code(errno);
+		return errno;
 	if (write_all(fd, buf, len) || (st.fsync && fsync(fd))) {
 		e = errno;
 		close(fd);
 		unlinkat(st.dirfd, tmp, 0);
-		return err_code(e);
+		return e;
 	}
 	if (close(fd) || renameat(st.dirfd, tmp, st.dirfd, rel)) {
 		e = errno;
 		unlinkat(st.dirfd, tmp, 0);
-		return err_code(e);
+		return e;
 	}
-	st.used = base + len;
 	return 0;
 }
 
-/*
- * Read the value of key: into buf of len bytes (-75 when too small), or,
- * when out is set, into a new malloc'd buffer returned in *out.  *vlen gets
- * the value's length.
- */
-static int value_get(const char *key, size_t klen, void *buf, size_t len, void **out,
-		     size_t *vlen)
+/* Remove a value's file: 0 (also when there was none) or an errno. */
+static int file_remove(const char *key, size_t klen)
 {
 	char rel[STUB_REL_MAX];
-	struct stat sb;
-	size_t size, done = 0;
-	char *dst;
-	int fd, rc = 0;
 
 	key_path(key, klen, rel);
-	fd = openat(st.dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return errno == ENOENT || errno == ENOTDIR ? STUB_ENOENT : STUB_EIO;
-	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > SIZE_MAX) {
-		close(fd);
-		return STUB_EIO;
+	if (unlinkat(st.dirfd, rel, 0)) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 0;
+		return errno;
 	}
-	size = (size_t)sb.st_size;
-	if (out) {
-		dst = malloc(size ? size : 1);
-		if (!dst) {
-			close(fd);
-			return STUB_ENOMEM;
-		}
-	} else {
-		if (len < size) {
-			close(fd);
-			return STUB_EOVERFLOW;
-		}
-		dst = buf;
-	}
-	while (done < size) {
-		ssize_t n = read(fd, dst + done, size - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = STUB_EIO;
-			break;
-		}
-		done += (size_t)n;
-	}
-	close(fd);
-	if (rc) {
-		if (out)
-			free(dst);
-		return rc;
-	}
-	if (out)
-		*out = dst;
-	*vlen = size;
-	return 0;
-}
-
-static int value_delete(const char *key, size_t klen)
-{
-	char rel[STUB_REL_MAX];
-	uint64_t size = 0;
-	int rc;
-
-	key_path(key, klen, rel);
-	rc = value_size(rel, &size);
-	if (rc)
-		return rc;
-	if (unlinkat(st.dirfd, rel, 0))
-		return errno == ENOENT ? STUB_ENOENT : STUB_EIO;
-	st.used = st.used >= size ? st.used - size : 0;
 	if (strchr(rel, '/'))
 		remove_parents(rel);
 	return 0;
 }
 
-static bool is_hex(const char *s, size_t n)
+/* ---- the index ---- */
+
+static uint64_t key_hash(const char *key, size_t klen)
+{
+	uint64_t h = 1469598103934665603ULL;
+	size_t i;
+
+	for (i = 0; i < klen; i++) {
+		h ^= (unsigned char)key[i];
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+static struct entry *idx_find(const char *key, size_t klen)
+{
+	struct entry *e;
+
+	if (!st.nbuckets)
+		return NULL;
+	for (e = st.buckets[key_hash(key, klen) & (st.nbuckets - 1)]; e; e = e->hnext)
+		if (e->klen == klen && !memcmp(e->key, key, klen))
+			return e;
+	return NULL;
+}
+
+static void age_unlink(struct entry *e)
+{
+	if (e->aprev)
+		e->aprev->anext = e->anext;
+	else
+		st.ahead = e->anext;
+	if (e->anext)
+		e->anext->aprev = e->aprev;
+	else
+		st.atail = e->aprev;
+	e->aprev = e->anext = NULL;
+}
+
+static void age_append(struct entry *e)
+{
+	e->aprev = st.atail;
+	e->anext = NULL;
+	if (st.atail)
+		st.atail->anext = e;
+	else
+		st.ahead = e;
+	st.atail = e;
+}
+
+static bool pending(const struct entry *e)
+{
+	return e->data != NULL;
+}
+
+static void pend_unlink(struct entry *e)
+{
+	if (e->pprev)
+		e->pprev->pnext = e->pnext;
+	else
+		st.phead = e->pnext;
+	if (e->pnext)
+		e->pnext->pprev = e->pprev;
+	else
+		st.ptail = e->pprev;
+	e->pprev = e->pnext = NULL;
+}
+
+static void pend_append(struct entry *e)
+{
+	e->pprev = st.ptail;
+	e->pnext = NULL;
+	if (st.ptail)
+		st.ptail->pnext = e;
+	else
+		st.phead = e;
+	st.ptail = e;
+}
+
+/* Drop e's pending copy (written or discarded). */
+static void unpend(struct entry *e)
+{
+	if (!pending(e))
+		return;
+	pend_unlink(e);
+	free(e->data);
+	e->data = NULL;
+}
+
+static int idx_grow(void)
+{
+	size_t nb = st.nbuckets ? st.nbuckets * 2 : 1024, i;
+	struct entry **b = calloc(nb, sizeof(*b));
+
+	if (!b)
+		return -1;
+	for (i = 0; i < st.nbuckets; i++) {
+		struct entry *e = st.buckets[i], *next;
+
+		for (; e; e = next) {
+			size_t h = key_hash(e->key, e->klen) & (nb - 1);
+
+			next = e->hnext;
+			e->hnext = b[h];
+			b[h] = e;
+		}
+	}
+	free(st.buckets);
+	st.buckets = b;
+	st.nbuckets = nb;
+	return 0;
+}
+
+/* A new, empty entry for key at the young end, or NULL. */
+static struct entry *idx_add(const char *key, size_t klen)
+{
+	struct entry *e;
+	size_t h;
+
+	if (st.nentries >= st.nbuckets && idx_grow())
+		return NULL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->key = malloc(klen + 1);
+	if (!e->key) {
+		free(e);
+		return NULL;
+	}
+	memcpy(e->key, key, klen);
+	e->key[klen] = '\0';
+	e->klen = klen;
+	h = key_hash(key, klen) & (st.nbuckets - 1);
+	e->hnext = st.buckets[h];
+	st.buckets[h] = e;
+	st.nentries++;
+	age_append(e);
+	return e;
+}
+
+static void idx_remove(struct entry *e)
+{
+	struct entry **pp = &st.buckets[key_hash(e->key, e->klen) & (st.nbuckets - 1)];
+
+	while (*pp != e)
+		pp = &(*pp)->hnext;
+	*pp = e->hnext;
+	st.nentries--;
+	age_unlink(e);
+	unpend(e);
+	st.used = st.used >= e->size ? st.used - e->size : 0;
+	free(e->key);
+	free(e);
+}
+
+static void idx_clear(void)
+{
+	while (st.ahead)
+		idx_remove(st.ahead);
+	free(st.buckets);
+	st.buckets = NULL;
+	st.nbuckets = 0;
+	st.used = 0;
+}
+
+/* Write every pending value due by now (all when all is set). */
+static void flush_due(bool all)
+{
+	uint64_t now = now_ms();
+
+	while (st.phead && (all || st.phead->due_ms <= now)) {
+		struct entry *e = st.phead;
+		int err = file_write(e->key, e->klen, e->data, (size_t)e->size);
+
+		if (err) {
+			/* Keep it in memory and try again at the next round. */
+			fprintf(stderr, "ubsio_stub: writing a value: %s\n", strerror(err));
+			pend_unlink(e);
+			e->due_ms = now + (st.flush_ms ? st.flush_ms : 1000);
+			pend_append(e);
+			if (!all)
+				break;
+			continue;
+		}
+		unpend(e);
+	}
+}
+
+static void *flusher_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&stub_lock);
+	while (!st.flusher_stop) {
+		struct timespec ts;
+		uint64_t due;
+
+		flush_due(false);
+		due = st.phead ? st.phead->due_ms : now_ms() + 60000;
+		ts.tv_sec = (time_t)(due / 1000);
+		ts.tv_nsec = (long)(due % 1000) * 1000000;
+		pthread_cond_timedwait(&st.cond, &stub_lock, &ts);
+	}
+	pthread_mutex_unlock(&stub_lock);
+	return NULL;
+}
+
+/* Stop the flusher; called with the lock held, returns with it held. */
+static void flusher_stop(void)
+{
+	if (!st.flusher_on)
+		return;
+	st.flusher_stop = true;
+	pthread_cond_signal(&st.cond);
+	pthread_mutex_unlock(&stub_lock);
+	pthread_join(st.flusher, NULL);
+	pthread_mutex_lock(&stub_lock);
+	st.flusher_on = false;
+	st.flusher_stop = false;
+}
+
+/* ---- values ---- */
+
+/* Discard the oldest values until the total is under the eviction mark. */
+static void evict(void)
+{
+	char esc[STUB_ESC_MAX];
+
+	while (st.evict_at && st.used > st.evict_at && st.ahead) {
+		struct entry *e = st.ahead;
+
+		if (file_remove(e->key, e->klen))
+			break;
+		if (st.logfd >= 0) {
+			key_escape(e->key, e->klen, esc);
+			stub_log("Evict %s", esc);
+		}
+		idx_remove(e);
+	}
+}
+
+static int value_put(const char *key, size_t klen, const void *buf, size_t len)
+{
+	struct entry *e = idx_find(key, klen);
+	uint64_t old = e ? e->size : 0, base = st.used >= old ? st.used - old : 0;
+	unsigned char *copy = NULL;
+	int err;
+
+	if (st.capacity && ((uint64_t)len > st.capacity || base > st.capacity - len))
+		return C_NEED_RETRY;
+	if (st.flush_ms) {
+		copy = malloc(len);
+		if (!copy)
+			return C_NEED_RETRY;
+		memcpy(copy, buf, len);
+	} else {
+		err = file_write(key, klen, buf, len);
+		if (err)
+			return err == ENOSPC || err == EDQUOT ? C_NEED_RETRY : C_DISK_FAULT;
+	}
+	if (!e) {
+		e = idx_add(key, klen);
+		if (!e) {
+			free(copy);
+			return C_NEED_RETRY;
+		}
+	} else {
+		unpend(e);
+		age_unlink(e);
+		age_append(e);
+	}
+	e->size = len;
+	st.used = base + len;
+	if (copy) {
+		e->data = copy;
+		e->due_ms = now_ms() + st.flush_ms;
+		pend_append(e);
+	}
+	evict();
+	return 0;
+}
+
+enum { V_OK, V_MISSING, V_IOERR, V_SHORT };
+
+/*
+ * Read key's value: *size gets its size; copies min(size, len) bytes to buf
+ * (buf NULL: nothing).  With exact, a value shorter than len is V_SHORT and
+ * nothing is copied.  A value indexed whose file is gone is dropped.
+ */
+static int value_read(const char *key, size_t klen, void *buf, size_t len, bool exact,
+		      uint64_t *size)
+{
+	struct entry *e = idx_find(key, klen);
+	char rel[STUB_REL_MAX];
+	struct stat sb;
+	size_t want, done = 0;
+	int fd;
+
+	if (e && pending(e)) {
+		*size = e->size;
+		if (exact && len > e->size)
+			return V_SHORT;
+		if (buf)
+			memcpy(buf, e->data, len < e->size ? len : (size_t)e->size);
+		return V_OK;
+	}
+	key_path(key, klen, rel);
+	fd = openat(st.dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		if (errno != ENOENT && errno != ENOTDIR)
+			return V_IOERR;
+		if (e)
+			idx_remove(e);
+		return V_MISSING;
+	}
+	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+		close(fd);
+		return V_IOERR;
+	}
+	*size = (uint64_t)sb.st_size;
+	if (e && e->size != *size) {
+		/* Changed behind the library's back: take the file's word. */
+		st.used = st.used - e->size + *size;
+		e->size = *size;
+	}
+	if (sb.st_size == 0) {
+		/* Stat size 0 is "missing" to the library (K/kvc/kv_operation.cpp:97,114). */
+		close(fd);
+		return V_MISSING;
+	}
+	if (exact && len > *size) {
+		close(fd);
+		return V_SHORT;
+	}
+	want = buf ? (len < *size ? len : (size_t)*size) : 0;
+	while (done < want) {
+		ssize_t n = read(fd, (char *)buf + done, want - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			close(fd);
+			return V_IOERR;
+		}
+		done += (size_t)n;
+	}
+	close(fd);
+	return V_OK;
+}
+
+static int value_delete(const char *key, size_t klen)
+{
+	struct entry *e = idx_find(key, klen);
+
+	if (file_remove(key, klen))
+		return C_DISK_FAULT;
+	if (e)
+		idx_remove(e);
+	return 0;
+}
+
+/* ---- faults ---- */
+
+static bool key_faulty(const char *key)
+{
+	return st.fail_keys && strstr(key, st.fail_keys);
+}
+
+/* Count one call of a kind and say whether it is to fail. */
+static bool count_fault(uint64_t *count, uint64_t fail_at, const char *key)
+{
+	++*count;
+	return (fail_at && *count == fail_at) || key_faulty(key);
+}
+
+/* ---- one key, checked, with the lock held and the library initialised ---- */
+
+static int do_put(const char *key, const void *buf, size_t len)
+{
+	if (count_fault(&st.puts, st.fail_put, key))
+		return C_DISK_FAULT;
+	return value_put(key, strlen(key), buf, len);
+}
+
+static int do_get(const char *key, void *buf, size_t len)
+{
+	uint64_t size;
+
+	if (count_fault(&st.gets, st.fail_get, key))
+		return C_DISK_FAULT;
+	switch (value_read(key, strlen(key), buf, len, false, &size)) {
+	case V_OK:
+		return 0;
+	case V_MISSING:
+		return C_NOT_FOUND;
+	default:
+		return C_DISK_FAULT;
+	}
+}
+
+/* The value's size, or false when missing or failing. */
+static bool do_stat(const char *key, uint64_t *size)
+{
+	if (key_faulty(key))
+		return false;
+	return value_read(key, strlen(key), NULL, 0, false, size) == V_OK;
+}
+
+static int do_delete(const char *key)
+{
+	if (count_fault(&st.deletes, st.fail_delete, key))
+		return C_DISK_FAULT;
+	return value_delete(key, strlen(key));
+}
+
+/* ---- the pool of BatchGet blocks ---- */
+
+static size_t pool_hash(const void *p)
+{
+	return ((uintptr_t)p >> 12) % POOL_BUCKETS;
+}
+
+static void *pool_alloc(void)
+{
+	struct pblock *b;
+
+	if (st.pool_max && st.pool_out >= st.pool_max)
+		return NULL;
+	b = malloc(sizeof(*b));
+	if (!b)
+		return NULL;
+	b->p = malloc(STUB_POOL_BLOCK);
+	if (!b->p) {
+		free(b);
+		return NULL;
+	}
+	b->next = st.pool[pool_hash(b->p)];
+	st.pool[pool_hash(b->p)] = b;
+	st.pool_out++;
+	return b->p;
+}
+
+/* Free p if it is a pool block; say whether it was. */
+static bool pool_free(void *p)
+{
+	struct pblock **pp, *b;
+
+	if (!p)
+		return false;
+	for (pp = &st.pool[pool_hash(p)]; *pp; pp = &(*pp)->next) {
+		if ((*pp)->p == p) {
+			b = *pp;
+			*pp = b->next;
+			free(b->p);
+			free(b);
+			st.pool_out--;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void pool_clear(void)
 {
 	size_t i;
 
-	for (i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+	for (i = 0; i < POOL_BUCKETS; i++)
+		while (st.pool[i])
+			pool_free(st.pool[i]->p);
+}
+
+/* ---- init ---- */
+
+/* Decode a hex name of n characters into out; false when it is not hex. */
+static bool unhex(const char *s, size_t n, char *out)
+{
+	size_t i;
+
+	if (n % 2)
+		return false;
+	for (i = 0; i < n; i++) {
+		int v = s[i] >= '0' && s[i] <= '9' ? s[i] - '0' :
+			s[i] >= 'a' && s[i] <= 'f' ? s[i] - 'a' + 10 : -1;
+
+		if (v < 0)
 			return false;
+		if (i % 2)
+			out[i / 2] = (char)((out[i / 2] << 4) | v);
+		else
+			out[i / 2] = (char)v;
+	}
 	return n > 0;
 }
 
@@ -490,8 +1032,60 @@ static bool stale_tmp(const char *name)
 	return kill((pid_t)pid, 0) && errno == ESRCH;
 }
 
-/* Add up the sizes of the values under fd (which this takes over). */
-static int scan(int fd, bool top, uint64_t *sum)
+struct found {
+	char *key;
+	size_t klen;
+	uint64_t size;
+	struct timespec mtime;
+};
+
+struct found_list {
+	struct found *v;
+	size_t n, cap;
+};
+
+static int found_add(struct found_list *l, const char *key, size_t klen, const struct stat *sb)
+{
+	struct found *f;
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 256;
+		struct found *v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			return -1;
+		l->v = v;
+		l->cap = cap;
+	}
+	f = &l->v[l->n];
+	f->key = malloc(klen + 1);
+	if (!f->key)
+		return -1;
+	memcpy(f->key, key, klen);
+	f->key[klen] = '\0';
+	f->klen = klen;
+	f->size = (uint64_t)sb->st_size;
+	f->mtime = sb->st_mtim;
+	l->n++;
+	return 0;
+}
+
+static int found_cmp(const void *a, const void *b)
+{
+	const struct found *x = a, *y = b;
+
+	if (x->mtime.tv_sec != y->mtime.tv_sec)
+		return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+	if (x->mtime.tv_nsec != y->mtime.tv_nsec)
+		return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+	return 0;
+}
+
+/*
+ * Collect the values under fd (which this takes over); prefix holds the key
+ * bytes of the "+" directories above, plen of them.
+ */
+static int scan(int fd, char *prefix, size_t plen, struct found_list *l)
 {
 	DIR *d = fdopendir(fd);
 	struct dirent *de;
@@ -499,209 +1093,166 @@ static int scan(int fd, bool top, uint64_t *sum)
 
 	if (!d) {
 		close(fd);
-		return STUB_EIO;
+		return -1;
 	}
-	while ((de = readdir(d))) {
+	while (!rc && (de = readdir(d))) {
 		const char *name = de->d_name;
 		size_t n = strlen(name);
 		struct stat sb;
 
 		if (name[0] == '.') {
-			if (top && stale_tmp(name))
+			if (plen == 0 && stale_tmp(name))
 				unlinkat(dirfd(d), name, 0);
 			continue;
 		}
 		if (fstatat(dirfd(d), name, &sb, AT_SYMLINK_NOFOLLOW))
 			continue;
-		if (S_ISDIR(sb.st_mode) && n > 1 && name[n - 1] == '+' && is_hex(name, n - 1)) {
+		if (S_ISDIR(sb.st_mode) && n == STUB_SEG + 1 && name[n - 1] == '+' &&
+		    plen + STUB_SEG / 2 < STUB_KEY_MAX && unhex(name, n - 1, prefix + plen)) {
 			int sub = openat(dirfd(d), name,
 					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
-			if (sub < 0 || (rc = scan(sub, false, sum)))
-				break;
-		} else if (S_ISREG(sb.st_mode) && is_hex(name, n)) {
-			*sum += (uint64_t)sb.st_size;
+			rc = sub < 0 ? -1 : scan(sub, prefix, plen + STUB_SEG / 2, l);
+		} else if (S_ISREG(sb.st_mode) && n <= STUB_SEG && plen + n / 2 <= STUB_KEY_MAX &&
+			   unhex(name, n, prefix + plen)) {
+			rc = found_add(l, prefix, plen + n / 2, &sb);
 		}
 	}
 	closedir(d);
 	return rc;
 }
 
-/* ---- faults ---- */
-
-static bool key_faulty(const char *key)
+/* Index the values in the directory, oldest first. */
+static int index_dir(void)
 {
-	return st.fail_keys && strstr(key, st.fail_keys);
-}
+	struct found_list l = { 0 };
+	char prefix[STUB_KEY_MAX + 1];
+	size_t i;
+	int fd, rc;
 
-/* Count one call of a kind and say whether it is the one to fail. */
-static int count_fault(uint64_t *count, uint64_t fail_at, const char *key)
-{
-	++*count;
-	if (fail_at && *count == fail_at)
-		return STUB_EIO;
-	return key_faulty(key) ? STUB_EIO : 0;
-}
+	fd = openat(st.dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	rc = fd < 0 ? -1 : scan(fd, prefix, 0, &l);
+	if (!rc)
+		qsort(l.v, l.n, sizeof(*l.v), found_cmp);
+	for (i = 0; i < l.n; i++) {
+		struct entry *e = rc ? NULL : idx_add(l.v[i].key, l.v[i].klen);
 
-/* ---- one key, with the lock held ---- */
-
-static int do_put(const char *key, const void *buf, size_t len)
-{
-	size_t klen;
-	int rc = key_check(key, &klen);
-
-	if (rc || (!buf && len))
-		return STUB_EINVAL;
-	rc = count_fault(&st.puts, st.fail_put, key);
-	return rc ? rc : value_put(key, klen, buf, len);
-}
-
-static int do_get(const char *key, void *buf, size_t len)
-{
-	size_t klen, vlen;
-	int rc = key_check(key, &klen);
-
-	if (rc || (!buf && len))
-		return STUB_EINVAL;
-	rc = count_fault(&st.gets, st.fail_get, key);
-	return rc ? rc : value_get(key, klen, buf, len, NULL, &vlen);
-}
-
-static int do_get_alloc(const char *key, void **out, size_t *vlen)
-{
-	size_t klen;
-	int rc = key_check(key, &klen);
-
-	if (rc)
-		return rc;
-	rc = count_fault(&st.gets, st.fail_get, key);
-	return rc ? rc : value_get(key, klen, NULL, 0, out, vlen);
-}
-
-static int do_exist(const char *key)
-{
-	char rel[STUB_REL_MAX];
-	uint64_t size;
-	size_t klen;
-	int rc = key_check(key, &klen);
-
-	if (rc)
-		return rc;
-	if (key_faulty(key))
-		return STUB_EIO;
-	key_path(key, klen, rel);
-	return value_size(rel, &size);
-}
-
-static int do_delete(const char *key)
-{
-	size_t klen;
-	int rc = key_check(key, &klen);
-
-	if (rc)
-		return rc;
-	rc = count_fault(&st.deletes, st.fail_delete, key);
-	return rc ? rc : value_delete(key, klen);
-}
-
-static int do_get_length(const char *key, size_t *len)
-{
-	char rel[STUB_REL_MAX];
-	uint64_t size = 0;
-	size_t klen;
-	int rc = key_check(key, &klen);
-
-	if (rc || !len)
-		return STUB_EINVAL;
-	if (key_faulty(key))
-		return STUB_EIO;
-	key_path(key, klen, rel);
-	rc = value_size(rel, &size);
-	if (!rc && size > SIZE_MAX)
-		rc = STUB_EIO;
-	*len = rc ? 0 : (size_t)size;
+		if (e) {
+			e->size = l.v[i].size;
+			st.used += e->size;
+		} else {
+			rc = -1;
+		}
+		free(l.v[i].key);
+	}
+	free(l.v);
 	return rc;
 }
 
-/* ---- init ---- */
-
 static void stub_reset(void)
 {
+	idx_clear();
 	if (st.dirfd >= 0)
 		close(st.dirfd);
-	if (st.logfd >= 0)
-		close(st.logfd);
 	free(st.fail_keys);
 	st.dirfd = -1;
-	st.logfd = -1;
 	st.fail_keys = NULL;
 	st.inited = false;
 }
 
-static int32_t stub_init(int32_t device_id, uint64_t capacity)
+static int32_t stub_init(int32_t dev, uint64_t ssd)
 {
-	const char *log, *dir, *keys;
-	uint64_t used = 0;
+	const char *log, *dir, *keys, *mode;
 	struct stat sb;
-	int rc = 0, fd;
+	int rc = KVC_ERR;
 
 	pthread_mutex_lock(&stub_lock);
 	if (st.inited) {
-		stub_log("Init %" PRId32 " %" PRIu64 " 0", device_id, capacity);
+		stub_log("Init %" PRId32 " %" PRIu64 " 0", dev, ssd);
 		pthread_mutex_unlock(&stub_lock);
 		return 0;
 	}
-	log = getenv("UBSIO_STUB_LOG");
-	if (log && *log) {
-		st.logfd = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-		if (st.logfd < 0) {
-			fprintf(stderr, "ubsio_stub: UBSIO_STUB_LOG=%s: %s\n", log, strerror(errno));
-			rc = STUB_EINVAL;
-			goto out;
+	if (st.logfd < 0) {
+		log = getenv("UBSIO_STUB_LOG");
+		if (log && *log) {
+			st.logfd = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+			if (st.logfd < 0) {
+				fprintf(stderr, "ubsio_stub: UBSIO_STUB_LOG=%s: %s\n", log,
+					strerror(errno));
+				goto out;
+			}
 		}
 	}
 	if (env_true("UBSIO_STUB_FAIL_INIT")) {
 		fprintf(stderr, "ubsio_stub: Init fails (UBSIO_STUB_FAIL_INIT)\n");
-		rc = STUB_EIO;
 		goto out;
 	}
+	if (dev >= 0 && !env_true("UBSIO_STUB_ACL")) {
+		fprintf(stderr, "ubsio_stub: device %" PRId32 " needs Ascend's ACL library "
+			"(UBSIO_STUB_ACL=1); use -1\n", dev);
+		goto out;
+	}
+#ifndef UBSIO_STUB_OLD_INIT
+	if (dev < -1) {
+		fprintf(stderr, "ubsio_stub: invalid device %" PRId32 "\n", dev);
+		goto out;
+	}
+#endif
 	dir = getenv("UBSIO_STUB_DIR");
 	if (!dir || !*dir) {
 		fprintf(stderr, "ubsio_stub: UBSIO_STUB_DIR is not set\n");
-		rc = STUB_EINVAL;
 		goto out;
 	}
 	st.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (st.dirfd < 0 || fstat(st.dirfd, &sb) || !S_ISDIR(sb.st_mode)) {
 		fprintf(stderr, "ubsio_stub: UBSIO_STUB_DIR=%s: %s\n", dir,
 			st.dirfd < 0 ? strerror(errno) : "not a directory");
-		rc = STUB_EINVAL;
 		goto out;
 	}
-	if (env_u64("UBSIO_STUB_FAIL_PUT", &st.fail_put) ||
-	    env_u64("UBSIO_STUB_FAIL_GET", &st.fail_get) ||
-	    env_u64("UBSIO_STUB_FAIL_DELETE", &st.fail_delete)) {
-		rc = STUB_EINVAL;
+	if (env_u64("UBSIO_STUB_FAIL_PUT", &st.fail_put, 0) ||
+	    env_u64("UBSIO_STUB_FAIL_GET", &st.fail_get, 0) ||
+	    env_u64("UBSIO_STUB_FAIL_DELETE", &st.fail_delete, 0) ||
+	    env_u64("UBSIO_STUB_SSD_SIZE", &st.capacity, 0) ||
+	    env_u64("UBSIO_STUB_EVICT_AT", &st.evict_at, 0) ||
+	    env_u64("UBSIO_STUB_FLUSH_MS", &st.flush_ms, 1000) ||
+	    env_u64("UBSIO_STUB_POOL_BLOCKS", &st.pool_max, 0))
+		goto out;
+	mode = getenv("UBSIO_STUB_BATCHGET");
+	if (!mode || !*mode || !strcmp(mode, "caller")) {
+		st.pool_mode = false;
+	} else if (!strcmp(mode, "pool")) {
+		st.pool_mode = true;
+	} else {
+		fprintf(stderr, "ubsio_stub: UBSIO_STUB_BATCHGET=%s: caller or pool\n", mode);
 		goto out;
 	}
 	keys = getenv("UBSIO_STUB_FAIL_KEYS");
-	if (keys && *keys && !(st.fail_keys = strdup(keys))) {
-		rc = STUB_EIO;
+	if (keys && *keys && !(st.fail_keys = strdup(keys)))
 		goto out;
-	}
 	st.fsync = env_true("UBSIO_STUB_FSYNC");
-	fd = openat(st.dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || scan(fd, true, &used)) {
+	if (index_dir()) {
 		fprintf(stderr, "ubsio_stub: UBSIO_STUB_DIR=%s: cannot read it\n", dir);
-		rc = STUB_EIO;
 		goto out;
 	}
-	st.capacity = capacity;
-	st.used = used;
+	if (!st.cond_inited) {
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&st.cond, &ca);
+		pthread_condattr_destroy(&ca);
+		st.cond_inited = true;
+	}
+	if (st.flush_ms) {
+		if (pthread_create(&st.flusher, NULL, flusher_main, NULL))
+			goto out;
+		st.flusher_on = true;
+	}
 	st.puts = st.gets = st.deletes = 0;
 	st.inited = true;
+	rc = 0;
 out:
-	stub_log("Init %" PRId32 " %" PRIu64 " %d", device_id, capacity, rc);
+	stub_log("Init %" PRId32 " %" PRIu64 " %d", dev, ssd, rc);
 	if (rc)
 		stub_reset();
 	pthread_mutex_unlock(&stub_lock);
@@ -711,71 +1262,105 @@ out:
 __attribute__((destructor))
 static void stub_fini(void)
 {
+	uint64_t lost = 0;
+	struct entry *e;
+
+	pthread_mutex_lock(&stub_lock);
+	if (st.inited) {
+		flusher_stop();
+#ifdef UBSIO_STUB_OLD_INIT
+		flush_due(true);
+#endif
+		for (e = st.phead; e; e = e->pnext)
+			lost++;
+		if (lost)
+			stub_log("Lost %" PRIu64, lost);
+	}
 	stub_reset();
+	pool_clear();
+	if (st.logfd >= 0)
+		close(st.logfd);
+	st.logfd = -1;
+	pthread_mutex_unlock(&stub_lock);
 }
 
 /* ---- the API ---- */
 
-#define LOCK_INITED()                                   \
-	do {                                            \
-		pthread_mutex_lock(&stub_lock);         \
-		if (!st.inited) {                       \
-			pthread_mutex_unlock(&stub_lock); \
-			return STUB_ENOTINIT;           \
-		}                                       \
-	} while (0)
+/* Take the lock; false (lock released) when not initialised. */
+static bool lock_inited(void)
+{
+	pthread_mutex_lock(&stub_lock);
+	if (st.inited)
+		return true;
+	pthread_mutex_unlock(&stub_lock);
+	return false;
+}
 
 #ifdef UBSIO_STUB_OLD_INIT
-UBSIO_API int32_t UbsioKvCacheInit(int32_t deviceId)
+UBSIO_API int32_t UbsioKvCacheInit(int32_t devId)
 {
-	uint64_t capacity;
-
-	if (env_u64("UBSIO_STUB_SSD_SIZE", &capacity))
-		return STUB_EINVAL;
-	return stub_init(deviceId, capacity);
+	return stub_init(devId, 0);
 }
 #else
-UBSIO_API int32_t UbsioKvCacheInit(int32_t deviceId, uint64_t ssdSize)
+UBSIO_API int32_t UbsioKvCacheInit(int32_t devId, uint64_t ssdSize)
 {
-	return stub_init(deviceId, ssdSize);
+	return stub_init(devId, ssdSize);
+}
+
+UBSIO_API void UbsioKvCacheExit(void)
+{
+	pthread_mutex_lock(&stub_lock);
+	if (st.inited) {
+		flusher_stop();
+		flush_due(true);
+		if (st.pool_out)
+			stub_log("PoolBlocks %" PRIu64, st.pool_out);
+		stub_log("Exit");
+		stub_reset();
+	}
+	pthread_mutex_unlock(&stub_lock);
 }
 #endif
 
-UBSIO_API int32_t UbsioKvCachePut(const char *key, void *buf, size_t len, uint32_t flags)
+UBSIO_API int32_t UbsioKvCachePut(const char *key, void *buf, size_t length, uint32_t flags)
 {
 	int rc;
 
 	(void)flags;
-	LOCK_INITED();
-	rc = do_put(key, buf, len);
-	stub_log_key("Put", key, " %zu %d", len, rc);
+	if (!key_ok(key) || !buf || !length)
+		return KVC_INVALID_PARAM;
+	if (!lock_inited())
+		return KVC_ERR;
+	rc = do_put(key, buf, length);
+	stub_log_key("Put", key, " %zu %d", length, rc);
 	pthread_mutex_unlock(&stub_lock);
 	return rc;
 }
 
-UBSIO_API int32_t UbsioKvCacheGet(const char *key, void *buf, size_t len, uint32_t flags)
+UBSIO_API int32_t UbsioKvCacheGet(const char *key, void *buf, size_t length, uint32_t flags)
 {
 	int rc;
 
 	(void)flags;
-	LOCK_INITED();
-	rc = do_get(key, buf, len);
-	stub_log_key("Get", key, " %zu %d", len, rc);
+	if (!key_ok(key) || !buf || !length)
+		return KVC_INVALID_PARAM;
+	if (!lock_inited())
+		return KVC_ERR;
+	rc = do_get(key, buf, length);
+	stub_log_key("Get", key, " %zu %d", length, rc);
 	pthread_mutex_unlock(&stub_lock);
 	return rc;
 }
 
 UBSIO_API bool UbsioKvCacheExist(const char *key, uint32_t flags)
 {
+	uint64_t size;
 	bool found;
 
 	(void)flags;
-	pthread_mutex_lock(&stub_lock);
-	if (!st.inited) {
-		pthread_mutex_unlock(&stub_lock);
+	if (!key_ok(key) || !lock_inited())
 		return false;
-	}
-	found = do_exist(key) == 0;
+	found = do_stat(key, &size);
 	stub_log_key("Exist", key, " %d", found);
 	pthread_mutex_unlock(&stub_lock);
 	return found;
@@ -787,7 +1372,10 @@ UBSIO_API int32_t UbsioKvCacheDelete(const char *key, uint32_t flags)
 	int rc;
 
 	(void)flags;
-	LOCK_INITED();
+	if (!key_ok(key))
+		return KVC_INVALID_PARAM;
+	if (!lock_inited())
+		return KVC_ERR;
 	rc = do_delete(key);
 	stub_log_key("Delete", key, " %d", rc);
 	pthread_mutex_unlock(&stub_lock);
@@ -795,182 +1383,234 @@ UBSIO_API int32_t UbsioKvCacheDelete(const char *key, uint32_t flags)
 }
 #endif
 
-UBSIO_API int32_t UbsioKvCacheGetLength(const char *key, size_t *len, uint32_t flags)
+UBSIO_API int32_t UbsioKvCacheGetLength(const char *key, size_t *length, uint32_t flags)
 {
+	uint64_t size = 0;
 	int rc;
 
 	(void)flags;
-	LOCK_INITED();
-	rc = do_get_length(key, len);
-	stub_log_key("GetLength", key, " %zu %d", len ? *len : 0, rc);
+	if (!key_ok(key) || !length)
+		return KVC_INVALID_PARAM;
+	if (!lock_inited())
+		return KVC_ERR;
+	rc = do_stat(key, &size) ? 0 : KVC_ERR;
+	if (!rc)
+		*length = (size_t)(uint32_t)size;  /* the SDK's ObjStat size is 32-bit */
+	stub_log_key("GetLength", key, " %zu %d", rc ? 0 : (size_t)(uint32_t)size, rc);
 	pthread_mutex_unlock(&stub_lock);
 	return rc;
 }
 
-UBSIO_API int32_t UbsioKvCacheBatchPut(const char **keys, uint32_t n, void **bufs, size_t *lens,
-				       int *results, uint32_t flags)
+UBSIO_API int32_t UbsioKvCacheBatchPut(const char **keys, uint32_t keysCount, void **bufs,
+				       size_t *lengths, int *results, uint32_t flags)
 {
-	int rc = 0;
 	uint32_t i;
 
 	(void)flags;
-	LOCK_INITED();
-	if (n && (!keys || !bufs || !lens || !results)) {
-		rc = STUB_EINVAL;
-	} else {
-		for (i = 0; i < n; i++) {
-			results[i] = do_put(keys[i], bufs[i], lens[i]);
-			if (results[i] && !rc)
-				rc = results[i];
-		}
+	if (!bufs || !lengths || !results || !keys_ok(keys, keysCount))
+		return KVC_INVALID_PARAM;
+	for (i = 0; i < keysCount; i++)
+		if (!bufs[i] || !lengths[i])
+			return KVC_INVALID_PARAM;
+	if (!lock_inited())
+		return KVC_ERR;
+	for (i = 0; i < keysCount; i++)
+		results[i] = do_put(keys[i], bufs[i], lengths[i]);
+	stub_log_batch("BatchPut", keysCount, 0, results);
+	pthread_mutex_unlock(&stub_lock);
+	return KVC_OK;
+}
+
+/* BatchGet's per-key code for reading key into buf, len bytes. */
+static int batch_get_one(const char *key, void *buf, size_t len, bool pool)
+{
+	uint64_t size;
+
+	if (count_fault(&st.gets, st.fail_get, key))
+		return B_DISK_IOERR;
+	if (pool) {
+		if (value_read(key, strlen(key), NULL, 0, false, &size) == V_OK &&
+		    (size > STUB_POOL_BLOCK || len > STUB_POOL_BLOCK))
+			return B_ERR;
 	}
-	stub_log("BatchPut %" PRIu32 " %d", n, rc);
-	pthread_mutex_unlock(&stub_lock);
-	return rc;
-}
-
-UBSIO_API int32_t UbsioKvCacheBatchGet(const char **keys, uint32_t n, void **bufs, size_t *lens,
-				       int *results, uint32_t flags)
-{
-	int rc = 0;
-	uint32_t i;
-
-	(void)flags;
-	LOCK_INITED();
-	if (n && (!keys || !bufs || !lens || !results)) {
-		rc = STUB_EINVAL;
-	} else {
-		for (i = 0; i < n; i++) {
-			results[i] = do_get(keys[i], bufs[i], lens[i]);
-			if (results[i] && !rc)
-				rc = results[i];
-		}
+	switch (value_read(key, strlen(key), buf, len, true, &size)) {
+	case V_OK:
+		return 0;
+	case V_MISSING:
+		return B_NOT_EXISTS;
+	case V_SHORT:
+		return B_INVALID_PARAM;
+	default:
+		return B_DISK_IOERR;
 	}
-	stub_log("BatchGet %" PRIu32 " %d", n, rc);
-	pthread_mutex_unlock(&stub_lock);
-	return rc;
 }
 
-UBSIO_API int32_t UbsioKvCacheBatchGetDirect(const char **keys, uint32_t n, void ***bufs,
-					     size_t **lens, uint32_t rows, uint32_t cols,
-					     int *results, uint32_t flags)
+/*
+ * Caller mode with a NULL among bufs[]: the SDK's sub-batches of 128 keys
+ * fail or succeed on their own, and its clean-up zeroes the entries.
+ */
+static void batch_get_null(const char **keys, uint32_t n, void **bufs, size_t *lengths)
 {
-	void **block = NULL;
-	size_t *vlens = NULL;
-	int rc = 0;
+	uint32_t s, i, end;
+	uint64_t size;
+
+	for (s = 0; s < n; s = end) {
+		end = n - s > STUB_SUBBATCH ? s + STUB_SUBBATCH : n;
+		for (i = s; i < end && bufs[i]; i++)
+			;
+		if (i < end) {
+			memset(&bufs[s], 0, (size_t)(i - s) * sizeof(*bufs));
+			continue;
+		}
+		for (i = s; i < end; i++)
+			value_read(keys[i], strlen(keys[i]), bufs[i], lengths[i], true, &size);
+		memset(&bufs[s], 0, (size_t)(end - s) * sizeof(*bufs));
+	}
+}
+
+UBSIO_API int32_t UbsioKvCacheBatchGet(const char **keys, uint32_t keysCount, void **bufs,
+				       size_t *lengths, int *results, uint32_t flags)
+{
+	int32_t *res = NULL;
+	int rc = KVC_OK;
 	uint32_t i;
 
 	(void)flags;
-	if (bufs)
-		*bufs = NULL;
-	if (lens)
-		*lens = NULL;
-	LOCK_INITED();
-	if (!bufs || !lens || (n && (!keys || !results)) || (uint64_t)rows * cols != n) {
-		rc = STUB_EINVAL;
-	} else if (n) {
-		block = malloc((size_t)n * (sizeof(void *) + sizeof(size_t)));
-		if (!block) {
-			rc = STUB_ENOMEM;
-		} else {
-			vlens = (size_t *)(block + n);
-			for (i = 0; i < n; i++) {
-				block[i] = NULL;
-				vlens[i] = 0;
-				results[i] = do_get_alloc(keys[i], &block[i], &vlens[i]);
-				if (results[i]) {
-					block[i] = NULL;
-					vlens[i] = 0;
-					if (!rc)
-						rc = results[i];
-				}
+	if (!bufs || !lengths || !results || !keys_ok(keys, keysCount))
+		return KVC_INVALID_PARAM;
+	for (i = 0; i < keysCount; i++)
+		if (!lengths[i])
+			return KVC_INVALID_PARAM;
+	if (!lock_inited())
+		return KVC_ERR;
+	res = malloc((size_t)keysCount * sizeof(*res));
+	if (!res) {
+		rc = KVC_ERR;
+	} else if (st.pool_mode) {
+		for (i = 0; i < keysCount; i++) {
+			void *b = pool_alloc();
+
+			if (!b) {
+				uint32_t j;
+
+				/* Roll back; the addresses stay behind, dangling. */
+				for (j = 0; j < i; j++)
+					pool_free(bufs[j]);
+				rc = KVC_ERR;
+				break;
 			}
-			*bufs = block;
-			*lens = vlens;
+			bufs[i] = b;
 		}
+		for (i = 0; !rc && i < keysCount; i++)
+			res[i] = batch_get_one(keys[i], bufs[i], lengths[i], true);
+	} else {
+		for (i = 0; i < keysCount && bufs[i]; i++)
+			;
+		if (i < keysCount) {
+			batch_get_null(keys, keysCount, bufs, lengths);
+			rc = KVC_ERR;
+		}
+		for (i = 0; !rc && i < keysCount; i++)
+			res[i] = batch_get_one(keys[i], bufs[i], lengths[i], false);
 	}
-	stub_log("BatchGetDirect %" PRIu32 " %" PRIu32 " %" PRIu32 " %d", n, rows, cols, rc);
+	if (!rc)
+		for (i = 0; i < keysCount; i++)
+			results[i] = res[i];
+	stub_log_batch("BatchGet", keysCount, rc, rc ? NULL : res);
 	pthread_mutex_unlock(&stub_lock);
+	free(res);
 	return rc;
 }
 
-UBSIO_API int32_t UbsioKvCacheBatchExist(const char **keys, uint32_t n, bool *results,
+UBSIO_API int32_t UbsioKvCacheBatchGetDirect(const char **keys, uint32_t keysCount,
+					     void ***bufs, size_t **lengths, uint32_t lengthsRows,
+					     uint32_t lengthsCols, int *results, uint32_t flags)
+{
+	(void)keys;
+	(void)bufs;
+	(void)lengths;
+	(void)results;
+	(void)flags;
+	pthread_mutex_lock(&stub_lock);
+	if (st.logfd >= 0)
+		stub_log("BatchGetDirect %" PRIu32 " abort", keysCount);
+	pthread_mutex_unlock(&stub_lock);
+	fprintf(stderr, "ubsio_stub: UbsioKvCacheBatchGetDirect(%" PRIu32 ", %" PRIu32 "x%" PRIu32
+		") needs an Ascend device; a host filesystem must not call it\n",
+		keysCount, lengthsRows, lengthsCols);
+	abort();
+}
+
+UBSIO_API int32_t UbsioKvCacheBatchExist(const char **keys, uint32_t keysCount, bool *results,
 					 uint32_t flags)
 {
-	int rc = 0, r;
+	uint64_t size;
 	uint32_t i;
 
 	(void)flags;
-	LOCK_INITED();
-	if (n && (!keys || !results)) {
-		rc = STUB_EINVAL;
-	} else {
-		for (i = 0; i < n; i++) {
-			r = do_exist(keys[i]);
-			results[i] = r == 0;
-			if (r && r != STUB_ENOENT && !rc)
-				rc = r;
-		}
-	}
-	stub_log("BatchExist %" PRIu32 " %d", n, rc);
+	if (!results || !keys_ok(keys, keysCount))
+		return KVC_INVALID_PARAM;
+	if (!lock_inited())
+		return KVC_ERR;
+	for (i = 0; i < keysCount; i++)
+		results[i] = do_stat(keys[i], &size);
+	stub_log("BatchExist %" PRIu32 " 0", keysCount);
 	pthread_mutex_unlock(&stub_lock);
-	return rc;
+	return KVC_OK;
 }
 
-UBSIO_API int32_t UbsioKvCacheBatchDelete(const char **keys, uint32_t n, int32_t *results,
-					  uint32_t flags)
+UBSIO_API int32_t UbsioKvCacheBatchDelete(const char **keys, uint32_t keysCount,
+					  int32_t *results, uint32_t flags)
 {
-	int rc = 0;
 	uint32_t i;
 
 	(void)flags;
-	LOCK_INITED();
-	if (n && (!keys || !results)) {
-		rc = STUB_EINVAL;
-	} else {
-		for (i = 0; i < n; i++) {
-			results[i] = do_delete(keys[i]);
-			if (results[i] && !rc)
-				rc = results[i];
-		}
-	}
-	stub_log("BatchDelete %" PRIu32 " %d", n, rc);
+	if (!results || !keys_ok(keys, keysCount))
+		return KVC_INVALID_PARAM;
+	if (!lock_inited())
+		return KVC_ERR;
+	for (i = 0; i < keysCount; i++)
+		results[i] = do_delete(keys[i]);
+	stub_log_batch("BatchDelete", keysCount, 0, results);
 	pthread_mutex_unlock(&stub_lock);
-	return rc;
+	return KVC_OK;
 }
 
-UBSIO_API int32_t UbsioKvCacheBatchGetLength(const char **keys, uint32_t n, size_t *lens,
-					     int32_t *results, uint32_t flags)
+UBSIO_API int32_t UbsioKvCacheBatchGetLength(const char **keys, uint32_t keysCount,
+					     size_t *lengths, int32_t *results, uint32_t flags)
 {
-	int rc = 0;
+	uint64_t size;
 	uint32_t i;
 
 	(void)flags;
-	LOCK_INITED();
-	if (n && (!keys || !lens || !results)) {
-		rc = STUB_EINVAL;
-	} else {
-		for (i = 0; i < n; i++) {
-			results[i] = do_get_length(keys[i], &lens[i]);
-			if (results[i] && !rc)
-				rc = results[i];
-		}
+	if (!lengths || !results || !keys_ok(keys, keysCount))
+		return KVC_INVALID_PARAM;
+	if (!lock_inited())
+		return KVC_ERR;
+	for (i = 0; i < keysCount; i++) {
+		bool ok = do_stat(keys[i], &size);
+
+		results[i] = ok ? 0 : KVC_ERR;
+		lengths[i] = ok ? (size_t)(uint32_t)size : STUB_GARBAGE_LEN;
 	}
-	stub_log("BatchGetLength %" PRIu32 " %d", n, rc);
+	stub_log("BatchGetLength %" PRIu32 " 0", keysCount);
 	pthread_mutex_unlock(&stub_lock);
-	return rc;
+	return KVC_OK;
 }
 
-UBSIO_API void UbsioKvCacheBatchFree(void **bufs, uint32_t n)
+UBSIO_API int32_t UbsioKvCacheBatchFree(void **bufs, uint32_t keysCount)
 {
 	uint32_t i;
 
-	if (!bufs)
-		return;
-	for (i = 0; i < n; i++)
-		free(bufs[i]);
-	free(bufs);
-	pthread_mutex_lock(&stub_lock);
-	stub_log("BatchFree %" PRIu32, n);
+	if (!bufs || keysCount < 1 || keysCount > STUB_BATCH_MAX)
+		return KVC_INVALID_PARAM;
+	if (!lock_inited())
+		return KVC_ERR;
+	for (i = 0; i < keysCount; i++) {
+		pool_free(bufs[i]);
+		bufs[i] = NULL;
+	}
+	stub_log("BatchFree %" PRIu32 " 0", keysCount);
 	pthread_mutex_unlock(&stub_lock);
+	return KVC_OK;
 }
