@@ -68,6 +68,7 @@ static void open_limited(struct ofs_store *s, uint64_t max_bytes, uint64_t max_k
 	cfg.geom.bucket_count = 1;
 	cfg.ubsio.lib = lib;
 	cfg.ubsio.new_init = 1;
+	cfg.ubsio.device_id = KVB_UBSIO_DEVICE_UNSET;
 	cfg.ubsio.max_bytes = max_bytes;
 	cfg.ubsio.max_keys = max_keys;
 	cfg.ubsio.buffer_max = buffer_max;
