@@ -1440,7 +1440,7 @@ static void ofs_value_missing(struct ofs *ofs, struct ofs_inode *in, const struc
 		pthread_mutex_unlock(&ofs->lock);
 		return;
 	}
-	if (ofs_key(ofs, in->ino, key, &klen))
+	if (meta_path(ofs->store.meta, in->ino, 1, key, OFS_KEY_MAX, &klen, NULL))
 		klen = 0;
 	ret = ofs_drop_name(ofs, &in->m, &to_free);
 	if (!ret && to_free.bucket >= 0)

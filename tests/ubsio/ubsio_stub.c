@@ -14,7 +14,8 @@
  *   -DUBSIO_STUB_OLD_INIT     Init is UbsioKvCacheInit(int32_t devId)
  *                             (old:ubsio-kv/include/ubsio_kvc.h:30), and there
  *                             is no UbsioKvCacheExit (a library older still).
- *   -DUBSIO_STUB_OMIT_DELETE  no UbsioKvCacheDelete (a missing symbol).
+ *   -DUBSIO_STUB_OMIT_DELETE  no UbsioKvCacheDelete nor UbsioKvCacheBatchDelete
+ *                             (a library missing a symbol offloadfs needs).
  *
  * Codes (int32_t, positive; no errno anywhere):
  *   The calls' own result is the library's KvcError (K/utils/ubsio_kvc_err.h:21-30):
@@ -931,7 +932,7 @@ static bool do_stat(const char *key, uint64_t *size)
 	return value_read(key, strlen(key), NULL, 0, false, size) == V_OK;
 }
 
-static int do_delete(const char *key)
+static __attribute__((unused)) int do_delete(const char *key)
 {
 	if (count_fault(&st.deletes, st.fail_delete, key))
 		return C_DISK_FAULT;
@@ -1559,6 +1560,7 @@ UBSIO_API int32_t UbsioKvCacheBatchExist(const char **keys, uint32_t keysCount, 
 	return KVC_OK;
 }
 
+#ifndef UBSIO_STUB_OMIT_DELETE
 UBSIO_API int32_t UbsioKvCacheBatchDelete(const char **keys, uint32_t keysCount,
 					  int32_t *results, uint32_t flags)
 {
@@ -1575,6 +1577,7 @@ UBSIO_API int32_t UbsioKvCacheBatchDelete(const char **keys, uint32_t keysCount,
 	pthread_mutex_unlock(&stub_lock);
 	return KVC_OK;
 }
+#endif
 
 UBSIO_API int32_t UbsioKvCacheBatchGetLength(const char **keys, uint32_t keysCount,
 					     size_t *lengths, int32_t *results, uint32_t flags)
