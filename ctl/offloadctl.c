@@ -643,6 +643,7 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 	pg.page_size = f.geom.page_size;
 	pg.bucket_size = f.geom.bucket_size;
 	pg.bucket_count = f.geom.bucket_count;
+	pg.keep_free = 0;
 	if (!bucket_problems && kvb_pages_init(&f.kvb, root, &pg, 0, err, sizeof(err)) == 0)
 		f.have_kvb = 1;
 

@@ -453,6 +453,24 @@ static void ofs_send_invals(struct ofs *ofs)
 			fuse_lowlevel_notify_inval_inode(ofs->se, inos[i], 0, 0);
 }
 
+/*
+ * The metadata's filesystem running short: its reserve given back and the
+ * log checkpointed (every tick while short), so that deletes still commit;
+ * the reserve taken again once space is back.
+ */
+static void ofs_watch_space(struct ofs *ofs)
+{
+	int did = ofs_store_space(&ofs->store, &ofs->lock, 0);
+
+	if (did & OFS_SPACE_RELEASED)
+		ofs_log("the disk holding %s is nearly full: its %llu KiB reserve given back "
+			"(writes get ENOSPC; deletes free space)",
+			ofs->store.meta_path, (unsigned long long)ofs->store.reserve_size >> 10);
+	if (did & OFS_SPACE_ARMED)
+		ofs_log("space is back on the disk holding %s: its reserve taken again",
+			ofs->store.meta_path);
+}
+
 static void *ofs_syncer(void *arg)
 {
 	struct ofs *ofs = arg;
@@ -489,6 +507,7 @@ static void *ofs_syncer(void *arg)
 			seen = changes;
 			ofs_durable(ofs, NULL);
 		}
+		ofs_watch_space(ofs);
 		/* The textfile collector's file, every few seconds. */
 		if (ofs->metrics_path && ofs_now_ns() - last_metrics >= 5000000000ULL) {
 			int r = ofs_metrics_write(ofs, ofs->metrics_path);
@@ -1605,6 +1624,10 @@ static void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, m
 		fuse_reply_err(req, EPERM);
 		return;
 	}
+	if (ofs_store_meta_low(&ofs->store)) {
+		fuse_reply_err(req, ENOSPC);
+		return;
+	}
 	pthread_mutex_lock(&ofs->lock);
 	/* Never committed until its first close or fsync: recovery drops it. */
 	ret = ofs_new_inode(ofs, req, parent, name, S_IFREG | (mode & 07777), META_NEW, &m);
@@ -1751,6 +1774,8 @@ static void ofs_do_write(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, const char *
 		n = -EBADF;
 	else if (in->werr)
 		n = in->werr;
+	else if (ofs_store_meta_low(&ofs->store))
+		n = -ENOSPC; /* its commit could not be recorded */
 	else
 		n = ofs->store.kvb.ops->obj_write(ofs->store.kvb.arg, in->obj, buf, size,
 						 (uint64_t)off);
@@ -2086,6 +2111,9 @@ static void ofs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	st.f_bsize = ks.block_size;
 	st.f_frsize = ks.block_size;
 	st.f_blocks = ks.blocks;
+	/* Nothing new fits while the metadata's disk is short (ofs_store_meta_low). */
+	if (ofs_store_meta_low(&ofs->store))
+		ks.blocks_free = 0;
 	st.f_bfree = ks.blocks_free;
 	st.f_bavail = ks.blocks_free;
 	pthread_mutex_lock(&ofs->lock);

@@ -77,6 +77,7 @@ struct pages {
 	uint64_t bucket_size;
 	uint64_t npages;
 	uint32_t nbuckets;
+	uint64_t keep_free;     /* bytes of the filesystem allocations leave free */
 	struct pages_bucket *b;
 	struct kvb_mem_faults *faults;
 	struct kvb_stats st;    /* updated with atomics */
@@ -1141,8 +1142,9 @@ static int pages_statfs(void *arg, struct kvb_statfs *st)
 	 * free is what both allow, and the size what is used plus that.
 	 */
 	if (p->b[0].fd >= 0 && fstatvfs(p->b[0].fd, &vfs) == 0) {
-		uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize / p->page_size;
+		uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
 
+		avail = avail > p->keep_free ? (avail - p->keep_free) / p->page_size : 0;
 		if (avail < st->blocks_free) {
 			st->blocks -= st->blocks_free - avail;
 			st->blocks_free = avail;
@@ -1379,6 +1381,12 @@ static void file_willneed(struct pages *p, uint32_t b, uint64_t off, uint64_t le
 
 static int file_reserve(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
 {
+	struct statvfs v;
+
+	/* The metadata's reserve on a shared filesystem is not ours to fill. */
+	if (p->keep_free && fstatvfs(p->b[b].fd, &v) == 0 &&
+	    (uint64_t)v.f_bavail * v.f_frsize < len + p->keep_free)
+		return -ENOSPC;
 	if (fallocate(p->b[b].fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0)
 		return 0;
 	/* A filesystem without fallocate cannot promise blocks: writes find out. */
@@ -1459,6 +1467,7 @@ static int pages_alloc(struct pages **out, const struct kvb_pages_geom *g, char 
 	p->bucket_size = g->bucket_size;
 	p->npages = g->bucket_size / g->page_size;
 	p->nbuckets = g->bucket_count;
+	p->keep_free = g->keep_free;
 	pthread_mutex_init(&p->flock, NULL);
 	p->b = calloc(p->nbuckets, sizeof(*p->b));
 	if (!p->b) {

@@ -26,7 +26,7 @@ static char dir[256];
 
 static void mem_setup(void)
 {
-	struct kvb_pages_geom g = { PS, 64 * PS, 2 };
+	struct kvb_pages_geom g = { PS, 64 * PS, 2, 0 };
 
 	memset(&faults, 0, sizeof(faults));
 	ck_assert_int_eq(kvb_mem_init(&kvb, &g, &faults), 0);
@@ -195,7 +195,7 @@ END_TEST
 
 START_TEST(test_extend_in_place_then_move)
 {
-	struct kvb_pages_geom g = { PS, 8 * PS, 1 };
+	struct kvb_pages_geom g = { PS, 8 * PS, 1, 0 };
 	struct kvb_map a, b, a2;
 	struct kvb_obj *o;
 	char want[3 * PS];
@@ -497,7 +497,7 @@ END_TEST
 
 START_TEST(test_freed_pages_wait_for_barrier)
 {
-	struct kvb_pages_geom g = { PS, 4 * PS, 1 };
+	struct kvb_pages_geom g = { PS, 4 * PS, 1, 0 };
 	struct kvb_map a, empty = KVB_MAP_EMPTY, n;
 	struct kvb_obj *o;
 	const uint64_t *pcs;
@@ -673,7 +673,7 @@ static void commit_nosync(struct kvb_obj *o, struct kvb_map *map)
  */
 START_TEST(test_power_cut_keeps_zeroed_growth)
 {
-	struct kvb_pages_geom g = { PS, 4 * PS, 1 };
+	struct kvb_pages_geom g = { PS, 4 * PS, 1, 0 };
 	struct kvb_map b, a, b2;
 	struct kvb_obj *o;
 	char want[2 * PS], got[2 * PS];
@@ -706,7 +706,7 @@ END_TEST
 
 START_TEST(test_power_cut_keeps_synced_objects)
 {
-	struct kvb_pages_geom g = { PS, 8 * PS, 1 };
+	struct kvb_pages_geom g = { PS, 8 * PS, 1, 0 };
 	struct kvb_map a, b, a2, c, empty = KVB_MAP_EMPTY;
 	struct kvb_obj *o;
 	char wa[3 * PS], wb[PS + 9];
