@@ -205,12 +205,12 @@ static int store_reserve_arm(struct ofs_store *s)
 }
 
 /*
- * Open DB-reserve and size the reserve.  On a disk already short of space
- * the file is emptied before anything else writes: recovery, fsck and the
+ * Open DB-reserve (create: make it) and size the reserve.  On a disk
+ * already short of space the file is emptied before anything else writes: recovery, fsck and the
  * snapshot of this open may need those blocks.  Nothing fails here: a
  * filesystem without fallocate simply has no reserve.
  */
-static void store_reserve_open(struct ofs_store *s)
+static void store_reserve_open(struct ofs_store *s, int create)
 {
 	char path[PATH_MAX + 16], dir[PATH_MAX], *slash;
 	struct statvfs v;
@@ -231,7 +231,7 @@ static void store_reserve_open(struct ofs_store *s)
 	s->reserve_size &= ~4095ULL;
 	if (!s->reserve_size)
 		return;
-	s->reserve_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	s->reserve_fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
 	if (s->reserve_fd < 0)
 		return;
 	s->reserve_held = fstat(s->reserve_fd, &st) == 0 &&
@@ -538,7 +538,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 			 s->root, buckets, s->meta_path);
 		goto out;
 	}
-	store_reserve_open(s);
+	store_reserve_open(s, 0);
 	ret = meta_open(s->meta_path, 1, &s->meta, err, errlen);
 	if (ret < 0)
 		goto out;
@@ -646,6 +646,9 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 		snprintf(err, errlen, "%s: %s", s->meta_path, meta_errmsg(s->meta));
 		goto out;
 	}
+	/* Made only now: a refused ROOT is left as it was. */
+	if (s->reserve_fd < 0)
+		store_reserve_open(s, 1);
 	ofs_store_space(s, NULL, 0);
 	return 0;
 

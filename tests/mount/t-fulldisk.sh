@@ -161,6 +161,8 @@ fill_outside "$DISK"
 ofs_umount
 check_eq "full disk: the daemon unmounts cleanly (exit 0)" 0 "$OFS_RC"
 check_fsck_clean "ROOT's disk full"
+check_contains "every freed page was given back to the disk (fsck finds no free page holding blocks)" \
+	"free pages holding disk blocks: 0 " "$OUT"
 check_eq "fsck found the clean-unmount snapshot" 1 \
 	"$(echo "$OUT" | grep -c 'bitmap snapshot: identical')"
 ofs_mount "$GEOM" || ofs_bail "cannot mount on the full ext4"
@@ -174,6 +176,25 @@ check "full disk, after remount: rm works" rm "$MNT/t/e1.moved"
 ofs_umount
 rm -f "$DISK"/filler*
 check_fsck_clean "after the second mount on the full disk"
+
+# Blocks under a free page (a store written before frees were punched):
+# fsck reports them, --repair punches them.
+dd if=/dev/urandom of="$ROOT/bucket_00.data" bs=64k count=2 seek=$((64 * 16 - 2)) conv=notrunc \
+	status=none
+sync -f "$DISK"
+before=$(avail "$DISK")
+ofs_fsck
+check_eq "blocks under free pages: fsck still exits 0" 0 "$RC"
+check_contains "fsck reports the 2 free pages holding blocks" \
+	"free pages holding disk blocks: 2 (128 KiB)" "$OUT"
+run "$OFSCTL" fsck "$ROOT" --repair
+check_contains "fsck --repair punches them" "repair: gave 2 free page(s) back to the filesystem" "$OUT"
+sync -f "$DISK"
+check "and the disk has the 128 KiB back ($before -> $(avail "$DISK") KiB)" \
+	test "$(avail "$DISK")" -ge $((before + 128))
+ofs_fsck
+check_contains "fsck after the repair: no free page holds blocks" \
+	"free pages holding disk blocks: 0 " "$OUT"
 
 # ---- meta= on an ext4 of its own, filled to the last block ----
 if ! mkdisk mdisk 16M; then
