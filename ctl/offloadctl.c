@@ -265,6 +265,8 @@ static int fsck_open(const char *root, const char *meta_path, int repair, struct
 		meta_path = path;
 	}
 	/* Without --repair nothing is written: not even a schema upgrade. */
+	/* On a full disk, the reserve is what lets sqlite replay its log and a repair write. */
+	ofs_reserve_give_back(meta_path);
 	ret = meta_open(meta_path, repair ? 0 : META_OPEN_NO_MIGRATE, &f->meta, err, sizeof(err));
 	if (ret < 0) {
 		fprintf(stderr, "offloadctl: %s: %s; not touched\n", meta_path, err);

@@ -176,7 +176,7 @@ static int64_t store_meta_avail(const struct ofs_store *s)
 	return (int64_t)((uint64_t)v.f_bavail * v.f_frsize);
 }
 
-/* Give the reserve's blocks back: from any thread (meta's full hook runs under the metadata lock). */
+/* Give the reserve's blocks back; any thread (meta's full hook holds the metadata lock). */
 static int store_reserve_release(struct ofs_store *s)
 {
 	if (s->reserve_fd < 0 || !__atomic_exchange_n(&s->reserve_held, 0, __ATOMIC_ACQ_REL))
@@ -195,7 +195,11 @@ static int store_reserve_arm(struct ofs_store *s)
 	if (s->reserve_fd < 0 || s->reserve_held)
 		return 0;
 	if (fallocate(s->reserve_fd, 0, 0, (off_t)s->reserve_size)) {
-		if (ftruncate(s->reserve_fd, 0)) {
+		/* No fallocate on this filesystem: no reserve (and no checks for one). */
+		if (errno == EOPNOTSUPP) {
+			close(s->reserve_fd);
+			s->reserve_fd = -1;
+		} else if (ftruncate(s->reserve_fd, 0)) {
 			/* nothing more to give back */
 		}
 		return 0;
@@ -206,9 +210,9 @@ static int store_reserve_arm(struct ofs_store *s)
 
 /*
  * Open DB-reserve (create: make it) and size the reserve.  On a disk
- * already short of space the file is emptied before anything else writes: recovery, fsck and the
- * snapshot of this open may need those blocks.  Nothing fails here: a
- * filesystem without fallocate simply has no reserve.
+ * already short of space the file is emptied before anything else writes:
+ * recovery and the snapshot of this open may need those blocks.  Nothing
+ * fails here: a filesystem without fallocate simply has no reserve.
  */
 static void store_reserve_open(struct ofs_store *s, int create)
 {
@@ -269,6 +273,19 @@ int ofs_store_space(struct ofs_store *s, pthread_mutex_t *meta_lock, int full)
 	}
 	pthread_mutex_unlock(&s->sync_lock);
 	return did;
+}
+
+void ofs_reserve_give_back(const char *meta_path)
+{
+	char path[PATH_MAX + 16];
+	struct statvfs v;
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s" OFS_RESERVE_SUFFIX, meta_path);
+	if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && statvfs(meta_path, &v) == 0 &&
+	    (uint64_t)v.f_bavail * v.f_frsize < (uint64_t)st.st_blocks * 512 && truncate(path, 0)) {
+		/* nothing to give back */
+	}
 }
 
 int ofs_store_meta_low(struct ofs_store *s)

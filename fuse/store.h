@@ -129,6 +129,8 @@ int ofs_store_space(struct ofs_store *s, pthread_mutex_t *meta_lock, int full);
  * is left is for deletes, renames, truncates and the unmount.
  */
 int ofs_store_meta_low(struct ofs_store *s);
+/* For offloadctl: empty DB-reserve when the disk has less than it available. */
+void ofs_reserve_give_back(const char *meta_path);
 
 /* Let go of everything as a daemon kill would: no sync, no snapshot (tests). */
 void ofs_store_crash(struct ofs_store *s);
