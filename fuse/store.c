@@ -746,6 +746,9 @@ int ofs_store_close(struct ofs_store *s)
 	r = meta_checkpoint(s->meta);
 	if (!ret)
 		ret = r;
+	/* Held again if there is room: the next mount's recovery and snapshot may need it. */
+	if (s->reserve_fd >= 0 && !s->reserve_held)
+		store_reserve_arm(s);
 	ofs_store_crash(s);
 	return ret;
 }

@@ -1257,7 +1257,10 @@ static int pages_start(void *arg, struct meta *m, int clean, char *msg, size_t m
 			return ret;
 	}
 	/* From here on the snapshot is stale: never load it after a crash. */
-	return meta_bitmap_clear(m);
+	ret = meta_bitmap_clear(m);
+	if (ret)
+		snprintf(msg, msglen, "cannot clear the clean-unmount snapshot: %s", strerror(-ret));
+	return ret;
 }
 
 static int pages_stop(void *arg, struct meta *m)

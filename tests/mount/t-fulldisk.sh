@@ -165,6 +165,11 @@ check_contains "every freed page was given back to the disk (fsck finds no free 
 	"free pages holding disk blocks: 0 " "$OUT"
 check_eq "fsck found the clean-unmount snapshot" 1 \
 	"$(echo "$OUT" | grep -c 'bitmap snapshot: identical')"
+# sqlite's shared-memory index as a file of holes on the full disk: a
+# process that maps it faults (SIGBUS) at its first write there.
+truncate -s 32768 "$ROOT/offloadfs.db-shm"
+ofs_fsck
+check_eq "full disk, a -shm of holes: fsck runs (no SIGBUS) and finds the store clean" 0 "$RC"
 ofs_mount "$GEOM" || ofs_bail "cannot mount on the full ext4"
 check_grep_log "full disk: the store mounts from its clean snapshot" "$OFS_LOG_CLEAN"
 check_cmp "full disk, after remount: the moved file" "$REF/e1" "$MNT/t/e1.moved"
