@@ -1763,6 +1763,7 @@ static void ofs_do_write(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, const char *
 	struct ofs *ofs = ofs_of(req);
 	uint64_t t0 = ofs_now_ns();
 	ssize_t n;
+	int low = 0;
 
 	(void)fi;
 	if (!in) {
@@ -1774,12 +1775,12 @@ static void ofs_do_write(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, const char *
 		n = -EBADF;
 	else if (in->werr)
 		n = in->werr;
-	else if (ofs_store_meta_low(&ofs->store))
+	else if ((low = ofs_store_meta_low(&ofs->store)))
 		n = -ENOSPC; /* its commit could not be recorded */
 	else
 		n = ofs->store.kvb.ops->obj_write(ofs->store.kvb.arg, in->obj, buf, size,
 						 (uint64_t)off);
-	if (n == -ENOSPC && in->obj && !in->werr && ofs_reclaim(ofs))
+	if (n == -ENOSPC && in->obj && !in->werr && !low && ofs_reclaim(ofs))
 		n = ofs->store.kvb.ops->obj_write(ofs->store.kvb.arg, in->obj, buf, size,
 						 (uint64_t)off);
 	if (n < 0 && in->obj && !in->werr)
