@@ -1419,8 +1419,13 @@ static int file_zero(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
 	if (errno == ENOSPC)
 		return -ENOSPC;
 	if (fallocate(p->b[b].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
-		      (off_t)len) == 0)
-		return file_reserve(p, b, off, len);
+		      (off_t)len) == 0) {
+		/* The blocks just given back, taken again (no keep_free: they were ours). */
+		if (fallocate(p->b[b].fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0 ||
+		    (errno != ENOSPC && errno != EDQUOT))
+			return 0;
+		return -errno;
+	}
 	while (len) {
 		size_t n = len < sizeof(zeros) ? (size_t)len : sizeof(zeros);
 		int ret = pages_write_all(p, b, zeros, n, off);
