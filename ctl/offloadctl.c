@@ -265,6 +265,8 @@ static int fsck_open(const char *root, const char *meta_path, int repair, struct
 		meta_path = path;
 	}
 	/* Without --repair nothing is written: not even a schema upgrade. */
+	/* On a full disk, the reserve is what lets sqlite replay its log and a repair write. */
+	ofs_reserve_give_back(meta_path);
 	ret = meta_open(meta_path, repair ? 0 : META_OPEN_NO_MIGRATE, &f->meta, err, sizeof(err));
 	if (ret < 0) {
 		fprintf(stderr, "offloadctl: %s: %s; not touched\n", meta_path, err);
@@ -582,6 +584,63 @@ static int fsck_kv(struct fsck *f, const struct ofs_config *cfg, int repair)
 	return problems ? 1 : 0;
 }
 
+/*
+ * Disk blocks held by pages no object uses (a free whose punch a crash
+ * cut short, a store written before frees were punched).  Reported, not a
+ * problem; punched with punch set, which the caller allows only for a
+ * cleanly unmounted store: after a crash, recovery may still fall back to
+ * a previous version in pages no record holds.
+ */
+static void fsck_free_space(struct fsck *f, const char *root, uint64_t npages, int punch)
+{
+	uint64_t ps = f->geom.page_size, held = 0, punched = 0;
+	char path[4096], name[32];
+	uint32_t b;
+
+	for (b = 0; b < f->geom.bucket_count; b++) {
+		off_t data = 0, hole;
+		int fd;
+
+		kvb_bucket_name(b, name, sizeof(name));
+		snprintf(path, sizeof(path), "%s/%s", root, name);
+		fd = open(path, (punch ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		while ((data = lseek(fd, data, SEEK_DATA)) >= 0) {
+			uint64_t p, start = 0, run = 0;
+
+			hole = lseek(fd, data, SEEK_HOLE);
+			if (hole <= data)
+				break;
+			/* Page by page: a page partly in the extent holds blocks too. */
+			for (p = (uint64_t)data / ps; p * ps < (uint64_t)hole && p < npages; p++) {
+				int unused = !alloc_test(&f->rebuilt[b], p);
+				int last = (p + 1) * ps >= (uint64_t)hole || p + 1 == npages;
+
+				if (unused) {
+					if (!run)
+						start = p;
+					run++;
+					held++;
+				}
+				if (run && (!unused || last)) {
+					if (punch && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+							       (off_t)(start * ps), (off_t)(run * ps)) == 0)
+						punched += run;
+					run = 0;
+				}
+			}
+			data = hole;
+		}
+		close(fd);
+	}
+	printf("free pages holding disk blocks: %" PRIu64 " (%" PRIu64 " KiB)%s\n", held,
+	       held * ps / 1024,
+	       punch ? "" : held ? "; fsck --repair of a cleanly unmounted store gives them back" : "");
+	if (punch)
+		printf("repair: gave %" PRIu64 " free page(s) back to the filesystem\n", punched);
+}
+
 static int cmd_fsck(const struct ofs_config *cfg, int repair)
 {
 	const char *root = cfg->root;
@@ -644,6 +703,7 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 	pg.page_size = f.geom.page_size;
 	pg.bucket_size = f.geom.bucket_size;
 	pg.bucket_count = f.geom.bucket_count;
+	pg.keep_free = 0;
 	if (!bucket_problems && kvb_pages_init(&f.kvb, root, &pg, 0, err, sizeof(err)) == 0)
 		f.have_kvb = 1;
 
@@ -703,6 +763,8 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 			printf("bitmap snapshot: identical to the bitmaps rebuilt from the mappings\n");
 		}
 	}
+	if (!bucket_problems)
+		fsck_free_space(&f, root, npages, repair && clean);
 	problems += (int)(f.overlaps + f.out_of_range + f.past_eof + f.bad_csum + f.io_errors);
 	printf("objects %" PRIu64 ", overlaps %" PRIu64 ", out of range %" PRIu64
 	       ", past end of bucket file %" PRIu64 ", checksum mismatches %" PRIu64

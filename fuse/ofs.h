@@ -40,6 +40,14 @@ struct ofs_inode {
 	unsigned char kfresh;
 	struct meta_inode m;
 	struct kvb_obj *obj;
+	/*
+	 * The first WRITE into obj that failed (negative errno), 0: none.  Bytes
+	 * the kernel acknowledged to a writer (a write-back of mmap or cached
+	 * pages) may be lost with it, so nothing of obj may commit: flush,
+	 * fsync and release fail with it until the working state is dropped.
+	 * Under rw (write).
+	 */
+	int werr;
 	uint64_t *pcs;        /* per-page checksums of the committed version, loaded for verify */
 	uint32_t read_opens;  /* opens for reading in the current promotion window (ofs.lock) */
 	int64_t window_start;

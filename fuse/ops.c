@@ -354,6 +354,7 @@ static int ofs_obj_open(struct ofs *ofs, struct ofs_inode *in)
 	pthread_mutex_lock(&ofs->lock);
 	in->obj = obj;
 	pthread_mutex_unlock(&ofs->lock);
+	in->werr = 0;
 	return 0;
 }
 
@@ -364,6 +365,7 @@ static void ofs_obj_close(struct ofs *ofs, struct ofs_inode *in)
 	pthread_mutex_lock(&ofs->lock);
 	in->obj = NULL;
 	pthread_mutex_unlock(&ofs->lock);
+	in->werr = 0;
 	ofs->store.kvb.ops->obj_close(ofs->store.kvb.arg, obj);
 }
 
@@ -399,6 +401,10 @@ static int ofs_commit(struct ofs *ofs, struct ofs_inode *in, int sync)
 	const struct kvb_ops *ops = ofs->store.kvb.ops;
 	int ret;
 
+	if (in->obj && in->werr) {
+		OFS_COUNT(ofs->metrics.commit_failures, 1);
+		return in->werr;
+	}
 	if (!in->obj || (!ops->obj_dirty(ofs->store.kvb.arg, in->obj) &&
 			 in->m.state == META_COMMITTED))
 		return sync ? ofs_durable(ofs, NULL) : 0;
@@ -469,6 +475,24 @@ static void ofs_send_invals(struct ofs *ofs)
 		fuse_lowlevel_notify_inval_entry(ofs->se, ents[i].parent, ents[i].name, ents[i].len);
 }
 
+/*
+ * The metadata's filesystem running short: its reserve given back and the
+ * log checkpointed (every tick while short), so that deletes still commit;
+ * the reserve taken again once space is back.
+ */
+static void ofs_watch_space(struct ofs *ofs)
+{
+	int did = ofs_store_space(&ofs->store, &ofs->lock, 0);
+
+	if (did & OFS_SPACE_RELEASED)
+		ofs_log("the disk holding %s is nearly full: its %llu KiB reserve given back "
+			"(writes get ENOSPC; deletes free space)",
+			ofs->store.meta_path, (unsigned long long)ofs->store.reserve_size >> 10);
+	if (did & OFS_SPACE_ARMED)
+		ofs_log("space is back on the disk holding %s: its reserve taken again",
+			ofs->store.meta_path);
+}
+
 static void *ofs_syncer(void *arg)
 {
 	struct ofs *ofs = arg;
@@ -505,6 +529,7 @@ static void *ofs_syncer(void *arg)
 			seen = changes;
 			ofs_durable(ofs, NULL);
 		}
+		ofs_watch_space(ofs);
 		/* The textfile collector's file, every few seconds. */
 		if (ofs->metrics_path && ofs_now_ns() - last_metrics >= 5000000000ULL) {
 			int r = ofs_metrics_write(ofs, ofs->metrics_path);
@@ -1672,6 +1697,10 @@ static void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, m
 		fuse_reply_err(req, EPERM);
 		return;
 	}
+	if (ofs_store_meta_low(&ofs->store)) {
+		fuse_reply_err(req, ENOSPC);
+		return;
+	}
 	pthread_mutex_lock(&ofs->lock);
 	/* Never committed until its first close or fsync: recovery drops it. */
 	ret = ofs_new_inode(ofs, req, parent, name, S_IFREG | (mode & 07777), META_NEW, &m);
@@ -1778,12 +1807,37 @@ static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	ofs_iput(ofs, in);
 }
 
+/*
+ * A WRITE into in's working state failed.  The writer may be the kernel
+ * writing back pages it already acknowledged (mmap, cached writes), whose
+ * bytes are now lost: the working state is poisoned, so that no later
+ * flush, fsync or release commits it with zeros or old bytes in their
+ * place.  Under the inode's rw lock (write).
+ */
+static void ofs_poison(struct ofs *ofs, struct ofs_inode *in, int err, uint64_t off, size_t len)
+{
+	char key[OFS_KEY_MAX];
+	size_t klen = 0;
+
+	in->werr = err;
+	pthread_mutex_lock(&ofs->lock);
+	if (meta_path(ofs->store.meta, in->ino, 1, key, sizeof(key) - 1, &klen, NULL))
+		klen = 0;
+	pthread_mutex_unlock(&ofs->lock);
+	key[klen] = '\0';
+	ofs_log("write of %zu bytes at %llu to '%s' (inode %llu) failed: %s; the file keeps its "
+		"last committed content, and its writers' flush, fsync and close fail",
+		len, (unsigned long long)off, klen ? key : "(unlinked)",
+		(unsigned long long)in->ino, strerror(-err));
+}
+
 static void ofs_do_write(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, const char *buf, size_t size, off_t off,
 			 struct fuse_file_info *fi, struct ofs_inode *in)
 {
 	struct ofs *ofs = ofs_of(req);
 	uint64_t t0 = ofs_now_ns();
 	ssize_t n;
+	int low = 0;
 
 	(void)fi;
 	if (!in) {
@@ -1793,12 +1847,18 @@ static void ofs_do_write(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, const char *
 	pthread_rwlock_wrlock(ofs_rw(ofs, in));
 	if (!in->obj)
 		n = -EBADF;
+	else if (in->werr)
+		n = in->werr;
+	else if ((low = ofs_store_meta_low(&ofs->store)))
+		n = -ENOSPC; /* its commit could not be recorded */
 	else
 		n = ofs->store.kvb.ops->obj_write(ofs->store.kvb.arg, in->obj, buf, size,
 						 (uint64_t)off);
-	if (n == -ENOSPC && ofs_reclaim(ofs))
+	if (n == -ENOSPC && in->obj && !in->werr && !low && ofs_reclaim(ofs))
 		n = ofs->store.kvb.ops->obj_write(ofs->store.kvb.arg, in->obj, buf, size,
 						 (uint64_t)off);
+	if (n < 0 && in->obj && !in->werr)
+		ofs_poison(ofs, in, (int)n, (uint64_t)off, size);
 	if (n > 0) {
 		int64_t now = ofs_now();
 
@@ -1837,9 +1897,14 @@ static void ofs_do_flush(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_
 		 * The last writer's close failed: its bytes are dropped, as it was
 		 * told, rather than committed by a retry at release, and the
 		 * kernel is made to forget the pages that held them.  Writers
-		 * still open keep the state they share.
+		 * still open keep the state they share.  A poisoned state
+		 * (ofs_poison) stays until release: this may be the close of
+		 * one of several descriptors of the open file, and every later
+		 * flush, fsync and the release must fail too.
 		 */
-		if (ret && in->nwriters == 1) {
+		if (ret && in->werr)
+			ofs_queue_inval(ofs, ino);
+		else if (ret && in->nwriters == 1) {
 			ofs_obj_close(ofs, in);
 			if (ofs_obj_open(ofs, in))
 				ofs_log("inode %llu: no working state after a failed close",
@@ -2121,6 +2186,9 @@ static void ofs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	st.f_bsize = ks.block_size;
 	st.f_frsize = ks.block_size;
 	st.f_blocks = ks.blocks;
+	/* Nothing new fits while the metadata's disk is short (ofs_store_meta_low). */
+	if (ofs_store_meta_low(&ofs->store))
+		ks.blocks_free = 0;
 	st.f_bfree = ks.blocks_free;
 	st.f_bavail = ks.blocks_free;
 	pthread_mutex_lock(&ofs->lock);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* prev_bucket of a durable previous version that was empty (no pages). */
@@ -49,6 +50,14 @@ int ofs_parse_size(const char *s, uint64_t *out)
 		return -EINVAL;
 	*out = (uint64_t)v << shift;
 	return 0;
+}
+
+/* a and b (paths that exist, or their directories) are on one filesystem. */
+static int store_same_fs(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev;
 }
 
 static int store_is_bucket_name(const char *n)
@@ -102,7 +111,7 @@ static int store_scan_root(const char *root, const char *dbpath, int *buckets, c
 			continue;
 		if (dbbase && !strncmp(n, dbbase, bl) &&
 		    (!n[bl] || !strcmp(n + bl, "-wal") || !strcmp(n + bl, "-shm") ||
-		     !strcmp(n + bl, "-journal")))
+		     !strcmp(n + bl, "-journal") || !strcmp(n + bl, OFS_RESERVE_SUFFIX)))
 			continue;
 		if (!foreign++)
 			snprintf(first, sizeof(first), "%s", n);
@@ -155,6 +164,138 @@ static int store_geom_check(const struct ofs_config *cfg, const struct meta_geom
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/* Bytes available to us on the filesystem holding the metadata; -1 when unknown. */
+static int64_t store_meta_avail(const struct ofs_store *s)
+{
+	struct statvfs v;
+
+	if (statvfs(s->meta_path, &v))
+		return -1;
+	return (int64_t)((uint64_t)v.f_bavail * v.f_frsize);
+}
+
+/* Give the reserve's blocks back; any thread (meta's full hook holds the metadata lock). */
+static int store_reserve_release(struct ofs_store *s)
+{
+	if (s->reserve_fd < 0 || !__atomic_exchange_n(&s->reserve_held, 0, __ATOMIC_ACQ_REL))
+		return 0;
+	return ftruncate(s->reserve_fd, 0) == 0;
+}
+
+static int store_full_hook(void *arg)
+{
+	return store_reserve_release(arg);
+}
+
+/* Take the reserve's blocks, all or none.  Under sync_lock. */
+static int store_reserve_arm(struct ofs_store *s)
+{
+	if (s->reserve_fd < 0 || s->reserve_held)
+		return 0;
+	if (fallocate(s->reserve_fd, 0, 0, (off_t)s->reserve_size)) {
+		/* No fallocate on this filesystem: no reserve (and no checks for one). */
+		if (errno == EOPNOTSUPP) {
+			close(s->reserve_fd);
+			s->reserve_fd = -1;
+		} else if (ftruncate(s->reserve_fd, 0)) {
+			/* nothing more to give back */
+		}
+		return 0;
+	}
+	__atomic_store_n(&s->reserve_held, 1, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/*
+ * Open DB-reserve (create: make it) and size the reserve.  On a disk
+ * already short of space the file is emptied before anything else writes:
+ * recovery and the snapshot of this open may need those blocks.  Nothing
+ * fails here: a filesystem without fallocate simply has no reserve.
+ */
+static void store_reserve_open(struct ofs_store *s, int create)
+{
+	char path[PATH_MAX + 16], dir[PATH_MAX], *slash;
+	struct statvfs v;
+	struct stat st;
+	int64_t avail;
+
+	snprintf(path, sizeof(path), "%s" OFS_RESERVE_SUFFIX, s->meta_path);
+	/* A new store's database does not exist yet: its directory then. */
+	snprintf(dir, sizeof(dir), "%s", s->meta_path);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	if (statvfs(s->meta_path, &v) && statvfs(slash && dir[0] ? dir : slash ? "/" : ".", &v))
+		return;
+	s->reserve_size = (uint64_t)v.f_blocks * v.f_frsize / 8;
+	if (s->reserve_size > OFS_RESERVE_MAX)
+		s->reserve_size = OFS_RESERVE_MAX;
+	s->reserve_size &= ~4095ULL;
+	if (!s->reserve_size)
+		return;
+	s->reserve_fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
+	if (s->reserve_fd < 0)
+		return;
+	s->reserve_held = fstat(s->reserve_fd, &st) == 0 &&
+			  (uint64_t)st.st_blocks * 512 >= s->reserve_size;
+	avail = store_meta_avail(s);
+	if (avail >= 0 && (uint64_t)avail < s->reserve_size) {
+		s->reserve_held = 1;
+		store_reserve_release(s);
+	}
+}
+
+int ofs_store_space(struct ofs_store *s, pthread_mutex_t *meta_lock, int full)
+{
+	int64_t avail;
+	int did = 0;
+
+	pthread_mutex_lock(&s->sync_lock);
+	avail = store_meta_avail(s);
+	if (s->reserve_fd >= 0 && avail >= 0) {
+		if (full || (uint64_t)avail < s->reserve_size) {
+			if (store_reserve_release(s))
+				did |= OFS_SPACE_RELEASED;
+			/* The log's blocks too: a truncating checkpoint empties it. */
+			if (meta_lock)
+				pthread_mutex_lock(meta_lock);
+			if (meta_checkpoint(s->meta) == 0)
+				did |= OFS_SPACE_CHECKPOINTED;
+			if (meta_lock)
+				pthread_mutex_unlock(meta_lock);
+		} else if (!__atomic_load_n(&s->reserve_held, __ATOMIC_ACQUIRE) &&
+			   (uint64_t)avail >= 3 * s->reserve_size &&
+			   store_reserve_arm(s)) {
+			did |= OFS_SPACE_ARMED;
+		}
+	}
+	pthread_mutex_unlock(&s->sync_lock);
+	return did;
+}
+
+void ofs_reserve_give_back(const char *meta_path)
+{
+	char path[PATH_MAX + 16];
+	struct statvfs v;
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s" OFS_RESERVE_SUFFIX, meta_path);
+	if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && statvfs(meta_path, &v) == 0 &&
+	    (uint64_t)v.f_bavail * v.f_frsize < (uint64_t)st.st_blocks * 512 && truncate(path, 0)) {
+		/* nothing to give back */
+	}
+}
+
+int ofs_store_meta_low(struct ofs_store *s)
+{
+	int64_t avail;
+
+	if (s->reserve_fd < 0 || __atomic_load_n(&s->reserve_held, __ATOMIC_ACQUIRE))
+		return 0;
+	avail = store_meta_avail(s);
+	return avail >= 0 && (uint64_t)avail < s->reserve_size / 2;
 }
 
 int ofs_store_sync(struct ofs_store *s, pthread_mutex_t *meta_lock, uint64_t *released)
@@ -471,6 +612,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 
 	memset(s, 0, sizeof(*s));
 	s->lock_fd = -1;
+	s->reserve_fd = -1;
 	pthread_mutex_init(&s->sync_lock, NULL);
 	if (!cfg->root) {
 		snprintf(err, errlen, "no ROOT given");
@@ -515,9 +657,11 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 			 s->root, buckets, s->meta_path);
 		goto out;
 	}
+	store_reserve_open(s, 0);
 	ret = meta_open(s->meta_path, 1, &s->meta, err, errlen);
 	if (ret < 0)
 		goto out;
+	meta_set_full_hook(s->meta, store_full_hook, s);
 	ret = meta_geom_get(s->meta, &s->geom, backend, sizeof(backend));
 	if (ret == -ENOENT) {
 		/* New (or never finished formatting): the requested geometry. */
@@ -559,6 +703,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 		pg.page_size = s->geom.page_size;
 		pg.bucket_size = s->geom.bucket_size;
 		pg.bucket_count = s->geom.bucket_count;
+		pg.keep_free = store_same_fs(s->root, s->meta_path) ? s->reserve_size : 0;
 		ret = kvb_pages_init(&s->kvb, s->root, &pg, s->created, err, errlen);
 	} else {
 		ret = -EINVAL;
@@ -628,6 +773,10 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 		snprintf(err, errlen, "%s: %s", s->meta_path, meta_errmsg(s->meta));
 		goto out;
 	}
+	/* Made only now: a refused ROOT is left as it was. */
+	if (s->reserve_fd < 0)
+		store_reserve_open(s, 1);
+	ofs_store_space(s, NULL, 0);
 	return 0;
 
 out:
@@ -653,6 +802,8 @@ out:
 		unlink(aux);
 		snprintf(aux, sizeof(aux), "%s-shm", db);
 		unlink(aux);
+		snprintf(aux, sizeof(aux), "%s" OFS_RESERVE_SUFFIX, db);
+		unlink(aux);
 		if (journal)
 			unlink(journal);
 	}
@@ -671,6 +822,9 @@ void ofs_store_crash(struct ofs_store *s)
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
 	s->lock_fd = -1;
+	if (s->reserve_fd >= 0)
+		close(s->reserve_fd);
+	s->reserve_fd = -1;
 	free(s->root);
 	free(s->meta_path);
 	s->root = s->meta_path = NULL;
@@ -682,6 +836,8 @@ int ofs_store_close(struct ofs_store *s)
 
 	if (!s->meta)
 		return 0;
+	/* On a disk short of space, the snapshot and the checkpoint get the reserve. */
+	ofs_store_space(s, NULL, 0);
 	/* Every freed run reusable, every record durable, before the snapshot. */
 	ret = ofs_store_sync(s, NULL, NULL);
 	if (!ret)
@@ -700,6 +856,9 @@ int ofs_store_close(struct ofs_store *s)
 	r = meta_checkpoint(s->meta);
 	if (!ret)
 		ret = r;
+	/* Held again if there is room: the next mount's recovery and snapshot may need it. */
+	if (s->reserve_fd >= 0 && !s->reserve_held)
+		store_reserve_arm(s);
 	ofs_store_crash(s);
 	return ret;
 }

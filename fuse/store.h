@@ -62,7 +62,21 @@ struct ofs_store {
 	 */
 	uint64_t gen, synced_gen;
 	pthread_mutex_t sync_lock; /* one barrier at a time */
+	/*
+	 * Space the metadata's filesystem keeps for the log, the snapshot and
+	 * checkpoints, so that deletes and unmount work on a full disk: a
+	 * file of reserve_size bytes next to the database (DB-reserve) that
+	 * ofs_store_space gives back when the disk runs short; taken again
+	 * under sync_lock, given back from any thread (reserve_held atomic).
+	 */
+	int reserve_fd;
+	uint64_t reserve_size;
+	int reserve_held;
 };
+
+#define OFS_RESERVE_SUFFIX "-reserve"
+/* At most this, and an eighth of the metadata's filesystem. */
+#define OFS_RESERVE_MAX (24ULL << 20)
 
 /* Parse "4G", "64K", "1048576"; -EINVAL on anything else or overflow. */
 int ofs_parse_size(const char *s, uint64_t *out);
@@ -98,6 +112,26 @@ int ofs_store_sync(struct ofs_store *s, pthread_mutex_t *meta_lock, uint64_t *re
  */
 int ofs_store_commit(struct ofs_store *s, pthread_mutex_t *meta_lock, struct meta_inode *m,
 		     struct kvb_obj *obj);
+
+/*
+ * Keep the metadata's filesystem usable: when it is short of space (less
+ * than the reserve available) or full is set (a metadata write just got
+ * ENOSPC), give the reserve back and checkpoint the log into the
+ * database, truncating it; when space has come back, take the reserve
+ * again.  Returns OFS_SPACE_* flags saying what it did.
+ */
+#define OFS_SPACE_RELEASED 1
+#define OFS_SPACE_CHECKPOINTED 2
+#define OFS_SPACE_ARMED 4
+int ofs_store_space(struct ofs_store *s, pthread_mutex_t *meta_lock, int full);
+/*
+ * 1 when the metadata's disk is short (its reserve given back and less
+ * than half of it left): new files and new data then get ENOSPC, and what
+ * is left is for deletes, renames, truncates and the unmount.
+ */
+int ofs_store_meta_low(struct ofs_store *s);
+/* For offloadctl: empty DB-reserve when the disk has less than it available. */
+void ofs_reserve_give_back(const char *meta_path);
 
 /* Let go of everything as a daemon kill would: no sync, no snapshot (tests). */
 void ofs_store_crash(struct ofs_store *s);

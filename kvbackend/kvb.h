@@ -191,6 +191,11 @@ struct kvb_pages_geom {
 	uint64_t page_size;
 	uint64_t bucket_size;
 	uint32_t bucket_count;
+	/*
+	 * Bytes of the buckets' filesystem that allocations leave free (the
+	 * metadata's reserve when it shares the filesystem); 0: none.
+	 */
+	uint64_t keep_free;
 };
 int kvb_pages_init(struct kvb *kvb, const char *root, const struct kvb_pages_geom *g,
 		   int create, char *err, size_t errlen);

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
@@ -44,6 +45,13 @@ struct pages_io {
 	ssize_t (*pwrite)(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off);
 	int (*zero)(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
 	int (*sync)(struct pages *p, uint32_t b);
+	/*
+	 * Optional.  reserve: give bytes [off, off + len) real blocks, so that
+	 * writing them later cannot fail for want of space (-ENOSPC now
+	 * instead); punch: give their blocks back (they then read as zeros).
+	 */
+	int (*reserve)(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
+	int (*punch)(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
 	void (*willneed)(struct pages *p, uint32_t b, uint64_t off, uint64_t len); /* optional */
 };
 
@@ -69,6 +77,7 @@ struct pages {
 	uint64_t bucket_size;
 	uint64_t npages;
 	uint32_t nbuckets;
+	uint64_t keep_free;     /* bytes of the filesystem allocations leave free */
 	struct pages_bucket *b;
 	struct kvb_mem_faults *faults;
 	struct kvb_stats st;    /* updated with atomics */
@@ -146,6 +155,26 @@ static int io_sync(struct pages *p, uint32_t b)
 	return ret;
 }
 
+/* -ENOSPC when the backing filesystem cannot hold the run; 0 when it can or cannot tell. */
+static int io_reserve(struct pages *p, uint32_t b, uint64_t page, uint64_t n)
+{
+	int ret;
+
+	if (!p->io->reserve || n == 0)
+		return 0;
+	ret = p->io->reserve(p, b, page * p->page_size, n * p->page_size);
+	pages_count(p, KVB_CALL_ZERO, ret < 0);
+	return ret;
+}
+
+static void io_punch(struct pages *p, uint32_t b, uint64_t page, uint64_t n)
+{
+	/* Best effort: a run not punched only costs disk space until fsck --repair. */
+	if (p->io->punch && n)
+		pages_count(p, KVB_CALL_ZERO,
+			    p->io->punch(p, b, page * p->page_size, n * p->page_size) < 0);
+}
+
 static uint64_t pages_for(const struct pages *p, uint64_t size)
 {
 	return (size + p->page_size - 1) / p->page_size;
@@ -174,6 +203,8 @@ static int pages_free_run(struct pages *p, int32_t b, uint64_t page, uint64_t n)
 
 	if (b < 0 || n == 0)
 		return 0;
+	/* Its blocks back to the filesystem first, while no one else can have the run. */
+	io_punch(p, (uint32_t)b, page, n);
 	pthread_mutex_lock(&p->b[b].lock);
 	ret = alloc_free(&p->b[b].a, page, n);
 	pthread_mutex_unlock(&p->b[b].lock);
@@ -231,6 +262,15 @@ static int pages_alloc_run(struct pages *p, const char *key, size_t klen, uint64
 		pthread_mutex_lock(&p->b[b].lock);
 		ret = alloc_alloc(&p->b[b].a, n, &page);
 		pthread_mutex_unlock(&p->b[b].lock);
+		/*
+		 * The run gets its blocks now: a write the kernel acknowledged
+		 * and writes back later must not find the disk full.  The
+		 * buckets share one filesystem, so no other bucket would do.
+		 */
+		if (ret == 0 && (ret = io_reserve(p, b, page, n)) != 0) {
+			pages_free_run(p, (int32_t)b, page, n);
+			break;
+		}
 		if (ret == 0) {
 			__atomic_add_fetch(&p->st.allocations, 1, __ATOMIC_RELAXED);
 			out->bucket = (int32_t)b;
@@ -242,7 +282,7 @@ static int pages_alloc_run(struct pages *p, const char *key, size_t klen, uint64
 			return ret;
 	}
 	__atomic_add_fetch(&p->st.alloc_failures, 1, __ATOMIC_RELAXED);
-	return -ENOSPC;
+	return ret;
 }
 
 static int pages_extend_run(struct pages *p, struct kvb_map *m, uint64_t n)
@@ -252,6 +292,9 @@ static int pages_extend_run(struct pages *p, struct kvb_map *m, uint64_t n)
 	pthread_mutex_lock(&p->b[m->bucket].lock);
 	ret = alloc_extend(&p->b[m->bucket].a, m->page, m->npages, n - m->npages);
 	pthread_mutex_unlock(&p->b[m->bucket].lock);
+	if (ret == 0 && (ret = io_reserve(p, (uint32_t)m->bucket, m->page + m->npages,
+					  n - m->npages)) != 0)
+		pages_free_run(p, m->bucket, m->page + m->npages, n - m->npages);
 	if (ret == 0) {
 		m->npages = n;
 		__atomic_add_fetch(&p->st.allocations, 1, __ATOMIC_RELAXED);
@@ -1003,20 +1046,30 @@ static int pages_barrier(void *arg, uint64_t *mark)
 static uint64_t pages_release(void *arg, uint64_t mark)
 {
 	struct pages *p = arg;
+	struct pages_freed *runs;
 	uint64_t i, pages = 0;
 
+	/*
+	 * The runs are taken off the list first and punched (pages_free_run)
+	 * outside flock: commits queue their frees meanwhile.
+	 */
 	pthread_mutex_lock(&p->flock);
 	if (mark > p->nfreed)
 		mark = p->nfreed;
-	for (i = 0; i < mark; i++) {
-		pages_free_run(p, p->freed[i].bucket, p->freed[i].page, p->freed[i].npages);
-		pages += p->freed[i].npages;
+	runs = mark ? malloc(mark * sizeof(*runs)) : NULL;
+	if (!runs) {
+		pthread_mutex_unlock(&p->flock);
+		return 0; /* nothing to do, or they wait for the next barrier */
 	}
-	if (mark) {
-		memmove(p->freed, p->freed + mark, (p->nfreed - mark) * sizeof(*p->freed));
-		p->nfreed -= mark;
-	}
+	memcpy(runs, p->freed, mark * sizeof(*runs));
+	memmove(p->freed, p->freed + mark, (p->nfreed - mark) * sizeof(*p->freed));
+	p->nfreed -= mark;
 	pthread_mutex_unlock(&p->flock);
+	for (i = 0; i < mark; i++) {
+		pages_free_run(p, runs[i].bucket, runs[i].page, runs[i].npages);
+		pages += runs[i].npages;
+	}
+	free(runs);
 	return pages;
 }
 
@@ -1072,6 +1125,7 @@ static int pages_sync(void *arg, const struct kvb_map *m)
 static int pages_statfs(void *arg, struct kvb_statfs *st)
 {
 	struct pages *p = arg;
+	struct statvfs vfs;
 	uint32_t i;
 
 	st->block_size = p->page_size;
@@ -1081,6 +1135,20 @@ static int pages_statfs(void *arg, struct kvb_statfs *st)
 		pthread_mutex_lock(&p->b[i].lock);
 		st->blocks_free += alloc_free_pages(&p->b[i].a);
 		pthread_mutex_unlock(&p->b[i].lock);
+	}
+	/*
+	 * Allocated pages hold their blocks (io_reserve) and freed ones are
+	 * punched, so a new page costs one page of the backing filesystem:
+	 * free is what both allow, and the size what is used plus that.
+	 */
+	if (p->b[0].fd >= 0 && fstatvfs(p->b[0].fd, &vfs) == 0) {
+		uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+
+		avail = avail > p->keep_free ? (avail - p->keep_free) / p->page_size : 0;
+		if (avail < st->blocks_free) {
+			st->blocks -= st->blocks_free - avail;
+			st->blocks_free = avail;
+		}
 	}
 	return 0;
 }
@@ -1189,7 +1257,10 @@ static int pages_start(void *arg, struct meta *m, int clean, char *msg, size_t m
 			return ret;
 	}
 	/* From here on the snapshot is stale: never load it after a crash. */
-	return meta_bitmap_clear(m);
+	ret = meta_bitmap_clear(m);
+	if (ret)
+		snprintf(msg, msglen, "cannot clear the clean-unmount snapshot: %s", strerror(-ret));
+	return ret;
 }
 
 static int pages_stop(void *arg, struct meta *m)
@@ -1311,14 +1382,50 @@ static void file_willneed(struct pages *p, uint32_t b, uint64_t off, uint64_t le
 	(void)posix_fadvise(p->b[b].fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
 }
 
+static int file_reserve(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
+{
+	struct statvfs v;
+
+	/* The metadata's reserve on a shared filesystem is not ours to fill. */
+	if (p->keep_free && fstatvfs(p->b[b].fd, &v) == 0 &&
+	    (uint64_t)v.f_bavail * v.f_frsize < len + p->keep_free)
+		return -ENOSPC;
+	if (fallocate(p->b[b].fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0)
+		return 0;
+	/* A filesystem without fallocate cannot promise blocks: writes find out. */
+	return errno == ENOSPC ? -ENOSPC : errno == EDQUOT ? -EDQUOT : 0;
+}
+
+static int file_punch(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
+{
+	return fallocate(p->b[b].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+			 (off_t)len)
+		       ? -errno
+		       : 0;
+}
+
 static int file_zero(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
 {
 	static const char zeros[65536];
 
-	/* A punched hole reads as zeros and costs no I/O; not every fs has it. */
-	if (fallocate(p->b[b].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+	/*
+	 * Zeros that keep the range's blocks (it is allocated: io_reserve),
+	 * without writing them.  Without ZERO_RANGE (tmpfs): a hole, then
+	 * the blocks again; without either, written zeros.
+	 */
+	if (fallocate(p->b[b].fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, (off_t)off,
 		      (off_t)len) == 0)
 		return 0;
+	if (errno == ENOSPC)
+		return -ENOSPC;
+	if (fallocate(p->b[b].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+		      (off_t)len) == 0) {
+		/* The blocks just given back, taken again (no keep_free: they were ours). */
+		if (fallocate(p->b[b].fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0 ||
+		    (errno != ENOSPC && errno != EDQUOT))
+			return 0;
+		return -errno;
+	}
 	while (len) {
 		size_t n = len < sizeof(zeros) ? (size_t)len : sizeof(zeros);
 		int ret = pages_write_all(p, b, zeros, n, off);
@@ -1341,6 +1448,8 @@ static const struct pages_io file_io = {
 	.pwrite = file_pwrite,
 	.zero = file_zero,
 	.sync = file_sync,
+	.reserve = file_reserve,
+	.punch = file_punch,
 	.willneed = file_willneed,
 };
 
@@ -1366,6 +1475,7 @@ static int pages_alloc(struct pages **out, const struct kvb_pages_geom *g, char 
 	p->bucket_size = g->bucket_size;
 	p->npages = g->bucket_size / g->page_size;
 	p->nbuckets = g->bucket_count;
+	p->keep_free = g->keep_free;
 	pthread_mutex_init(&p->flock, NULL);
 	p->b = calloc(p->nbuckets, sizeof(*p->b));
 	if (!p->b) {

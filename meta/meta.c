@@ -161,6 +161,8 @@ struct meta {
 	uint64_t changes;               /* namespace and object writes, for group commit */
 	sqlite3_file *wal;              /* the log file, once meta_sync_begin found it */
 	int log_failed;                 /* a sync of the log failed (atomic): see meta_sync_begin */
+	int (*full_hook)(void *);       /* a write found the disk full: see meta_set_full_hook */
+	void *full_arg;
 };
 
 /* Pages of log before sqlite's checkpoint (16 MiB at 4 KiB pages). */
@@ -190,6 +192,12 @@ static int meta_wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 	if (rc != SQLITE_OK && rc != SQLITE_BUSY && rc != SQLITE_LOCKED)
 		__atomic_store_n(&m->log_failed, 1, __ATOMIC_RELAXED);
 	return SQLITE_OK;
+}
+
+void meta_set_full_hook(struct meta *m, int (*hook)(void *), void *arg)
+{
+	m->full_hook = hook;
+	m->full_arg = arg;
 }
 
 uint64_t meta_changes(struct meta *m)
@@ -252,9 +260,25 @@ const char *meta_errmsg(struct meta *m)
 /* Reset after use so the statement holds no read lock between calls. */
 static int meta_step_done(struct meta *m, sqlite3_stmt *s)
 {
+	int own = sqlite3_get_autocommit(m->db);
 	int rc = sqlite3_step(s);
 
 	sqlite3_reset(s);
+	/*
+	 * The disk is full: the hook gives space back, and the write is tried
+	 * once more when that is safe: a statement that was its own
+	 * transaction (sqlite rolled it back; the log is emptied first, its
+	 * blocks returned), or a COMMIT that left its transaction open.
+	 */
+	if ((rc & 0xff) == SQLITE_FULL && m->full_hook &&
+	    (own || (s == m->st[ST_COMMIT] && !sqlite3_get_autocommit(m->db)))) {
+		m->full_hook(m->full_arg);
+		if (own && !__atomic_load_n(&m->log_failed, __ATOMIC_RELAXED))
+			sqlite3_wal_checkpoint_v2(m->db, "main", SQLITE_CHECKPOINT_TRUNCATE, NULL,
+						  NULL);
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+	}
 	sqlite3_clear_bindings(s);
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
 		(void)m;
@@ -458,7 +482,18 @@ int meta_open(const char *path, int create, struct meta **out, char *err, size_t
 	}
 	sqlite3_busy_timeout(m->db, 5000);
 	sqlite3_extended_result_codes(m->db, 0);
-
+	/*
+	 * The store has one user at a time (the ROOT lock): holding sqlite's
+	 * lock for the whole session saves the fcntl calls of every
+	 * transaction and the shared-memory WAL index.  Set before the first
+	 * read: a read in shared mode would map DB-shm, whose pages, on a
+	 * full disk, fault with SIGBUS when they are holes.
+	 */
+	ret = meta_exec(m, "PRAGMA locking_mode=EXCLUSIVE");
+	if (ret) {
+		snprintf(err, errlen, "cannot lock %s: %s", path, sqlite3_errmsg(m->db));
+		goto out_close;
+	}
 	if (exists) {
 		ret = meta_check_ours(m, err, errlen);
 		if (ret)
@@ -469,14 +504,7 @@ int meta_open(const char *path, int create, struct meta **out, char *err, size_t
 	 * returns (it survives a daemon kill -9) without an fsync; meta_sync
 	 * is the point of durability against power loss.
 	 */
-	/*
-	 * The store has one user at a time (the ROOT lock): holding sqlite's
-	 * lock for the whole session saves the fcntl calls of every
-	 * transaction and the shared-memory WAL index.
-	 */
-	ret = meta_exec(m, "PRAGMA locking_mode=EXCLUSIVE");
-	if (!ret)
-		ret = meta_exec(m, "PRAGMA journal_mode=WAL");
+	ret = meta_exec(m, "PRAGMA journal_mode=WAL");
 	if (!ret)
 		ret = meta_exec(m, "PRAGMA synchronous=NORMAL");
 	/*

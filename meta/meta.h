@@ -254,6 +254,11 @@ int meta_task_prune(struct meta *m, uint64_t keep);
 void meta_inject_fault(struct meta *m, unsigned long nth_write);
 
 /* Count of namespace and object writes so far (not syncs or snapshots). */
+/*
+ * Called (under the caller's lock on m) when a write finds the disk full,
+ * before it is tried once more: the store gives back its reserve there.
+ */
+void meta_set_full_hook(struct meta *m, int (*hook)(void *), void *arg);
 uint64_t meta_changes(struct meta *m);
 
 /* Last sqlite error text, for logs. */
