@@ -254,10 +254,10 @@ static int fsck_open(const char *root, const char *meta_path, int repair, struct
 			errno && stat(root, &st) ? strerror(errno) : "not a directory");
 		return 2;
 	}
-	*lock_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX | LOCK_NB)) {
-		fprintf(stderr, "offloadctl: ROOT %s is in use (mounted?); unmount it first\n",
-			root);
+	ret = ofs_store_lock(root, lock_fd, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "offloadctl: %s%s\n", err,
+			ret == -EBUSY ? "; unmount it first" : "");
 		return 2;
 	}
 	if (!meta_path) {
@@ -270,8 +270,15 @@ static int fsck_open(const char *root, const char *meta_path, int repair, struct
 		fprintf(stderr, "offloadctl: %s: %s; not touched\n", meta_path, err);
 		return 2;
 	}
-	if (meta_geom_get(f->meta, &f->geom, f->backend, sizeof(f->backend))) {
+	ret = meta_geom_get(f->meta, &f->geom, f->backend, sizeof(f->backend));
+	if (ret == -ENOENT) {
 		fprintf(stderr, "offloadctl: %s: the store was never formatted\n", meta_path);
+		return 2;
+	}
+	/* The daemon's own check: a geometry it refuses to mount is never "clean". */
+	if (ret || ofs_geom_valid(&f->geom, err, sizeof(err))) {
+		fprintf(stderr, "offloadctl: %s: damaged geometry record: %s; not touched\n",
+			meta_path, ret ? "a value is not a positive number in range" : err);
 		return 2;
 	}
 	if (strcmp(f->backend, "pages") && strcmp(f->backend, "ubsio")) {
@@ -514,6 +521,11 @@ static int fsck_kv(struct fsck *f, const struct ofs_config *cfg, int repair)
 	uc.page_size = f->geom.page_size;
 	/* Options not given: the library and Init the last mount used (store settings). */
 	ofs_ubsio_defaults(f->meta, &uc, libbuf, sizeof(libbuf));
+	if (uc.lib && strchr(uc.lib, '/') && uc.lib[0] != '/') {
+		fprintf(stderr, "offloadctl: %s: the store records a relative ubsio_lib '%s': "
+				"give --ubsio-lib with an absolute path\n", cfg->root, uc.lib);
+		return 2;
+	}
 	/* Without --repair fsck writes nothing, not even an empty journal. */
 	uc.readonly = !repair;
 	ret = kvb_ubsio_init(&f->kvb, cfg->root, &uc, f->meta, err, sizeof(err));
@@ -773,8 +785,8 @@ struct scrub {
 
 static int scrub_parse(const char *d, char *path, size_t plen, uint64_t *off, uint64_t *size)
 {
-	const char *fp = strstr(d, "file_path="), *o = strstr(d, "offset="),
-		   *s = strstr(d, "object_size=");
+	const char *fp = strstr(d, "file_path="), *o = strstr(d, "\noffset="),
+		   *s = strstr(d, "\nobject_size=");
 	size_t n;
 
 	if (!fp || !o || !s)
@@ -785,8 +797,10 @@ static int scrub_parse(const char *d, char *path, size_t plen, uint64_t *off, ui
 		return -ENAMETOOLONG;
 	memcpy(path, fp, n);
 	path[n] = '\0';
-	*off = strtoull(o + strlen("offset="), NULL, 10);
-	*size = strtoull(s + strlen("object_size="), NULL, 10);
+	if (kvb_desc_unescape(path))
+		return -EINVAL;
+	*off = strtoull(o + strlen("\noffset="), NULL, 10);
+	*size = strtoull(s + strlen("\nobject_size="), NULL, 10);
 	return 0;
 }
 
@@ -794,21 +808,26 @@ static int scrub_parse(const char *d, char *path, size_t plen, uint64_t *off, ui
 static void scrub_value(struct scrub *sc, const char *file, const char *desc,
 			const char *sumtxt)
 {
-	const char *k = strstr(desc, "key="), *s = strstr(desc, "object_size=");
-	char key[META_SKEY_MAX + 1], err[1024], again[64];
+	const char *k = strstr(desc, "\nkey="), *s = strstr(desc, "\nobject_size=");
+	char key[3 * META_SKEY_MAX + 1], err[1024], again[64];
 	unsigned char *buf = NULL;
 	uint64_t size;
 	size_t n;
 	ssize_t got;
 
-	if (!k || !s || (n = strcspn(k + 4, "\n")) > META_SKEY_MAX) {
+	if (!k || !s || (n = strcspn(k + 5, "\n")) > 3 * META_SKEY_MAX) {
 		printf("%s: unreadable descriptor\n", file);
 		sc->errors++;
 		return;
 	}
-	memcpy(key, k + 4, n);
+	memcpy(key, k + 5, n);
 	key[n] = '\0';
-	size = strtoull(s + strlen("object_size="), NULL, 10);
+	if (kvb_desc_unescape(key)) {
+		printf("%s: unreadable descriptor\n", file);
+		sc->errors++;
+		return;
+	}
+	size = strtoull(s + strlen("\nobject_size="), NULL, 10);
 	sc->files++;
 	if (size == 0)
 		return;
@@ -851,7 +870,7 @@ static void scrub_value(struct scrub *sc, const char *file, const char *desc,
 
 static void scrub_file(struct scrub *sc, const char *file)
 {
-	char desc[8192], sumtxt[64], bucket[4096];
+	char desc[3 * 4096 + 128], sumtxt[64], bucket[4096];
 	uint64_t off, size, want, done = 0;
 	XXH3_state_t *st;
 	ssize_t n;
@@ -1284,7 +1303,15 @@ static int ubsio_opt(int argc, char **argv, int *i, struct kvb_ubsio_config *uc)
 	if (*i + 1 >= argc)
 		return 0;
 	if (!strcmp(a, "--ubsio-lib")) {
-		uc->lib = argv[++*i];
+		static char abs[4096];
+		char err[PATH_MAX + 64];
+
+		/* As the daemon's ubsio_lib=: a relative path is resolved here, once. */
+		if (ofs_ubsio_lib_abs(argv[++*i], abs, sizeof(abs), err, sizeof(err))) {
+			fprintf(stderr, "offloadctl: %s\n", err);
+			return -1;
+		}
+		uc->lib = abs;
 	} else if (!strcmp(a, "--ubsio-ssd-size")) {
 		if (ofs_parse_size(argv[++*i], &uc->ssd_size)) {
 			fprintf(stderr, "offloadctl: invalid --ubsio-ssd-size '%s': expected a "
