@@ -14,7 +14,9 @@
  * in range and inside their bucket files; the clean snapshot equal to the
  * bitmaps rebuilt from the mappings, i.e. no leaked pages) and invariant 2
  * (every committed object's checksum), plus the schema version, the
- * geometry and the bucket file sizes.  On a store of a KV backend (ubsio)
+ * geometry (the daemon's check), the bucket file sizes and that every
+ * object is reachable.  --repair quarantines, frees leaked pages, deletes
+ * objects no tenant holds and restores missing or truncated bucket files.  On a store of a KV backend (ubsio)
  * there are no pages or bucket files: it checks instead that every
  * committed value is in the KV store with its recorded length, and its
  * checksum (invariant 2); the library is loaded as the daemon loads it.
@@ -99,6 +101,10 @@ struct fsck {
 	char backend[32];
 	struct alloc *rebuilt;
 	uint64_t *bucket_bytes; /* actual size of each bucket file */
+	int *bucket_fd;         /* read-only, when some bucket file is damaged (no kvb) */
+	uint64_t unreachable;   /* objects whose parent is gone or not a directory */
+	uint64_t *orphans;      /* of those, the ones no tenant holds: deleted on --repair */
+	size_t norphans, caporphans;
 	struct kvb kvb;
 	int have_kvb;
 	uint64_t synced_gen;
@@ -138,6 +144,88 @@ static void fsck_note_corrupt(struct fsck *f, uint64_t ino)
 	f->corrupt[f->ncorrupt++] = ino;
 }
 
+static void fsck_note(uint64_t **v, size_t *n, size_t *cap, uint64_t ino)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 16;
+		uint64_t *w = realloc(*v, c * sizeof(*w));
+
+		if (!w)
+			return;
+		*v = w;
+		*cap = c;
+	}
+	(*v)[(*n)++] = ino;
+}
+
+/*
+ * 1 when every ancestor of in is a directory up to the top level: what the
+ * mount can reach.  *tenant gets the tenant reached, 0 when none is.
+ */
+static int fsck_reachable(struct fsck *f, const struct meta_inode *in, uint64_t *tenant)
+{
+	struct meta_inode p;
+	uint64_t ino = in->ino, parent = in->parent;
+	int depth;
+
+	*tenant = 0;
+	for (depth = 0; depth < 4096; depth++) {
+		if (parent == META_ROOT_INO) {
+			*tenant = ino;
+			return 1;
+		}
+		if (meta_get(f->meta, parent, &p) || !p.parent)
+			return 0;
+		if (!S_ISDIR(p.mode)) {
+			/* Still under a tenant: quarantine can take it there. */
+			uint64_t up = p.parent, t = parent;
+
+			for (; depth < 4096 && up != META_ROOT_INO; depth++) {
+				if (meta_get(f->meta, up, &p) || !p.parent || !S_ISDIR(p.mode))
+					return 0;
+				t = up;
+				up = p.parent;
+			}
+			*tenant = up == META_ROOT_INO ? t : 0;
+			return 0;
+		}
+		ino = parent;
+		parent = p.parent;
+	}
+	return 0;
+}
+
+/* The object's checksum from the bucket file itself: when a damaged bucket stops kvb. */
+static int fsck_csum_fd(struct fsck *f, const struct meta_inode *in, uint64_t *csum)
+{
+	XXH3_state_t *st = XXH3_createState();
+	char *buf = malloc(1 << 20);
+	uint64_t done = 0, off = in->page * f->geom.page_size;
+	int fd = f->bucket_fd[in->bucket], ret = 0;
+
+	if (!st || !buf) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	XXH3_64bits_reset(st);
+	while (done < in->size) {
+		size_t len = in->size - done < (1 << 20) ? (size_t)(in->size - done) : (1 << 20);
+		ssize_t n = fd >= 0 ? pread(fd, buf, len, (off_t)(off + done)) : -1;
+
+		if (n <= 0) {
+			ret = n < 0 ? -errno : -EIO;
+			goto out;
+		}
+		XXH3_64bits_update(st, buf, (size_t)n);
+		done += (uint64_t)n;
+	}
+	*csum = XXH3_64bits_digest(st);
+out:
+	free(buf);
+	XXH3_freeState(st);
+	return ret;
+}
+
 static int fsck_map(void *ctx, const struct meta_inode *in)
 {
 	struct fsck *f = ctx;
@@ -148,6 +236,20 @@ static int fsck_map(void *ctx, const struct meta_inode *in)
 	f->objects++;
 	f->prog.done++;
 	progress_show(&f->prog, 0);
+	if (!fsck_reachable(f, in, &tenant)) {
+		progress_clear(&f->prog);
+		printf("inode %" PRIu64 ": unreachable: its parent %" PRIu64 " is gone or not a "
+		       "directory; %s\n", in->ino, in->parent,
+		       tenant ? "--repair moves it to its tenant's lost+found"
+			      : "no tenant holds it: --repair deletes it and frees its pages");
+		f->unreachable++;
+		if (!tenant) {
+			/* Its pages are left out of the rebuild: the repair frees them. */
+			fsck_note(&f->orphans, &f->norphans, &f->caporphans, in->ino);
+			return 0;
+		}
+		fsck_note_corrupt(f, in->ino);
+	}
 	if (in->state == META_QUARANTINED) {
 		f->quarantined++;
 		/* It yields shared pages to their intact owner, as the mount does. */
@@ -180,11 +282,14 @@ static int fsck_map(void *ctx, const struct meta_inode *in)
 		fsck_note_corrupt(f, in->ino);
 		return 0;
 	}
-	if (f->have_kvb && ret != -EINVAL) {
+	if ((f->have_kvb || f->bucket_fd) && ret != -EINVAL) {
 		struct kvb_map map = { in->bucket, in->page, in->npages, in->size, NULL };
 		uint64_t csum;
 
-		ret = f->kvb.ops->checksum(f->kvb.arg, &map, &csum);
+		if (f->bucket_bytes[in->bucket] == UINT64_MAX)
+			return 0; /* not a regular file: not read, reported with the buckets */
+		ret = f->have_kvb ? f->kvb.ops->checksum(f->kvb.arg, &map, &csum)
+				  : fsck_csum_fd(f, in, &csum);
 		if (ret) {
 			printf("inode %" PRIu64 ": cannot read: %s\n", in->ino, strerror(-ret));
 			f->io_errors++;
@@ -217,10 +322,28 @@ static int fsck_quarantine(struct fsck *f, uint64_t ino)
 	uint64_t tenant;
 	int ret;
 
+	char lfname[sizeof(LOST_FOUND) + 16];
+	int i;
+
 	fsck_key(f->meta, ino, key, sizeof(key), &tenant);
-	if (!tenant || meta_get(f->meta, ino, &in))
+	if (meta_get(f->meta, ino, &in))
 		return -ENOENT;
-	ret = meta_lookup(f->meta, tenant, LOST_FOUND, strlen(LOST_FOUND), &lf);
+	if (!tenant) {
+		/* Under something that is not a directory: the tenant it still belongs to. */
+		fsck_reachable(f, &in, &tenant);
+		if (!tenant)
+			return -ENOENT;
+	}
+	/* A user's own file (or anything but a directory) named lost+found: the next free name. */
+	for (i = 0;; i++) {
+		if (i)
+			snprintf(lfname, sizeof(lfname), "%s.%d", LOST_FOUND, i);
+		else
+			snprintf(lfname, sizeof(lfname), "%s", LOST_FOUND);
+		ret = meta_lookup(f->meta, tenant, lfname, strlen(lfname), &lf);
+		if (ret || S_ISDIR(lf.mode) || i == 1000)
+			break;
+	}
 	if (ret == -ENOENT) {
 		memset(&lf, 0, sizeof(lf));
 		lf.parent = tenant;
@@ -228,7 +351,9 @@ static int fsck_quarantine(struct fsck *f, uint64_t ino)
 		lf.atime = lf.mtime = lf.ctime = (int64_t)time(NULL) * 1000000000;
 		lf.bucket = -1;
 		lf.prev_bucket = -1;
-		ret = meta_insert(f->meta, &lf, LOST_FOUND, strlen(LOST_FOUND));
+		ret = meta_insert(f->meta, &lf, lfname, strlen(lfname));
+	} else if (!ret && !S_ISDIR(lf.mode)) {
+		ret = -EEXIST;
 	}
 	if (ret)
 		return ret;
@@ -238,7 +363,7 @@ static int fsck_quarantine(struct fsck *f, uint64_t ino)
 	if (!ret)
 		ret = meta_move(f->meta, ino, lf.ino, name, strlen(name));
 	if (!ret)
-		printf("repair: '%s' moved to %s/%s\n", key, LOST_FOUND, name);
+		printf("repair: '%s' moved to %s/%s\n", key, lfname, name);
 	return ret;
 }
 
@@ -599,10 +724,11 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 	const char *root = cfg->root;
 	struct fsck f = { 0 };
 	struct kvb_pages_geom pg;
-	char err[1024], path[4096];
+	char err[1024];
 	uint64_t npages, snap_diff = 0, leaked = 0, missing = 0, n_new = 0, n_orphans = 0;
 	uint64_t files = 0;
 	int lock_fd = -1, clean = 0, problems = 0, ret, have_snapshot = 1, bucket_problems = 0;
+	int restorable = 0, unrepairable = 0;
 	uint32_t b;
 
 	ret = fsck_open(root, cfg->meta_path, repair, &f, &lock_fd);
@@ -631,23 +757,34 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 	if (cfg->ubsio.lib || cfg->ubsio.new_init >= 0 || cfg->ubsio.device_id >= 0)
 		fprintf(stderr, "offloadctl: the store uses the pages backend: --ubsio-* ignored\n");
 
-	/* Bucket files: present, regular, at least bucket_size. */
+	/*
+	 * Bucket files: present, regular, at least bucket_size.  Never through
+	 * a symbolic link.  A missing or truncated one is what --repair
+	 * restores: objects past its end are quarantined, the rest checked.
+	 */
 	f.bucket_bytes = calloc(f.geom.bucket_count, sizeof(*f.bucket_bytes));
 	for (b = 0; b < f.geom.bucket_count; b++) {
 		struct stat st;
 		char name[32];
 
 		kvb_bucket_name(b, name, sizeof(name));
-		snprintf(path, sizeof(path), "%s/%s", root, name);
-		if (stat(path, &st) || !S_ISREG(st.st_mode)) {
+		if (fstatat(lock_fd, name, &st, AT_SYMLINK_NOFOLLOW)) {
 			printf("%s: missing\n", name);
 			bucket_problems++;
+			restorable++;
+		} else if (!S_ISREG(st.st_mode)) {
+			printf("%s: %s, not a regular file; remove it (objects in it are not "
+			       "checked)\n", name, S_ISLNK(st.st_mode) ? "a symbolic link" : "not a file");
+			f.bucket_bytes[b] = UINT64_MAX;
+			bucket_problems++;
+			unrepairable++;
 		} else {
 			f.bucket_bytes[b] = (uint64_t)st.st_size;
 			if ((uint64_t)st.st_size < f.geom.bucket_size) {
 				printf("%s: %lld bytes, expected %" PRIu64 " (truncated)\n", name,
 				       (long long)st.st_size, f.geom.bucket_size);
 				bucket_problems++;
+				restorable++;
 			}
 		}
 	}
@@ -655,8 +792,24 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 	pg.page_size = f.geom.page_size;
 	pg.bucket_size = f.geom.bucket_size;
 	pg.bucket_count = f.geom.bucket_count;
-	if (!bucket_problems && kvb_pages_init(&f.kvb, root, &pg, 0, err, sizeof(err)) == 0)
-		f.have_kvb = 1;
+	if (!bucket_problems) {
+		if (kvb_pages_init(&f.kvb, root, &pg, 0, err, sizeof(err)) == 0) {
+			f.have_kvb = 1;
+		} else {
+			printf("cannot open the bucket files: %s\n", err);
+			problems++;
+		}
+	} else {
+		/* The intact bytes are still checked, straight from the files. */
+		f.bucket_fd = malloc(f.geom.bucket_count * sizeof(*f.bucket_fd));
+		for (b = 0; f.bucket_fd && b < f.geom.bucket_count; b++) {
+			char name[32];
+
+			kvb_bucket_name(b, name, sizeof(name));
+			f.bucket_fd[b] = f.bucket_bytes[b] == UINT64_MAX ? -1
+				: openat(lock_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		}
+	}
 
 	npages = f.geom.bucket_size / f.geom.page_size;
 	f.rebuilt = calloc(f.geom.bucket_count, sizeof(*f.rebuilt));
@@ -714,12 +867,15 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 			printf("bitmap snapshot: identical to the bitmaps rebuilt from the mappings\n");
 		}
 	}
-	problems += (int)(f.overlaps + f.out_of_range + f.past_eof + f.bad_csum + f.io_errors);
+	problems += (int)(f.overlaps + f.out_of_range + f.past_eof + f.bad_csum + f.io_errors +
+			  f.unreachable);
 	printf("objects %" PRIu64 ", overlaps %" PRIu64 ", out of range %" PRIu64
 	       ", past end of bucket file %" PRIu64 ", checksum mismatches %" PRIu64
-	       ", read errors %" PRIu64 ", leaked pages %" PRIu64 ", quarantined %" PRIu64 "%s\n",
-	       f.objects, f.overlaps, f.out_of_range, f.past_eof, f.bad_csum, f.io_errors, leaked,
-	       f.quarantined, f.have_kvb ? "" : " (checksums not checked)");
+	       ", read errors %" PRIu64 ", unreachable %" PRIu64 ", leaked pages %" PRIu64
+	       ", quarantined %" PRIu64 "%s\n",
+	       f.objects, f.overlaps, f.out_of_range, f.past_eof, f.bad_csum, f.io_errors,
+	       f.unreachable, leaked, f.quarantined,
+	       f.have_kvb || f.bucket_fd ? "" : " (checksums not checked)");
 
 	if (repair && problems) {
 		size_t i;
@@ -728,6 +884,12 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 		ret = meta_begin(f.meta);
 		for (i = 0; !ret && i < f.ncorrupt; i++)
 			ret = fsck_quarantine(&f, f.corrupt[i]);
+		/* Nothing can reach them: deleted, their pages (left out of the rebuild) freed. */
+		for (i = 0; !ret && i < f.norphans; i++) {
+			ret = meta_delete(f.meta, f.orphans[i]);
+			if (!ret)
+				printf("repair: unreachable inode %" PRIu64 " deleted\n", f.orphans[i]);
+		}
 		/* Leaked pages: the snapshot is replaced by the rebuild (or the mount rebuilds). */
 		if (!ret && clean && (snap_diff || !have_snapshot)) {
 			for (b = 0; !ret && b < f.geom.bucket_count; b++)
@@ -747,10 +909,29 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 		if (f.overlaps && fixed)
 			printf("repair: overlapping objects that failed their checksum are in "
 			       "lost+found; they yield the shared pages to the intact object\n");
-		if (bucket_problems)
-			printf("repair: missing or truncated bucket files cannot be repaired; "
-			       "objects past their end were moved to lost+found\n");
-		if (fixed && !bucket_problems && !f.io_errors &&
+		/* After the quarantine is durable: the zeros it brings back then belong to nobody. */
+		for (b = 0; fixed && restorable && b < f.geom.bucket_count; b++) {
+			char name[32];
+			int fd;
+
+			if (f.bucket_bytes[b] >= f.geom.bucket_size)
+				continue;
+			kvb_bucket_name(b, name, sizeof(name));
+			fd = openat(lock_fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+			if (fd < 0 || ftruncate(fd, (off_t)f.geom.bucket_size) || fsync(fd)) {
+				printf("repair: cannot restore %s to %" PRIu64 " bytes: %s\n", name,
+				       f.geom.bucket_size, strerror(errno));
+				unrepairable++;
+			} else {
+				printf("repair: %s restored to %" PRIu64 " bytes; the objects it lost "
+				       "were moved to lost+found\n", name, f.geom.bucket_size);
+			}
+			if (fd >= 0)
+				close(fd);
+		}
+		if (fixed && restorable)
+			fsync(lock_fd);
+		if (fixed && !unrepairable && !f.io_errors &&
 		    f.overlaps + f.out_of_range <= f.ncorrupt)
 			problems = 0;
 	}
@@ -761,6 +942,11 @@ out:
 		alloc_release(&f.rebuilt[b]);
 	free(f.rebuilt);
 	free(f.bucket_bytes);
+	for (b = 0; f.bucket_fd && b < f.geom.bucket_count; b++)
+		if (f.bucket_fd[b] >= 0)
+			close(f.bucket_fd[b]);
+	free(f.bucket_fd);
+	free(f.orphans);
 	free(f.corrupt);
 	free(f.keyed);
 	free(f.batch);
