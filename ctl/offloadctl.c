@@ -964,6 +964,7 @@ out:
 
 struct scrub {
 	uint64_t files, bytes, bad, errors, skipped;
+	uint64_t unchecked; /* objects or directories that could not be read (among errors) */
 	struct kvb_ubsio_config uc;
 	int ubsio;          /* 1: library loaded, -1: could not be */
 	struct progress prog;
@@ -991,7 +992,7 @@ static int scrub_parse(const char *d, char *path, size_t plen, uint64_t *off, ui
 }
 
 /* The value under the descriptor's key, fetched through the library. */
-static void scrub_value(struct scrub *sc, const char *file, const char *desc,
+static void scrub_value(struct scrub *sc, const char *file, const char *show, const char *desc,
 			const char *sumtxt)
 {
 	const char *k = strstr(desc, "\nkey="), *s = strstr(desc, "\nobject_size=");
@@ -1002,14 +1003,14 @@ static void scrub_value(struct scrub *sc, const char *file, const char *desc,
 	ssize_t got;
 
 	if (!k || !s || (n = strcspn(k + 5, "\n")) > 3 * META_SKEY_MAX) {
-		printf("%s: unreadable descriptor\n", file);
+		printf("%s: unreadable descriptor\n", show);
 		sc->errors++;
 		return;
 	}
 	memcpy(key, k + 5, n);
 	key[n] = '\0';
 	if (kvb_desc_unescape(key)) {
-		printf("%s: unreadable descriptor\n", file);
+		printf("%s: unreadable descriptor\n", show);
 		sc->errors++;
 		return;
 	}
@@ -1020,7 +1021,7 @@ static void scrub_value(struct scrub *sc, const char *file, const char *desc,
 	if (!sc->ubsio) {
 		sc->ubsio = kvb_ubsio_client_open(&sc->uc, err, sizeof(err)) ? -1 : 1;
 		if (sc->ubsio < 0)
-			printf("%s: %s%s\n", file, err,
+			printf("%s: %s%s\n", show, err,
 			       sc->uc.lib ? "" : " (give its path with --ubsio-lib)");
 	}
 	if (sc->ubsio < 0) {
@@ -1029,11 +1030,11 @@ static void scrub_value(struct scrub *sc, const char *file, const char *desc,
 	}
 	got = kvb_ubsio_client_get(key, &buf);
 	if (got < 0) {
-		printf("%s: value '%s': %s\n", file, key,
+		printf("%s: value '%s': %s\n", show, key,
 		       got == -ENOENT ? "missing from the KV store" : strerror((int)-got));
 		sc->errors++;
 	} else if ((uint64_t)got != size) {
-		printf("%s: value '%s' holds %zd bytes, the record says %" PRIu64 "\n", file, key,
+		printf("%s: value '%s' holds %zd bytes, the record says %" PRIu64 "\n", show, key,
 		       got, size);
 		sc->bad++;
 	} else if (XXH3_64bits(buf, (size_t)got) != strtoull(sumtxt, NULL, 16)) {
@@ -1044,7 +1045,7 @@ static void scrub_value(struct scrub *sc, const char *file, const char *desc,
 			sc->files--;
 			sc->skipped++;
 		} else {
-			printf("%s: checksum mismatch (value '%s', %" PRIu64 " bytes)\n", file, key,
+			printf("%s: checksum mismatch (value '%s', %" PRIu64 " bytes)\n", show, key,
 			       size);
 			sc->bad++;
 		}
@@ -1054,7 +1055,8 @@ static void scrub_value(struct scrub *sc, const char *file, const char *desc,
 	free(buf);
 }
 
-static void scrub_file(struct scrub *sc, const char *file)
+/* file: a path for the xattr calls (short: through a directory descriptor); show: for messages. */
+static void scrub_file(struct scrub *sc, const char *file, const char *show)
 {
 	char desc[3 * 4096 + 128], sumtxt[64], bucket[4096];
 	uint64_t off, size, want, done = 0;
@@ -1064,20 +1066,26 @@ static void scrub_file(struct scrub *sc, const char *file)
 	int fd;
 
 	n = getxattr(file, "user.offload.descriptor", desc, sizeof(desc) - 1);
-	if (n < 0) {
+	if (n < 0 && errno == ENODATA) {
 		/* Being written, or quarantined: nothing committed to check. */
 		sc->skipped++;
+		return;
+	}
+	if (n < 0) {
+		printf("%s: not checked: cannot read its descriptor: %s\n", show, strerror(errno));
+		sc->errors++;
+		sc->unchecked++;
 		return;
 	}
 	desc[n] = '\0';
 	n = getxattr(file, "user.offload.checksum", sumtxt, sizeof(sumtxt) - 1);
 	if (n >= 0 && strstr(desc, "store=ubsio\n") == desc) {
 		sumtxt[n] = '\0';
-		scrub_value(sc, file, desc, sumtxt);
+		scrub_value(sc, file, show, desc, sumtxt);
 		return;
 	}
 	if (n < 0 || scrub_parse(desc, bucket, sizeof(bucket), &off, &size)) {
-		printf("%s: unreadable descriptor\n", file);
+		printf("%s: unreadable descriptor\n", show);
 		sc->errors++;
 		return;
 	}
@@ -1090,7 +1098,7 @@ static void scrub_file(struct scrub *sc, const char *file)
 	buf = malloc(1 << 20);
 	st = XXH3_createState();
 	if (fd < 0 || !buf || !st) {
-		printf("%s: cannot open %s: %s\n", file, bucket, strerror(errno));
+		printf("%s: cannot open %s: %s\n", show, bucket, strerror(errno));
 		sc->errors++;
 		goto out;
 	}
@@ -1100,7 +1108,7 @@ static void scrub_file(struct scrub *sc, const char *file)
 
 		n = pread(fd, buf, len, (off_t)(off + done));
 		if (n <= 0) {
-			printf("%s: read error at %s offset %" PRIu64 "\n", file, bucket, off + done);
+			printf("%s: read error at %s offset %" PRIu64 "\n", show, bucket, off + done);
 			sc->errors++;
 			goto out;
 		}
@@ -1122,7 +1130,7 @@ static void scrub_file(struct scrub *sc, const char *file)
 				goto out;
 			}
 		}
-		printf("%s: checksum mismatch (%s offset %" PRIu64 " size %" PRIu64 ")\n", file,
+		printf("%s: checksum mismatch (%s offset %" PRIu64 " size %" PRIu64 ")\n", show,
 		       bucket, off, size);
 		sc->bad++;
 	}
@@ -1133,32 +1141,55 @@ out:
 	XXH3_freeState(st);
 }
 
-static void scrub_dir(struct scrub *sc, const char *dir)
+/*
+ * Relative to each directory's descriptor: a path longer than PATH_MAX is
+ * checked like any other.  What cannot be checked is an error, named.
+ */
+static void scrub_dir(struct scrub *sc, int dfd, const char *dir)
 {
 	struct dirent *de;
-	DIR *d = opendir(dir);
+	DIR *d = fdopendir(dfd);
 
 	if (!d) {
-		printf("%s: %s\n", dir, strerror(errno));
+		printf("%s: not checked: %s\n", dir, strerror(errno));
 		sc->errors++;
+		sc->unchecked++;
+		close(dfd);
 		return;
 	}
 	while ((de = readdir(d))) {
-		char path[8192];
+		char xpath[64 + NAME_MAX], *show;
 		struct stat st;
 
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		if (lstat(path, &st))
-			continue;
-		if (S_ISDIR(st.st_mode)) {
-			scrub_dir(sc, path);
+		if (asprintf(&show, "%s/%s", dir, de->d_name) < 0) {
+			printf("%s: out of memory\n", dir);
+			sc->errors++;
+			break;
+		}
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW)) {
+			printf("%s: not checked: %s\n", show, strerror(errno));
+			sc->errors++;
+			sc->unchecked++;
+		} else if (S_ISDIR(st.st_mode)) {
+			int sub = openat(dirfd(d), de->d_name,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			if (sub < 0) {
+				printf("%s: not checked: %s\n", show, strerror(errno));
+				sc->errors++;
+				sc->unchecked++;
+			} else {
+				scrub_dir(sc, sub, show);
+			}
 		} else if (S_ISREG(st.st_mode)) {
-			scrub_file(sc, path);
+			snprintf(xpath, sizeof(xpath), "/proc/self/fd/%d/%s", dirfd(d), de->d_name);
+			scrub_file(sc, xpath, show);
 			sc->prog.done++;
 			progress_show(&sc->prog, 0);
 		}
+		free(show);
 	}
 	closedir(d);
 }
@@ -1241,11 +1272,20 @@ static int cmd_scrub(const char *mnt, const struct kvb_ubsio_config *uc)
 	scrub_ubsio_defaults(mnt, &sc.uc, lib, sizeof(lib));
 	sc.prog.what = "scrub";
 	sc.prog.tty = isatty(2);
-	scrub_dir(&sc, mnt);
+	{
+		int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (fd < 0) {
+			fprintf(stderr, "offloadctl: %s: %s\n", mnt, strerror(errno));
+			return 2;
+		}
+		scrub_dir(&sc, fd, mnt);
+	}
 	progress_show(&sc.prog, 1);
 	printf("scrub %s: %" PRIu64 " files, %" PRIu64 " bytes checked, %" PRIu64
-	       " checksum mismatches, %" PRIu64 " errors, %" PRIu64 " skipped (being written)\n",
-	       mnt, sc.files, sc.bytes, sc.bad, sc.errors, sc.skipped);
+	       " checksum mismatches, %" PRIu64 " errors, %" PRIu64 " not checked, %" PRIu64
+	       " skipped (being written)\n",
+	       mnt, sc.files, sc.bytes, sc.bad, sc.errors, sc.unchecked, sc.skipped);
 	printf("%s\n", sc.bad || sc.errors ? "scrub: PROBLEMS FOUND" : "scrub: clean");
 	if (sc.ubsio > 0)
 		kvb_ubsio_client_close();

@@ -272,6 +272,30 @@ sum=$(md5sum <"$DB")
 ofs_fsck
 check_eq "corrupt database: fsck exits 2" 2 "$RC"
 check_eq "corrupt database: untouched" "$sum" "$(md5sum <"$DB")"
+# ---- scrub checks every object, a path longer than PATH_MAX too ----
+rm -rf "$ROOT"/* 2>/dev/null
+make_store
+ofs_mount "$GEOM" || ofs_bail "cannot mount"
+python3 - "$MNT/t" <<'EOF2'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+for i in range(16):  # 16 levels of 250-byte names: a key of 4,076 bytes, under $MNT/t
+    name = ("%02d" % i) * 125
+    os.mkdir(name, dir_fd=fd)
+    nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+    os.close(fd)
+    fd = nfd
+f = os.open("d" * 60, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+os.write(f, b"deep object\n" * 100)
+os.close(f)
+EOF2
+# Committed at its release, which close(2) does not wait for.
+ofs_remount || ofs_bail "cannot remount"
+run "$OFSCTL" scrub "$MNT"
+check_eq "scrub: exits 0 when every object, the one past PATH_MAX too, checks" 0 "$RC"
+check_contains "scrub: counts all 4 objects, none left out" "4 files" "$OUT"
+ofs_umount
+
 run "$OFSCTL" fsck "$TESTDIR/no-such-root"
 check_eq "missing ROOT: fsck exits 2" 2 "$RC"
 check_contains "missing ROOT: says so" "No such file or directory" "$ERR"
