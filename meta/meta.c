@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -337,10 +338,23 @@ static int meta_check_ours(struct meta *m, char *err, size_t errlen)
 
 	rc = sqlite3_prepare_v2(m->db, "PRAGMA user_version", -1, &s, NULL);
 	if (rc != SQLITE_OK || sqlite3_step(s) != SQLITE_ROW) {
-		snprintf(err, errlen, "not a readable sqlite database: %s",
-			 sqlite3_errmsg(m->db));
+		int code = sqlite3_errcode(m->db) & 0xff;
+		const char *fn = sqlite3_db_filename(m->db, "main");
+		struct statvfs vfs;
+
+		/* Only what sqlite found in the file says the file is bad. */
+		if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) {
+			snprintf(err, errlen, "not a readable sqlite database: %s",
+				 sqlite3_errmsg(m->db));
+			sqlite3_finalize(s);
+			return -EUCLEAN;
+		}
+		snprintf(err, errlen, "cannot read the database: %s%s", sqlite3_errmsg(m->db),
+			 fn && !statvfs(fn, &vfs) && vfs.f_bavail == 0
+				 ? " (its filesystem is full: sqlite needs room for its log)"
+				 : "");
 		sqlite3_finalize(s);
-		return -EUCLEAN;
+		return meta_errno(code ? code : SQLITE_IOERR);
 	}
 	version = sqlite3_column_int(s, 0);
 	sqlite3_finalize(s);
