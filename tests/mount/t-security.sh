@@ -132,6 +132,8 @@ ROOT="$TESTDIR/kvroot"
 mkdir "$ROOT"
 U="bucket_count=4,bucket_size=64M,backend=ubsio,ubsio_lib=$LIB,ubsio_ssd_size=0"
 ofs_mount "$U" || ofs_bail "cannot mount a ubsio store"
+check_eq "ubsio: ROOT 0700, the database and the journal 0600" \
+	"700 offloadfs.db 600 ubsio.journal 600" "$(stat -c %a "$ROOT") $(modes offloadfs.db ubsio.journal)"
 mkdir "$MNT/t" "$MNT/victim"
 printf 'victim data\n' >"$MNT/victim/v"
 evil="evil"$'\n'"key=victim%"
