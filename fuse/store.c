@@ -118,10 +118,10 @@ static int store_scan_root(const char *root, const char *dbpath, int *buckets, c
 			continue;
 		/* Followed, a link would send object bytes or the database elsewhere. */
 		if (!fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) && S_ISLNK(st.st_mode)) {
-			closedir(d);
 			snprintf(err, errlen, "ROOT %s holds a symbolic link '%s'; refusing to use "
 				 "it: the store's files must be regular files in ROOT itself",
 				 root, n);
+			closedir(d);
 			return -ELOOP;
 		}
 		if (!strcmp(n, "lost+found"))
