@@ -491,6 +491,17 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "offloadfs: promote_after needs a DRAM tier (-o dram=SIZE)\n");
 		goto out_args;
 	}
+	if (cli.metrics && cli.metrics[0] != '/') {
+		/* The daemon runs in / once detached: the directory meant is this one. */
+		char cwd[PATH_MAX], *abs;
+
+		if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, cli.metrics) < 0) {
+			fprintf(stderr, "offloadfs: metrics=%s: %s\n", cli.metrics, strerror(errno));
+			goto out_args;
+		}
+		free(cli.metrics);
+		cli.metrics = abs;
+	}
 	ofs.metrics_path = cli.metrics;
 	if (cli.metrics && ofs_metrics_path_check(cli.metrics))
 		goto out_args;
