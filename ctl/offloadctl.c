@@ -14,7 +14,9 @@
  * in range and inside their bucket files; the clean snapshot equal to the
  * bitmaps rebuilt from the mappings, i.e. no leaked pages) and invariant 2
  * (every committed object's checksum), plus the schema version, the
- * geometry and the bucket file sizes.  On a store of a KV backend (ubsio)
+ * geometry (the daemon's check), the bucket file sizes and that every
+ * object is reachable.  --repair quarantines, frees leaked pages, deletes
+ * objects no tenant holds and restores missing or truncated bucket files.  On a store of a KV backend (ubsio)
  * there are no pages or bucket files: it checks instead that every
  * committed value is in the KV store with its recorded length, and its
  * checksum (invariant 2); the library is loaded as the daemon loads it.
@@ -99,6 +101,10 @@ struct fsck {
 	char backend[32];
 	struct alloc *rebuilt;
 	uint64_t *bucket_bytes; /* actual size of each bucket file */
+	int *bucket_fd;         /* read-only, when some bucket file is damaged (no kvb) */
+	uint64_t unreachable;   /* objects whose parent is gone or not a directory */
+	uint64_t *orphans;      /* of those, the ones no tenant holds: deleted on --repair */
+	size_t norphans, caporphans;
 	struct kvb kvb;
 	int have_kvb;
 	uint64_t synced_gen;
@@ -138,6 +144,88 @@ static void fsck_note_corrupt(struct fsck *f, uint64_t ino)
 	f->corrupt[f->ncorrupt++] = ino;
 }
 
+static void fsck_note(uint64_t **v, size_t *n, size_t *cap, uint64_t ino)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 16;
+		uint64_t *w = realloc(*v, c * sizeof(*w));
+
+		if (!w)
+			return;
+		*v = w;
+		*cap = c;
+	}
+	(*v)[(*n)++] = ino;
+}
+
+/*
+ * 1 when every ancestor of in is a directory up to the top level: what the
+ * mount can reach.  *tenant gets the tenant reached, 0 when none is.
+ */
+static int fsck_reachable(struct fsck *f, const struct meta_inode *in, uint64_t *tenant)
+{
+	struct meta_inode p;
+	uint64_t ino = in->ino, parent = in->parent;
+	int depth;
+
+	*tenant = 0;
+	for (depth = 0; depth < 4096; depth++) {
+		if (parent == META_ROOT_INO) {
+			*tenant = ino;
+			return 1;
+		}
+		if (meta_get(f->meta, parent, &p) || !p.parent)
+			return 0;
+		if (!S_ISDIR(p.mode)) {
+			/* Still under a tenant: quarantine can take it there. */
+			uint64_t up = p.parent, t = parent;
+
+			for (; depth < 4096 && up != META_ROOT_INO; depth++) {
+				if (meta_get(f->meta, up, &p) || !p.parent || !S_ISDIR(p.mode))
+					return 0;
+				t = up;
+				up = p.parent;
+			}
+			*tenant = up == META_ROOT_INO ? t : 0;
+			return 0;
+		}
+		ino = parent;
+		parent = p.parent;
+	}
+	return 0;
+}
+
+/* The object's checksum from the bucket file itself: when a damaged bucket stops kvb. */
+static int fsck_csum_fd(struct fsck *f, const struct meta_inode *in, uint64_t *csum)
+{
+	XXH3_state_t *st = XXH3_createState();
+	char *buf = malloc(1 << 20);
+	uint64_t done = 0, off = in->page * f->geom.page_size;
+	int fd = f->bucket_fd[in->bucket], ret = 0;
+
+	if (!st || !buf) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	XXH3_64bits_reset(st);
+	while (done < in->size) {
+		size_t len = in->size - done < (1 << 20) ? (size_t)(in->size - done) : (1 << 20);
+		ssize_t n = fd >= 0 ? pread(fd, buf, len, (off_t)(off + done)) : -1;
+
+		if (n <= 0) {
+			ret = n < 0 ? -errno : -EIO;
+			goto out;
+		}
+		XXH3_64bits_update(st, buf, (size_t)n);
+		done += (uint64_t)n;
+	}
+	*csum = XXH3_64bits_digest(st);
+out:
+	free(buf);
+	XXH3_freeState(st);
+	return ret;
+}
+
 static int fsck_map(void *ctx, const struct meta_inode *in)
 {
 	struct fsck *f = ctx;
@@ -148,6 +236,20 @@ static int fsck_map(void *ctx, const struct meta_inode *in)
 	f->objects++;
 	f->prog.done++;
 	progress_show(&f->prog, 0);
+	if (!fsck_reachable(f, in, &tenant)) {
+		progress_clear(&f->prog);
+		printf("inode %" PRIu64 ": unreachable: its parent %" PRIu64 " is gone or not a "
+		       "directory; %s\n", in->ino, in->parent,
+		       tenant ? "--repair moves it to its tenant's lost+found"
+			      : "no tenant holds it: --repair deletes it and frees its pages");
+		f->unreachable++;
+		if (!tenant) {
+			/* Its pages are left out of the rebuild: the repair frees them. */
+			fsck_note(&f->orphans, &f->norphans, &f->caporphans, in->ino);
+			return 0;
+		}
+		fsck_note_corrupt(f, in->ino);
+	}
 	if (in->state == META_QUARANTINED) {
 		f->quarantined++;
 		/* It yields shared pages to their intact owner, as the mount does. */
@@ -180,11 +282,14 @@ static int fsck_map(void *ctx, const struct meta_inode *in)
 		fsck_note_corrupt(f, in->ino);
 		return 0;
 	}
-	if (f->have_kvb && ret != -EINVAL) {
+	if ((f->have_kvb || f->bucket_fd) && ret != -EINVAL) {
 		struct kvb_map map = { in->bucket, in->page, in->npages, in->size, NULL };
 		uint64_t csum;
 
-		ret = f->kvb.ops->checksum(f->kvb.arg, &map, &csum);
+		if (f->bucket_bytes[in->bucket] == UINT64_MAX)
+			return 0; /* not a regular file: not read, reported with the buckets */
+		ret = f->have_kvb ? f->kvb.ops->checksum(f->kvb.arg, &map, &csum)
+				  : fsck_csum_fd(f, in, &csum);
 		if (ret) {
 			printf("inode %" PRIu64 ": cannot read: %s\n", in->ino, strerror(-ret));
 			f->io_errors++;
@@ -217,10 +322,28 @@ static int fsck_quarantine(struct fsck *f, uint64_t ino)
 	uint64_t tenant;
 	int ret;
 
+	char lfname[sizeof(LOST_FOUND) + 16];
+	int i;
+
 	fsck_key(f->meta, ino, key, sizeof(key), &tenant);
-	if (!tenant || meta_get(f->meta, ino, &in))
+	if (meta_get(f->meta, ino, &in))
 		return -ENOENT;
-	ret = meta_lookup(f->meta, tenant, LOST_FOUND, strlen(LOST_FOUND), &lf);
+	if (!tenant) {
+		/* Under something that is not a directory: the tenant it still belongs to. */
+		fsck_reachable(f, &in, &tenant);
+		if (!tenant)
+			return -ENOENT;
+	}
+	/* A user's own file (or anything but a directory) named lost+found: the next free name. */
+	for (i = 0;; i++) {
+		if (i)
+			snprintf(lfname, sizeof(lfname), "%s.%d", LOST_FOUND, i);
+		else
+			snprintf(lfname, sizeof(lfname), "%s", LOST_FOUND);
+		ret = meta_lookup(f->meta, tenant, lfname, strlen(lfname), &lf);
+		if (ret || S_ISDIR(lf.mode) || i == 1000)
+			break;
+	}
 	if (ret == -ENOENT) {
 		memset(&lf, 0, sizeof(lf));
 		lf.parent = tenant;
@@ -228,7 +351,9 @@ static int fsck_quarantine(struct fsck *f, uint64_t ino)
 		lf.atime = lf.mtime = lf.ctime = (int64_t)time(NULL) * 1000000000;
 		lf.bucket = -1;
 		lf.prev_bucket = -1;
-		ret = meta_insert(f->meta, &lf, LOST_FOUND, strlen(LOST_FOUND));
+		ret = meta_insert(f->meta, &lf, lfname, strlen(lfname));
+	} else if (!ret && !S_ISDIR(lf.mode)) {
+		ret = -EEXIST;
 	}
 	if (ret)
 		return ret;
@@ -238,7 +363,7 @@ static int fsck_quarantine(struct fsck *f, uint64_t ino)
 	if (!ret)
 		ret = meta_move(f->meta, ino, lf.ino, name, strlen(name));
 	if (!ret)
-		printf("repair: '%s' moved to %s/%s\n", key, LOST_FOUND, name);
+		printf("repair: '%s' moved to %s/%s\n", key, lfname, name);
 	return ret;
 }
 
@@ -254,10 +379,10 @@ static int fsck_open(const char *root, const char *meta_path, int repair, struct
 			errno && stat(root, &st) ? strerror(errno) : "not a directory");
 		return 2;
 	}
-	*lock_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX | LOCK_NB)) {
-		fprintf(stderr, "offloadctl: ROOT %s is in use (mounted?); unmount it first\n",
-			root);
+	ret = ofs_store_lock(root, lock_fd, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "offloadctl: %s%s\n", err,
+			ret == -EBUSY ? "; unmount it first" : "");
 		return 2;
 	}
 	if (!meta_path) {
@@ -272,8 +397,15 @@ static int fsck_open(const char *root, const char *meta_path, int repair, struct
 		fprintf(stderr, "offloadctl: %s: %s; not touched\n", meta_path, err);
 		return 2;
 	}
-	if (meta_geom_get(f->meta, &f->geom, f->backend, sizeof(f->backend))) {
+	ret = meta_geom_get(f->meta, &f->geom, f->backend, sizeof(f->backend));
+	if (ret == -ENOENT) {
 		fprintf(stderr, "offloadctl: %s: the store was never formatted\n", meta_path);
+		return 2;
+	}
+	/* The daemon's own check: a geometry it refuses to mount is never "clean". */
+	if (ret || ofs_geom_valid(&f->geom, err, sizeof(err))) {
+		fprintf(stderr, "offloadctl: %s: damaged geometry record: %s; not touched\n",
+			meta_path, ret ? "a value is not a positive number in range" : err);
 		return 2;
 	}
 	if (strcmp(f->backend, "pages") && strcmp(f->backend, "ubsio")) {
@@ -516,6 +648,11 @@ static int fsck_kv(struct fsck *f, const struct ofs_config *cfg, int repair)
 	uc.page_size = f->geom.page_size;
 	/* Options not given: the library and Init the last mount used (store settings). */
 	ofs_ubsio_defaults(f->meta, &uc, libbuf, sizeof(libbuf));
+	if (uc.lib && strchr(uc.lib, '/') && uc.lib[0] != '/') {
+		fprintf(stderr, "offloadctl: %s: the store records a relative ubsio_lib '%s': "
+				"give --ubsio-lib with an absolute path\n", cfg->root, uc.lib);
+		return 2;
+	}
 	/* Without --repair fsck writes nothing, not even an empty journal. */
 	uc.readonly = !repair;
 	ret = kvb_ubsio_init(&f->kvb, cfg->root, &uc, f->meta, err, sizeof(err));
@@ -646,10 +783,11 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 	const char *root = cfg->root;
 	struct fsck f = { 0 };
 	struct kvb_pages_geom pg;
-	char err[1024], path[4096];
+	char err[1024];
 	uint64_t npages, snap_diff = 0, leaked = 0, missing = 0, n_new = 0, n_orphans = 0;
 	uint64_t files = 0;
 	int lock_fd = -1, clean = 0, problems = 0, ret, have_snapshot = 1, bucket_problems = 0;
+	int restorable = 0, unrepairable = 0;
 	uint32_t b;
 
 	ret = fsck_open(root, cfg->meta_path, repair, &f, &lock_fd);
@@ -679,23 +817,34 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 	    cfg->ubsio.device_id != KVB_UBSIO_DEVICE_UNSET)
 		fprintf(stderr, "offloadctl: the store uses the pages backend: --ubsio-* ignored\n");
 
-	/* Bucket files: present, regular, at least bucket_size. */
+	/*
+	 * Bucket files: present, regular, at least bucket_size.  Never through
+	 * a symbolic link.  A missing or truncated one is what --repair
+	 * restores: objects past its end are quarantined, the rest checked.
+	 */
 	f.bucket_bytes = calloc(f.geom.bucket_count, sizeof(*f.bucket_bytes));
 	for (b = 0; b < f.geom.bucket_count; b++) {
 		struct stat st;
 		char name[32];
 
 		kvb_bucket_name(b, name, sizeof(name));
-		snprintf(path, sizeof(path), "%s/%s", root, name);
-		if (stat(path, &st) || !S_ISREG(st.st_mode)) {
+		if (fstatat(lock_fd, name, &st, AT_SYMLINK_NOFOLLOW)) {
 			printf("%s: missing\n", name);
 			bucket_problems++;
+			restorable++;
+		} else if (!S_ISREG(st.st_mode)) {
+			printf("%s: %s, not a regular file; remove it (objects in it are not "
+			       "checked)\n", name, S_ISLNK(st.st_mode) ? "a symbolic link" : "not a file");
+			f.bucket_bytes[b] = UINT64_MAX;
+			bucket_problems++;
+			unrepairable++;
 		} else {
 			f.bucket_bytes[b] = (uint64_t)st.st_size;
 			if ((uint64_t)st.st_size < f.geom.bucket_size) {
 				printf("%s: %lld bytes, expected %" PRIu64 " (truncated)\n", name,
 				       (long long)st.st_size, f.geom.bucket_size);
 				bucket_problems++;
+				restorable++;
 			}
 		}
 	}
@@ -704,8 +853,24 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 	pg.bucket_size = f.geom.bucket_size;
 	pg.bucket_count = f.geom.bucket_count;
 	pg.keep_free = 0;
-	if (!bucket_problems && kvb_pages_init(&f.kvb, root, &pg, 0, err, sizeof(err)) == 0)
-		f.have_kvb = 1;
+	if (!bucket_problems) {
+		if (kvb_pages_init(&f.kvb, root, &pg, 0, err, sizeof(err)) == 0) {
+			f.have_kvb = 1;
+		} else {
+			printf("cannot open the bucket files: %s\n", err);
+			problems++;
+		}
+	} else {
+		/* The intact bytes are still checked, straight from the files. */
+		f.bucket_fd = malloc(f.geom.bucket_count * sizeof(*f.bucket_fd));
+		for (b = 0; f.bucket_fd && b < f.geom.bucket_count; b++) {
+			char name[32];
+
+			kvb_bucket_name(b, name, sizeof(name));
+			f.bucket_fd[b] = f.bucket_bytes[b] == UINT64_MAX ? -1
+				: openat(lock_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		}
+	}
 
 	npages = f.geom.bucket_size / f.geom.page_size;
 	f.rebuilt = calloc(f.geom.bucket_count, sizeof(*f.rebuilt));
@@ -765,12 +930,15 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 	}
 	if (!bucket_problems)
 		fsck_free_space(&f, root, npages, repair && clean);
-	problems += (int)(f.overlaps + f.out_of_range + f.past_eof + f.bad_csum + f.io_errors);
+	problems += (int)(f.overlaps + f.out_of_range + f.past_eof + f.bad_csum + f.io_errors +
+			  f.unreachable);
 	printf("objects %" PRIu64 ", overlaps %" PRIu64 ", out of range %" PRIu64
 	       ", past end of bucket file %" PRIu64 ", checksum mismatches %" PRIu64
-	       ", read errors %" PRIu64 ", leaked pages %" PRIu64 ", quarantined %" PRIu64 "%s\n",
-	       f.objects, f.overlaps, f.out_of_range, f.past_eof, f.bad_csum, f.io_errors, leaked,
-	       f.quarantined, f.have_kvb ? "" : " (checksums not checked)");
+	       ", read errors %" PRIu64 ", unreachable %" PRIu64 ", leaked pages %" PRIu64
+	       ", quarantined %" PRIu64 "%s\n",
+	       f.objects, f.overlaps, f.out_of_range, f.past_eof, f.bad_csum, f.io_errors,
+	       f.unreachable, leaked, f.quarantined,
+	       f.have_kvb || f.bucket_fd ? "" : " (checksums not checked)");
 
 	if (repair && problems) {
 		size_t i;
@@ -779,6 +947,12 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 		ret = meta_begin(f.meta);
 		for (i = 0; !ret && i < f.ncorrupt; i++)
 			ret = fsck_quarantine(&f, f.corrupt[i]);
+		/* Nothing can reach them: deleted, their pages (left out of the rebuild) freed. */
+		for (i = 0; !ret && i < f.norphans; i++) {
+			ret = meta_delete(f.meta, f.orphans[i]);
+			if (!ret)
+				printf("repair: unreachable inode %" PRIu64 " deleted\n", f.orphans[i]);
+		}
 		/* Leaked pages: the snapshot is replaced by the rebuild (or the mount rebuilds). */
 		if (!ret && clean && (snap_diff || !have_snapshot)) {
 			for (b = 0; !ret && b < f.geom.bucket_count; b++)
@@ -798,10 +972,29 @@ static int cmd_fsck(const struct ofs_config *cfg, int repair)
 		if (f.overlaps && fixed)
 			printf("repair: overlapping objects that failed their checksum are in "
 			       "lost+found; they yield the shared pages to the intact object\n");
-		if (bucket_problems)
-			printf("repair: missing or truncated bucket files cannot be repaired; "
-			       "objects past their end were moved to lost+found\n");
-		if (fixed && !bucket_problems && !f.io_errors &&
+		/* After the quarantine is durable: the zeros it brings back then belong to nobody. */
+		for (b = 0; fixed && restorable && b < f.geom.bucket_count; b++) {
+			char name[32];
+			int fd;
+
+			if (f.bucket_bytes[b] >= f.geom.bucket_size)
+				continue;
+			kvb_bucket_name(b, name, sizeof(name));
+			fd = openat(lock_fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+			if (fd < 0 || ftruncate(fd, (off_t)f.geom.bucket_size) || fsync(fd)) {
+				printf("repair: cannot restore %s to %" PRIu64 " bytes: %s\n", name,
+				       f.geom.bucket_size, strerror(errno));
+				unrepairable++;
+			} else {
+				printf("repair: %s restored to %" PRIu64 " bytes; the objects it lost "
+				       "were moved to lost+found\n", name, f.geom.bucket_size);
+			}
+			if (fd >= 0)
+				close(fd);
+		}
+		if (fixed && restorable)
+			fsync(lock_fd);
+		if (fixed && !unrepairable && !f.io_errors &&
 		    f.overlaps + f.out_of_range <= f.ncorrupt)
 			problems = 0;
 	}
@@ -812,6 +1005,11 @@ out:
 		alloc_release(&f.rebuilt[b]);
 	free(f.rebuilt);
 	free(f.bucket_bytes);
+	for (b = 0; f.bucket_fd && b < f.geom.bucket_count; b++)
+		if (f.bucket_fd[b] >= 0)
+			close(f.bucket_fd[b]);
+	free(f.bucket_fd);
+	free(f.orphans);
 	free(f.corrupt);
 	free(f.keyed);
 	free(f.batch);
@@ -829,6 +1027,7 @@ out:
 
 struct scrub {
 	uint64_t files, bytes, bad, errors, skipped, dropped;
+	uint64_t unchecked; /* objects or directories that could not be read (among errors) */
 	struct kvb_ubsio_config uc;
 	int ubsio;          /* 1: library loaded, -1: could not be */
 	struct progress prog;
@@ -836,8 +1035,8 @@ struct scrub {
 
 static int scrub_parse(const char *d, char *path, size_t plen, uint64_t *off, uint64_t *size)
 {
-	const char *fp = strstr(d, "file_path="), *o = strstr(d, "offset="),
-		   *s = strstr(d, "object_size=");
+	const char *fp = strstr(d, "file_path="), *o = strstr(d, "\noffset="),
+		   *s = strstr(d, "\nobject_size=");
 	size_t n;
 
 	if (!fp || !o || !s)
@@ -848,8 +1047,10 @@ static int scrub_parse(const char *d, char *path, size_t plen, uint64_t *off, ui
 		return -ENAMETOOLONG;
 	memcpy(path, fp, n);
 	path[n] = '\0';
-	*off = strtoull(o + strlen("offset="), NULL, 10);
-	*size = strtoull(s + strlen("object_size="), NULL, 10);
+	if (kvb_desc_unescape(path))
+		return -EINVAL;
+	*off = strtoull(o + strlen("\noffset="), NULL, 10);
+	*size = strtoull(s + strlen("\nobject_size="), NULL, 10);
 	return 0;
 }
 
@@ -858,8 +1059,8 @@ static int scrub_parse(const char *d, char *path, size_t plen, uint64_t *off, ui
  * the file goes, through the mount, as the daemon drops it at a read.  Not
  * when a new version was committed meanwhile (its checksum changed).
  */
-static void scrub_missing(struct scrub *sc, const char *file, const char *key,
-			  const char *sumtxt)
+static void scrub_missing(struct scrub *sc, const char *file, const char *show,
+			  const char *key, const char *sumtxt)
 {
 	char again[64];
 	ssize_t m = getxattr(file, "user.offload.checksum", again, sizeof(again) - 1);
@@ -868,42 +1069,47 @@ static void scrub_missing(struct scrub *sc, const char *file, const char *key,
 		sc->files--;
 		sc->skipped++;
 	} else if (unlink(file) == 0) {
-		printf("%s: value '%s' missing from the KV store (evicted): file dropped\n", file,
+		printf("%s: value '%s' missing from the KV store (evicted): file dropped\n", show,
 		       key);
 		sc->dropped++;
 	} else if (errno != ENOENT) {
 		printf("%s: value '%s' missing from the KV store; cannot drop the file: %s\n",
-		       file, key, strerror(errno));
+		       show, key, strerror(errno));
 		sc->errors++;
 	}
 }
 
 /* The value under the descriptor's key, fetched through the library. */
-static void scrub_value(struct scrub *sc, const char *file, const char *desc,
+static void scrub_value(struct scrub *sc, const char *file, const char *show, const char *desc,
 			const char *sumtxt)
 {
-	const char *k = strstr(desc, "key="), *s = strstr(desc, "object_size=");
-	char key[META_SKEY_MAX + 1], err[1024], again[64];
+	const char *k = strstr(desc, "\nkey="), *s = strstr(desc, "\nobject_size=");
+	char key[3 * META_SKEY_MAX + 1], err[1024], again[64];
 	unsigned char *buf = NULL;
 	uint64_t size;
 	size_t n;
 	ssize_t got;
 
-	if (!k || !s || (n = strcspn(k + 4, "\n")) > META_SKEY_MAX) {
-		printf("%s: unreadable descriptor\n", file);
+	if (!k || !s || (n = strcspn(k + 5, "\n")) > 3 * META_SKEY_MAX) {
+		printf("%s: unreadable descriptor\n", show);
 		sc->errors++;
 		return;
 	}
-	memcpy(key, k + 4, n);
+	memcpy(key, k + 5, n);
 	key[n] = '\0';
-	size = strtoull(s + strlen("object_size="), NULL, 10);
+	if (kvb_desc_unescape(key)) {
+		printf("%s: unreadable descriptor\n", show);
+		sc->errors++;
+		return;
+	}
+	size = strtoull(s + strlen("\nobject_size="), NULL, 10);
 	sc->files++;
 	if (size == 0)
 		return;
 	if (!sc->ubsio) {
 		sc->ubsio = kvb_ubsio_client_open(&sc->uc, err, sizeof(err)) ? -1 : 1;
 		if (sc->ubsio < 0)
-			printf("%s: %s%s\n", file, err,
+			printf("%s: %s%s\n", show, err,
 			       sc->uc.lib ? "" : " (give its path with --ubsio-lib)");
 	}
 	if (sc->ubsio < 0) {
@@ -912,12 +1118,12 @@ static void scrub_value(struct scrub *sc, const char *file, const char *desc,
 	}
 	got = kvb_ubsio_client_get(key, &buf);
 	if (got == -ENOENT) {
-		scrub_missing(sc, file, key, sumtxt);
+		scrub_missing(sc, file, show, key, sumtxt);
 	} else if (got < 0) {
-		printf("%s: value '%s': %s\n", file, key, strerror((int)-got));
+		printf("%s: value '%s': %s\n", show, key, strerror((int)-got));
 		sc->errors++;
 	} else if ((uint64_t)got != size) {
-		printf("%s: value '%s' holds %zd bytes, the record says %" PRIu64 "\n", file, key,
+		printf("%s: value '%s' holds %zd bytes, the record says %" PRIu64 "\n", show, key,
 		       got, size);
 		sc->bad++;
 	} else if (XXH3_64bits(buf, (size_t)got) != strtoull(sumtxt, NULL, 16)) {
@@ -928,7 +1134,7 @@ static void scrub_value(struct scrub *sc, const char *file, const char *desc,
 			sc->files--;
 			sc->skipped++;
 		} else {
-			printf("%s: checksum mismatch (value '%s', %" PRIu64 " bytes)\n", file, key,
+			printf("%s: checksum mismatch (value '%s', %" PRIu64 " bytes)\n", show, key,
 			       size);
 			sc->bad++;
 		}
@@ -938,9 +1144,10 @@ static void scrub_value(struct scrub *sc, const char *file, const char *desc,
 	free(buf);
 }
 
-static void scrub_file(struct scrub *sc, const char *file)
+/* file: a path for the xattr calls (short: through a directory descriptor); show: for messages. */
+static void scrub_file(struct scrub *sc, const char *file, const char *show)
 {
-	char desc[8192], sumtxt[64], bucket[4096];
+	char desc[3 * 4096 + 128], sumtxt[64], bucket[4096];
 	uint64_t off, size, want, done = 0;
 	XXH3_state_t *st;
 	ssize_t n;
@@ -948,20 +1155,26 @@ static void scrub_file(struct scrub *sc, const char *file)
 	int fd;
 
 	n = getxattr(file, "user.offload.descriptor", desc, sizeof(desc) - 1);
-	if (n < 0) {
+	if (n < 0 && errno == ENODATA) {
 		/* Being written, or quarantined: nothing committed to check. */
 		sc->skipped++;
+		return;
+	}
+	if (n < 0) {
+		printf("%s: not checked: cannot read its descriptor: %s\n", show, strerror(errno));
+		sc->errors++;
+		sc->unchecked++;
 		return;
 	}
 	desc[n] = '\0';
 	n = getxattr(file, "user.offload.checksum", sumtxt, sizeof(sumtxt) - 1);
 	if (n >= 0 && strstr(desc, "store=ubsio\n") == desc) {
 		sumtxt[n] = '\0';
-		scrub_value(sc, file, desc, sumtxt);
+		scrub_value(sc, file, show, desc, sumtxt);
 		return;
 	}
 	if (n < 0 || scrub_parse(desc, bucket, sizeof(bucket), &off, &size)) {
-		printf("%s: unreadable descriptor\n", file);
+		printf("%s: unreadable descriptor\n", show);
 		sc->errors++;
 		return;
 	}
@@ -974,7 +1187,7 @@ static void scrub_file(struct scrub *sc, const char *file)
 	buf = malloc(1 << 20);
 	st = XXH3_createState();
 	if (fd < 0 || !buf || !st) {
-		printf("%s: cannot open %s: %s\n", file, bucket, strerror(errno));
+		printf("%s: cannot open %s: %s\n", show, bucket, strerror(errno));
 		sc->errors++;
 		goto out;
 	}
@@ -984,7 +1197,7 @@ static void scrub_file(struct scrub *sc, const char *file)
 
 		n = pread(fd, buf, len, (off_t)(off + done));
 		if (n <= 0) {
-			printf("%s: read error at %s offset %" PRIu64 "\n", file, bucket, off + done);
+			printf("%s: read error at %s offset %" PRIu64 "\n", show, bucket, off + done);
 			sc->errors++;
 			goto out;
 		}
@@ -1006,7 +1219,7 @@ static void scrub_file(struct scrub *sc, const char *file)
 				goto out;
 			}
 		}
-		printf("%s: checksum mismatch (%s offset %" PRIu64 " size %" PRIu64 ")\n", file,
+		printf("%s: checksum mismatch (%s offset %" PRIu64 " size %" PRIu64 ")\n", show,
 		       bucket, off, size);
 		sc->bad++;
 	}
@@ -1017,32 +1230,55 @@ out:
 	XXH3_freeState(st);
 }
 
-static void scrub_dir(struct scrub *sc, const char *dir)
+/*
+ * Relative to each directory's descriptor: a path longer than PATH_MAX is
+ * checked like any other.  What cannot be checked is an error, named.
+ */
+static void scrub_dir(struct scrub *sc, int dfd, const char *dir)
 {
 	struct dirent *de;
-	DIR *d = opendir(dir);
+	DIR *d = fdopendir(dfd);
 
 	if (!d) {
-		printf("%s: %s\n", dir, strerror(errno));
+		printf("%s: not checked: %s\n", dir, strerror(errno));
 		sc->errors++;
+		sc->unchecked++;
+		close(dfd);
 		return;
 	}
 	while ((de = readdir(d))) {
-		char path[8192];
+		char xpath[64 + NAME_MAX], *show;
 		struct stat st;
 
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		if (lstat(path, &st))
-			continue;
-		if (S_ISDIR(st.st_mode)) {
-			scrub_dir(sc, path);
+		if (asprintf(&show, "%s/%s", dir, de->d_name) < 0) {
+			printf("%s: out of memory\n", dir);
+			sc->errors++;
+			break;
+		}
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW)) {
+			printf("%s: not checked: %s\n", show, strerror(errno));
+			sc->errors++;
+			sc->unchecked++;
+		} else if (S_ISDIR(st.st_mode)) {
+			int sub = openat(dirfd(d), de->d_name,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			if (sub < 0) {
+				printf("%s: not checked: %s\n", show, strerror(errno));
+				sc->errors++;
+				sc->unchecked++;
+			} else {
+				scrub_dir(sc, sub, show);
+			}
 		} else if (S_ISREG(st.st_mode)) {
-			scrub_file(sc, path);
+			snprintf(xpath, sizeof(xpath), "/proc/self/fd/%d/%s", dirfd(d), de->d_name);
+			scrub_file(sc, xpath, show);
 			sc->prog.done++;
 			progress_show(&sc->prog, 0);
 		}
+		free(show);
 	}
 	closedir(d);
 }
@@ -1127,12 +1363,20 @@ static int cmd_scrub(const char *mnt, const struct kvb_ubsio_config *uc)
 	scrub_ubsio_defaults(mnt, &sc.uc, lib, sizeof(lib));
 	sc.prog.what = "scrub";
 	sc.prog.tty = isatty(2);
-	scrub_dir(&sc, mnt);
+	{
+		int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (fd < 0) {
+			fprintf(stderr, "offloadctl: %s: %s\n", mnt, strerror(errno));
+			return 2;
+		}
+		scrub_dir(&sc, fd, mnt);
+	}
 	progress_show(&sc.prog, 1);
 	printf("scrub %s: %" PRIu64 " files, %" PRIu64 " bytes checked, %" PRIu64
-	       " checksum mismatches, %" PRIu64 " errors, %" PRIu64 " skipped (being written), %"
-	       PRIu64 " dropped (value evicted from the KV store)\n",
-	       mnt, sc.files, sc.bytes, sc.bad, sc.errors, sc.skipped, sc.dropped);
+	       " checksum mismatches, %" PRIu64 " errors, %" PRIu64 " not checked, %" PRIu64
+	       " skipped (being written), %" PRIu64 " dropped (value evicted from the KV store)\n",
+	       mnt, sc.files, sc.bytes, sc.bad, sc.errors, sc.unchecked, sc.skipped, sc.dropped);
 	printf("%s\n", sc.bad || sc.errors ? "scrub: PROBLEMS FOUND" : "scrub: clean");
 	if (sc.ubsio > 0)
 		kvb_ubsio_client_close();
@@ -1376,7 +1620,15 @@ static int ubsio_opt(int argc, char **argv, int *i, struct kvb_ubsio_config *uc)
 	if (*i + 1 >= argc)
 		return 0;
 	if (!strcmp(a, "--ubsio-lib")) {
-		uc->lib = argv[++*i];
+		static char abs[4096];
+		char err[PATH_MAX + 64];
+
+		/* As the daemon's ubsio_lib=: a relative path is resolved here, once. */
+		if (ofs_ubsio_lib_abs(argv[++*i], abs, sizeof(abs), err, sizeof(err))) {
+			fprintf(stderr, "offloadctl: %s\n", err);
+			return -1;
+		}
+		uc->lib = abs;
 	} else if (!strcmp(a, "--ubsio-ssd-size")) {
 		if (ofs_parse_size(argv[++*i], &uc->ssd_size)) {
 			fprintf(stderr, "offloadctl: invalid --ubsio-ssd-size '%s': expected a "

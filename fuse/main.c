@@ -7,6 +7,10 @@
 #include "ofs.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stddef.h>
@@ -18,7 +22,8 @@ struct ofs_cli {
 	char *page_size, *bucket_size, *bucket_count, *meta, *timeout, *sync_ms;
 	char *dram, *promote_after, *promote_window, *metrics;
 	char *backend, *ubsio_lib, *ubsio_device, *ubsio_ssd_size, *kv_max_bytes, *kv_max_keys;
-	char *kv_buffer_max, *kv_cache, *ubsio_key_max, *prefill;
+	char *kv_buffer_max, *kv_cache, *ubsio_key_max, *prefill, *data_group;
+	char ubsio_lib_abs[4096];
 	int ubsio_old_init;
 	int verify;
 	const char *root;
@@ -43,6 +48,7 @@ static const struct fuse_opt ofs_opts[] = {
 	CLI_OPT("promote_window=%s", promote_window),
 	CLI_OPT("metrics=%s", metrics),
 	CLI_OPT("prefill=%s", prefill),
+	CLI_OPT("data_group=%s", data_group),
 	CLI_OPT("backend=%s", backend),
 	CLI_OPT("ubsio_lib=%s", ubsio_lib),
 	CLI_OPT("ubsio_device=%s", ubsio_device),
@@ -115,6 +121,9 @@ static void ofs_usage(const char *prog)
 	       "    promote_after=N   the Nth open for reading within the window promotes (0: off)\n"
 	       "    promote_window=S  the window, seconds (default 60)\n"
 	       "    metrics=PATH      write Prometheus metrics to PATH every 5 s (textfile collector)\n"
+	       "    data_group=GROUP  ROOT 0750 and the bucket files 0640 owned by GROUP, whose\n"
+	       "                      members can then read every tenant's objects straight\n"
+	       "                      from the bucket files (default: ROOT 0700, files 0600)\n"
 	       "    backend=NAME      pages (default for a new store) or ubsio; an existing store\n"
 	       "                      keeps the backend it was created with\n"
 	       "ubsio backend options (a distributed KV store through libubsio_kvc.so):\n"
@@ -161,6 +170,7 @@ static int ofs_geom_value(const char *opt, const char *val, const char *env, uin
 
 static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 {
+	char err[256];
 	uint64_t v;
 	int r;
 
@@ -175,12 +185,6 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 	if (r < 0)
 		return -1;
 	if (r) {
-		if (v < 4096 || v > (1ULL << 30) || (v & (v - 1))) {
-			fprintf(stderr, "offloadfs: invalid page_size %llu: a power of two from "
-					"4096 to 1G\n",
-				(unsigned long long)v);
-			return -1;
-		}
 		cfg->geom.page_size = v;
 		cfg->set_page_size = 1;
 	}
@@ -222,7 +226,33 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 			return -1;
 		}
 	}
-	cfg->ubsio.lib = cli->ubsio_lib;
+	if (cli->ubsio_lib) {
+		/* Recorded for later mounts and fsck: never relative to a working directory. */
+		if (ofs_ubsio_lib_abs(cli->ubsio_lib, cli->ubsio_lib_abs, sizeof(cli->ubsio_lib_abs),
+				      err, sizeof(err))) {
+			fprintf(stderr, "offloadfs: %s\n", err);
+			return -1;
+		}
+		cfg->ubsio.lib = cli->ubsio_lib_abs;
+	}
+	if (cli->data_group) {
+		struct group *gr = getgrnam(cli->data_group);
+		char *end;
+		unsigned long g;
+
+		errno = 0;
+		g = strtoul(cli->data_group, &end, 10);
+		if (gr) {
+			cfg->data_gid = gr->gr_gid;
+		} else if (!errno && !*end && end != cli->data_group && g < (gid_t)-1) {
+			cfg->data_gid = (gid_t)g;
+		} else {
+			fprintf(stderr, "offloadfs: invalid data_group '%s': no such group\n",
+				cli->data_group);
+			return -1;
+		}
+		cfg->has_data_gid = 1;
+	}
 	cfg->ubsio.device_id = KVB_UBSIO_DEVICE_UNSET;
 	cfg->ubsio.buffer_max = OFS_UBSIO_BUFFER_MAX;
 	cfg->ubsio.cache_max = OFS_UBSIO_CACHE_MAX;
@@ -285,11 +315,9 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 		}
 		cfg->ubsio.key_max = (uint32_t)v;
 	}
-	if (cfg->geom.bucket_size < cfg->geom.page_size ||
-	    cfg->geom.bucket_size % cfg->geom.page_size) {
-		fprintf(stderr, "offloadfs: invalid bucket_size %llu: a multiple of page_size %llu\n",
-			(unsigned long long)cfg->geom.bucket_size,
-			(unsigned long long)cfg->geom.page_size);
+	/* The check a store's recorded geometry gets too (store.c, offloadctl fsck). */
+	if (ofs_geom_valid(&cfg->geom, err, sizeof(err))) {
+		fprintf(stderr, "offloadfs: %s\n", err);
 		return -1;
 	}
 	return 0;
@@ -310,6 +338,51 @@ static int ofs_uint_opt(const char *name, const char *val, unsigned *out)
 		return -1;
 	}
 	*out = (unsigned)v;
+	return 0;
+}
+
+/*
+ * metrics=PATH is written every 5 s as PATH.tmp.PID renamed over PATH:
+ * refused now, with a message, when that cannot work, rather than a log
+ * line every 5 s.
+ */
+static int ofs_metrics_path_check(const char *path)
+{
+	char tmp[PATH_MAX + 32];
+	struct stat st;
+	int fd;
+
+	if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "offloadfs: metrics=%s: %s\n", path, strerror(EISDIR));
+		return -1;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		fprintf(stderr, "offloadfs: metrics=%s cannot be written: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	close(fd);
+	unlink(tmp);
+	return 0;
+}
+
+/* ROOT at or below the mount point would be hidden by, or reached through, the mount. */
+static int ofs_root_outside(const char *root, const char *mnt)
+{
+	char r[PATH_MAX], m[PATH_MAX];
+	size_t ml;
+
+	if (!realpath(root, r) || !realpath(mnt, m))
+		return 0; /* the store open and the mount say what is wrong */
+	ml = strlen(m);
+	if (!strcmp(r, m) || (!strncmp(r, m, ml) && (r[ml] == '/' || !strcmp(m, "/")))) {
+		fprintf(stderr, "offloadfs: ROOT %s is %sthe mount point %s: refusing; give a "
+				"ROOT outside it\n",
+			r, strcmp(r, m) ? "inside " : "", m);
+		return -1;
+	}
 	return 0;
 }
 
@@ -376,7 +449,7 @@ int main(int argc, char *argv[])
 		char *end;
 
 		ofs.timeout = strtod(cli.timeout, &end);
-		if (*end || end == cli.timeout || ofs.timeout < 0) {
+		if (*end || end == cli.timeout || !isfinite(ofs.timeout) || ofs.timeout < 0) {
 			fprintf(stderr, "offloadfs: invalid cache_timeout '%s'\n", cli.timeout);
 			goto out_args;
 		}
@@ -421,7 +494,20 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "offloadfs: promote_after needs a DRAM tier (-o dram=SIZE)\n");
 		goto out_args;
 	}
+	if (cli.metrics && cli.metrics[0] != '/') {
+		/* The daemon runs in / once detached: the directory meant is this one. */
+		char cwd[PATH_MAX], *abs;
+
+		if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, cli.metrics) < 0) {
+			fprintf(stderr, "offloadfs: metrics=%s: %s\n", cli.metrics, strerror(errno));
+			goto out_args;
+		}
+		free(cli.metrics);
+		cli.metrics = abs;
+	}
 	ofs.metrics_path = cli.metrics;
+	if (cli.metrics && ofs_metrics_path_check(cli.metrics))
+		goto out_args;
 	if (ofs.dram_capacity && ofs_dram_init(&ofs.dram, ofs.dram_capacity)) {
 		fprintf(stderr, "offloadfs: out of memory\n");
 		goto out_args;
@@ -436,6 +522,8 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "offloadfs: no MOUNTPOINT given (see --help)\n");
 		goto out_args;
 	}
+	if (ofs_root_outside(cli.root, opts.mountpoint))
+		goto out_args;
 	ofs.foreground = opts.foreground;
 	pthread_mutex_init(&ofs.lock, NULL);
 	pthread_cond_init(&ofs.kcond, NULL);
@@ -531,6 +619,7 @@ out_args:
 	free(cli.kv_cache);
 	free(cli.metrics);
 	free(cli.prefill);
+	free(cli.data_group);
 	if (ofs.dram_capacity)
 		ofs_dram_release(&ofs.dram);
 	free(opts.mountpoint);

@@ -2212,7 +2212,7 @@ static void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, si
 {
 	struct ofs *ofs = ofs_of(req);
 	struct ofs_inode *in;
-	char buf[4096 + 128];
+	char buf[3 * 4096 + 128]; /* a descriptor's escaped path or key: up to 3 bytes each */
 	int ret = -ENODATA, desc = !strcmp(name, DESCRIPTOR_XATTR);
 
 	if (ino == META_ROOT_INO && !strcmp(name, METRICS_XATTR)) {

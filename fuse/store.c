@@ -60,6 +60,27 @@ static int store_same_fs(const char *a, const char *b)
 	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev;
 }
 
+int ofs_geom_valid(const struct meta_geom *g, char *err, size_t errlen)
+{
+	uint64_t ps = g->page_size;
+
+	if (ps < OFS_PAGE_SIZE_MIN || ps > OFS_PAGE_SIZE_MAX || (ps & (ps - 1))) {
+		snprintf(err, errlen, "invalid page_size %llu: a power of two from 4096 to 1G",
+			 (unsigned long long)ps);
+		return -EINVAL;
+	}
+	if (g->bucket_count < 1 || g->bucket_count > 256) {
+		snprintf(err, errlen, "invalid bucket_count %u: 1..256", g->bucket_count);
+		return -EINVAL;
+	}
+	if (g->bucket_size < ps || g->bucket_size % ps) {
+		snprintf(err, errlen, "invalid bucket_size %llu: a multiple of page_size %llu",
+			 (unsigned long long)g->bucket_size, (unsigned long long)ps);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int store_is_bucket_name(const char *n)
 {
 	return strlen(n) == 14 && !strncmp(n, "bucket_", 7) && !strcmp(n + 9, ".data") &&
@@ -100,8 +121,19 @@ static int store_scan_root(const char *root, const char *dbpath, int *buckets, c
 	while ((de = readdir(d))) {
 		const char *n = de->d_name;
 		size_t bl = dbbase ? strlen(dbbase) : 0;
+		struct stat st;
 
-		if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "lost+found"))
+		if (!strcmp(n, ".") || !strcmp(n, ".."))
+			continue;
+		/* Followed, a link would send object bytes or the database elsewhere. */
+		if (!fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) && S_ISLNK(st.st_mode)) {
+			snprintf(err, errlen, "ROOT %s holds a symbolic link '%s'; refusing to use "
+				 "it: the store's files must be regular files in ROOT itself",
+				 root, n);
+			closedir(d);
+			return -ELOOP;
+		}
+		if (!strcmp(n, "lost+found"))
 			continue;
 		if (store_is_bucket_name(n)) {
 			(*buckets)++;
@@ -124,6 +156,128 @@ static int store_scan_root(const char *root, const char *dbpath, int *buckets, c
 			 root, foreign, first);
 		return -EEXIST;
 	}
+	return 0;
+}
+
+/*
+ * ROOT 0700 and its files 0600; with a data group, ROOT 0750 and the
+ * bucket files 0640 in that group, so its members can pread objects
+ * (the database, with every tenant's keys, stays 0600).  Applied to an
+ * existing store too, so a mount without data_group takes the access back.
+ */
+static int store_set_mode(int fd, const char *what, mode_t mode, gid_t gid, int set_gid,
+			  char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (fstat(fd, &st)) {
+		snprintf(err, errlen, "%s: %s", what, strerror(errno));
+		return -errno;
+	}
+	if (set_gid && st.st_gid != gid && fchown(fd, (uid_t)-1, gid)) {
+		snprintf(err, errlen, "cannot give %s to group %u: %s", what, (unsigned)gid,
+			 strerror(errno));
+		return -errno;
+	}
+	if ((st.st_mode & 07777) != mode && fchmod(fd, mode)) {
+		snprintf(err, errlen, "cannot set the mode of %s to %04o: %s", what, (unsigned)mode,
+			 strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static int store_set_modes(struct ofs_store *s, const struct ofs_config *cfg, char *err,
+			   size_t errlen)
+{
+	const char *sfx[] = { "", "-wal", "-shm", "-journal" };
+	char path[PATH_MAX + 16];
+	struct dirent *de;
+	DIR *d;
+	int fd, ret = 0;
+	size_t i;
+
+	fd = dup(s->lock_fd);
+	d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		snprintf(err, errlen, "cannot read ROOT %s: %s", s->root, strerror(errno));
+		return -errno;
+	}
+	rewinddir(d);
+	while (!ret && (de = readdir(d))) {
+		int bucket = store_is_bucket_name(de->d_name);
+
+		fd = openat(s->lock_fd, de->d_name,
+			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", s->root, de->d_name);
+		{
+			struct stat st;
+
+			/* Directories (lost+found) are not ours to change. */
+			if (!fstat(fd, &st) && S_ISREG(st.st_mode))
+				ret = store_set_mode(fd, path,
+						     bucket && cfg->has_data_gid ? 0640 : 0600,
+						     cfg->data_gid, bucket && cfg->has_data_gid,
+						     err, errlen);
+		}
+		close(fd);
+	}
+	closedir(d);
+	/* A database elsewhere (meta=) is as private as one in ROOT. */
+	for (i = 0; !ret && i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+		snprintf(path, sizeof(path), "%s%s", s->meta_path, sfx[i]);
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ret = store_set_mode(fd, path, 0600, 0, 0, err, errlen);
+		close(fd);
+	}
+	return ret;
+}
+
+int ofs_store_lock(const char *root, int *lock_fd, char *err, size_t errlen)
+{
+	struct stat st;
+	int i, fd;
+
+	fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open ROOT %s: %s", root, strerror(errno));
+		return -errno;
+	}
+	/*
+	 * A daemon unmounted a moment ago still saves its snapshot, holding
+	 * the lock: wait for it rather than fail a remount.
+	 */
+	for (i = 0; flock(fd, LOCK_EX | LOCK_NB); i++) {
+		int e = errno;
+
+		if (e != EWOULDBLOCK || i == 300) {
+			close(fd);
+			if (e == EWOULDBLOCK)
+				snprintf(err, errlen,
+					 "ROOT %s is in use by another offloadfs process "
+					 "(a mounted daemon or offloadctl fsck)", root);
+			else
+				snprintf(err, errlen, "cannot lock ROOT %s: %s", root, strerror(e));
+			return e == EWOULDBLOCK ? -EBUSY : -e;
+		}
+		usleep(10000);
+	}
+	/* Checked here so that sqlite does not report it as a damaged database. */
+	if (fstat(fd, &st) || faccessat(fd, ".", R_OK | W_OK | X_OK, AT_EACCESS)) {
+		int e = errno;
+
+		close(fd);
+		snprintf(err, errlen, "ROOT %s is not %s: %s", root,
+			 e == EROFS ? "writable" : "readable and writable", strerror(e));
+		return -e;
+	}
+	*lock_fd = fd;
 	return 0;
 }
 
@@ -580,6 +734,31 @@ void ofs_ubsio_defaults(struct meta *m, struct kvb_ubsio_config *uc, char *libbu
 	}
 }
 
+int ofs_ubsio_lib_abs(const char *lib, char *out, size_t outlen, char *err, size_t errlen)
+{
+	char real[PATH_MAX];
+
+	/* A bare name goes to dlopen's search path, which is not the working directory. */
+	if (!strchr(lib, '/') || lib[0] == '/') {
+		if (strlen(lib) >= outlen) {
+			snprintf(err, errlen, "ubsio_lib '%s': %s", lib, strerror(ENAMETOOLONG));
+			return -ENAMETOOLONG;
+		}
+		snprintf(out, outlen, "%s", lib);
+		return 0;
+	}
+	if (!realpath(lib, real)) {
+		snprintf(err, errlen, "ubsio_lib '%s': %s", lib, strerror(errno));
+		return -errno;
+	}
+	if (strlen(real) >= outlen) {
+		snprintf(err, errlen, "ubsio_lib '%s': %s", lib, strerror(ENAMETOOLONG));
+		return -ENAMETOOLONG;
+	}
+	snprintf(out, outlen, "%s", real);
+	return 0;
+}
+
 int ofs_ubsio_record(struct meta *m, const struct kvb_ubsio_config *uc)
 {
 	char v[64];
@@ -639,14 +818,15 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 		goto out;
 	}
 	/* One daemon (or fsck) per store: everything below writes. */
-	s->lock_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (s->lock_fd < 0 || flock(s->lock_fd, LOCK_EX | LOCK_NB)) {
-		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
-		snprintf(err, errlen, "ROOT %s is in use by another offloadfs process (%s)",
-			 s->root, strerror(errno));
+	ret = ofs_store_lock(s->root, &s->lock_fd, err, errlen);
+	if (ret)
 		goto out;
-	}
 	ret = store_scan_root(s->root, s->meta_path, &buckets, err, errlen);
+	if (ret)
+		goto out;
+	/* Before anything is created in it: nobody else may reach what follows. */
+	ret = store_set_mode(s->lock_fd, s->root, cfg->has_data_gid ? 0750 : 0700,
+			     cfg->data_gid, cfg->has_data_gid, err, errlen);
 	if (ret)
 		goto out;
 	if (access(s->meta_path, F_OK) && buckets) {
@@ -670,6 +850,13 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	} else if (ret) {
 		snprintf(err, errlen, "%s: cannot read geometry: %s", s->meta_path,
 			 strerror(-ret));
+		goto out;
+	} else if ((ret = ofs_geom_valid(&s->geom, err, errlen))) {
+		/* Damaged, not ours to guess at: offloadctl fsck says the same. */
+		size_t n = strlen(err);
+
+		snprintf(err + n, errlen - n, " recorded in %s", s->meta_path);
+		ret = -EUCLEAN;
 		goto out;
 	} else {
 		if (cfg->backend && strcmp(backend, cfg->backend)) {
@@ -698,6 +885,13 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 		}
 		uc.page_size = s->geom.page_size;
 		ofs_ubsio_defaults(s->meta, &uc, ubsio_lib, sizeof(ubsio_lib));
+		if (uc.lib && strchr(uc.lib, '/') && uc.lib[0] != '/') {
+			/* Resolved against whatever directory this process runs in: never. */
+			ret = -EINVAL;
+			snprintf(err, errlen, "ubsio_lib '%s' is a relative path: give it as an "
+				 "absolute one", uc.lib);
+			goto out;
+		}
 		ret = kvb_ubsio_init(&s->kvb, s->root, &uc, s->meta, err, errlen);
 	} else if (!strcmp(s->backend, "pages")) {
 		pg.page_size = s->geom.page_size;
@@ -730,6 +924,9 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 		snprintf(err, errlen, "%s: %s", s->meta_path, meta_errmsg(s->meta));
 		goto out;
 	}
+	ret = store_set_modes(s, cfg, err, errlen);
+	if (ret)
+		goto out;
 	ret = meta_clean_get(s->meta, &s->was_clean);
 	if (!ret)
 		ret = meta_synced_gen(s->meta, &s->synced_gen);

@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "kvb.h"
 #include "meta.h"
@@ -26,6 +27,13 @@ struct ofs_config {
 	struct meta_geom geom;
 	/* Which geometry values the user chose (option or environment). */
 	unsigned set_page_size : 1, set_bucket_size : 1, set_bucket_count : 1;
+	/*
+	 * data_group: ROOT 0750 and the bucket files 0640, owned by this group,
+	 * so its members can read objects straight from the bucket files.
+	 * Otherwise ROOT is 0700 and everything in it 0600.
+	 */
+	int has_data_gid;
+	gid_t data_gid;
 	/* "pages" or "ubsio"; NULL: what the store records ("pages" for a new one). */
 	const char *backend;
 	struct kvb_ubsio_config ubsio; /* page_size is taken from the geometry */
@@ -77,11 +85,28 @@ struct ofs_store {
 #define OFS_RESERVE_SUFFIX "-reserve"
 /* At most this, and an eighth of the metadata's filesystem. */
 #define OFS_RESERVE_MAX (24ULL << 20)
+#define OFS_PAGE_SIZE_MIN 4096ULL
+#define OFS_PAGE_SIZE_MAX (1ULL << 30)
+
+/*
+ * The one geometry check, for options and for what a store records: page
+ * size a power of two from 4096 to 1G, bucket size a multiple of it,
+ * 1..256 buckets.  -EINVAL with a message naming the value.
+ */
+int ofs_geom_valid(const struct meta_geom *g, char *err, size_t errlen);
 
 /* Parse "4G", "64K", "1048576"; -EINVAL on anything else or overflow. */
 int ofs_parse_size(const char *s, uint64_t *out);
 
 int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err, size_t errlen);
+
+/*
+ * The exclusive lock on ROOT that one daemon or fsck holds: *lock_fd, a
+ * descriptor of ROOT.  Waits up to 3 s for a holder that is letting go
+ * (an unmounted daemon saving its snapshot); -EBUSY after that.  Also
+ * refuses a ROOT this process cannot read and write, saying so.
+ */
+int ofs_store_lock(const char *root, int *lock_fd, char *err, size_t errlen);
 
 /*
  * How a ubsio store was last reached (library, Init variant, device) is kept
@@ -94,6 +119,12 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 void ofs_ubsio_defaults(struct meta *m, struct kvb_ubsio_config *uc, char *libbuf,
 			size_t liblen);
 int ofs_ubsio_record(struct meta *m, const struct kvb_ubsio_config *uc);
+/*
+ * lib as it is recorded and loaded: a path with a '/' made absolute (a
+ * relative one would be looked up again in the working directory of every
+ * later mount or fsck), a bare name as given (dlopen's search path).
+ */
+int ofs_ubsio_lib_abs(const char *lib, char *out, size_t outlen, char *err, size_t errlen);
 /*
  * The durability barrier: every commit recorded before it, data and
  * metadata, survives a power cut once it returns; pages freed before it

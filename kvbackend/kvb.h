@@ -260,6 +260,17 @@ uint32_t kvb_home_bucket(const char *key, size_t len, uint32_t bucket_count);
 /* Bucket file name, "bucket_%02x.data". */
 void kvb_bucket_name(uint32_t bucket, char *buf, size_t len);
 
+/*
+ * A descriptor value (a path, a store key) as it appears after "name=":
+ * '%', the control bytes (below 0x20, so a newline) and 0x7f become %XX
+ * (upper-case hex), so no name or path can add a line.  Returns the length
+ * of the whole encoding; out (outlen bytes, NUL-terminated) holds it when
+ * that is below outlen.  kvb_desc_unescape decodes in place (-EINVAL on a
+ * malformed %).
+ */
+size_t kvb_desc_escape(char *out, size_t outlen, const char *v);
+int kvb_desc_unescape(char *s);
+
 static inline void kvb_release(struct kvb *kvb)
 {
 	if (kvb->ops)

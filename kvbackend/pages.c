@@ -20,6 +20,7 @@
  */
 #include "kvb.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -193,6 +194,50 @@ uint32_t kvb_home_bucket(const char *key, size_t len, uint32_t bucket_count)
 void kvb_bucket_name(uint32_t bucket, char *buf, size_t len)
 {
 	snprintf(buf, len, "bucket_%02x.data", bucket);
+}
+
+size_t kvb_desc_escape(char *out, size_t outlen, const char *v)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = 0;
+
+	for (; *v; v++) {
+		unsigned char c = (unsigned char)*v;
+		int esc = c == '%' || c < 0x20 || c == 0x7f;
+
+		if (n + (esc ? 3 : 1) < outlen) {
+			if (esc) {
+				out[n] = '%';
+				out[n + 1] = hex[c >> 4];
+				out[n + 2] = hex[c & 15];
+			} else {
+				out[n] = (char)c;
+			}
+		}
+		n += esc ? 3 : 1;
+	}
+	if (outlen)
+		out[n < outlen ? n : outlen - 1] = '\0';
+	return n;
+}
+
+int kvb_desc_unescape(char *s)
+{
+	char *w = s;
+
+	for (; *s; s++) {
+		if (*s != '%') {
+			*w++ = *s;
+			continue;
+		}
+		if (!isxdigit((unsigned char)s[1]) || !isxdigit((unsigned char)s[2]))
+			return -EINVAL;
+		*w++ = (char)((isdigit((unsigned char)s[1]) ? s[1] - '0' : (s[1] | 0x20) - 'a' + 10) << 4 |
+			      (isdigit((unsigned char)s[2]) ? s[2] - '0' : (s[2] | 0x20) - 'a' + 10));
+		s += 2;
+	}
+	*w = '\0';
+	return 0;
 }
 
 /* ---- allocation, under the bucket's lock ---- */
@@ -1156,7 +1201,7 @@ static int pages_statfs(void *arg, struct kvb_statfs *st)
 static int pages_describe(void *arg, const struct kvb_map *m, char *buf, size_t len)
 {
 	struct pages *p = arg;
-	char name[32];
+	char name[32], path[PATH_MAX * 3];
 	int n;
 
 	if (m->bucket < 0) {
@@ -1164,8 +1209,11 @@ static int pages_describe(void *arg, const struct kvb_map *m, char *buf, size_t 
 		n = snprintf(buf, len, "file_path=\noffset=0\nobject_size=0\n");
 	} else {
 		kvb_bucket_name((uint32_t)m->bucket, name, sizeof(name));
+		/* A ROOT holding a newline must not add a line. */
+		if (kvb_desc_escape(path, sizeof(path), p->root ? p->root : "") >= sizeof(path))
+			return -ERANGE;
 		n = snprintf(buf, len, "file_path=%s/%s\noffset=%llu\nobject_size=%llu\n",
-			     p->root ? p->root : "", name,
+			     path, name,
 			     (unsigned long long)pages_byte(p, m, 0), (unsigned long long)m->size);
 	}
 	return n < 0 || (size_t)n >= len ? -ERANGE : n;
@@ -1502,14 +1550,16 @@ int kvb_pages_init(struct kvb *kvb, const char *root, const struct kvb_pages_geo
 	struct pages *p;
 	char path[PATH_MAX], name[32];
 	uint32_t i;
-	int ret;
+	int ret, dfd = -1;
 
 	ret = pages_alloc(&p, g, err, errlen);
 	if (ret)
 		return ret;
 	p->io = &file_io;
 	p->root = realpath(root, NULL);
-	if (!p->root) {
+	if (p->root)
+		dfd = open(p->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
 		ret = -errno;
 		snprintf(err, errlen, "%s: %s", root, strerror(errno));
 		goto out_free;
@@ -1520,11 +1570,16 @@ int kvb_pages_init(struct kvb *kvb, const char *root, const struct kvb_pages_geo
 
 		kvb_bucket_name(i, name, sizeof(name));
 		snprintf(path, sizeof(path), "%s/%s", p->root, name);
-		/* Never O_TRUNC: a bucket file is only ever extended. */
-		fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+		/*
+		 * Never O_TRUNC: a bucket file is only ever extended.  Relative to
+		 * ROOT and never through a symbolic link: object bytes go nowhere else.
+		 */
+		fd = openat(dfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0),
+			    0600);
 		if (fd < 0) {
 			ret = -errno;
-			snprintf(err, errlen, "%s: %s%s", path, strerror(errno),
+			snprintf(err, errlen, "%s: %s%s", path,
+				 errno == ELOOP ? "a symbolic link, refused" : strerror(errno),
 				 errno == ENOENT ? " (bucket file missing from an existing store)" : "");
 			goto out_free;
 		}
@@ -1552,11 +1607,14 @@ int kvb_pages_init(struct kvb *kvb, const char *root, const struct kvb_pages_geo
 			}
 		}
 	}
+	close(dfd);
 	kvb->ops = &pages_ops;
 	kvb->arg = p;
 	return 0;
 
 out_free:
+	if (dfd >= 0)
+		close(dfd);
 	pages_free(p);
 	return ret;
 }

@@ -1845,6 +1845,24 @@ static int ubs_statfs(void *arg, struct kvb_statfs *st)
 	return 0;
 }
 
+/* The descriptor of a value: its key escaped, so that a name cannot add a line. */
+static int ubs_describe_key(char *buf, size_t len, const char *skey, uint64_t size)
+{
+	static const char pre[] = "store=ubsio\nkey=";
+	size_t kl;
+	int n;
+
+	if (len < sizeof(pre))
+		return -ERANGE;
+	memcpy(buf, pre, sizeof(pre));
+	kl = kvb_desc_escape(buf + sizeof(pre) - 1, len - sizeof(pre) + 1, skey);
+	if (kl >= len - sizeof(pre) + 1)
+		return -ERANGE;
+	kl += sizeof(pre) - 1;
+	n = snprintf(buf + kl, len - kl, "\nobject_size=%" PRIu64 "\n", size);
+	return n < 0 || (size_t)n >= len - kl ? -ERANGE : (int)kl + n;
+}
+
 static int ubs_describe(void *arg, const struct kvb_map *m, char *buf, size_t len)
 {
 	struct ubs *u = arg;
@@ -1858,13 +1876,9 @@ static int ubs_describe(void *arg, const struct kvb_map *m, char *buf, size_t le
 	pthread_mutex_lock(&u->lock);
 	v = ubs_find(u, m->page);
 	/* Lines as the pages backend's: what another client needs to Get the value. */
-	n = v && v->skey ? snprintf(buf, len, "store=ubsio\nkey=%s\nobject_size=%" PRIu64 "\n",
-				    v->skey, m->size)
-			 : -1;
+	n = v && v->skey ? ubs_describe_key(buf, len, v->skey, m->size) : -EIO;
 	pthread_mutex_unlock(&u->lock);
-	if (n < 0)
-		return -EIO;
-	return (size_t)n >= len ? -ERANGE : n;
+	return n;
 }
 
 /* Load the value table from the records (current and previous keys). */
@@ -2409,8 +2423,9 @@ int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_con
 		goto fail;
 	}
 	/* A read-only user (fsck without --repair) must not create the journal. */
-	u->jfd = c->readonly ? open(u->jpath, O_RDONLY | O_CLOEXEC)
-			     : open(u->jpath, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	u->jfd = c->readonly ? open(u->jpath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+			     : open(u->jpath, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
+				    0600);
 	if (u->jfd < 0 && c->readonly && errno == ENOENT) {
 		u->jfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	}

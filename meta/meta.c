@@ -8,10 +8,12 @@
 #include "meta.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -360,10 +362,23 @@ static int meta_check_ours(struct meta *m, char *err, size_t errlen)
 
 	rc = sqlite3_prepare_v2(m->db, "PRAGMA user_version", -1, &s, NULL);
 	if (rc != SQLITE_OK || sqlite3_step(s) != SQLITE_ROW) {
-		snprintf(err, errlen, "not a readable sqlite database: %s",
-			 sqlite3_errmsg(m->db));
+		int code = sqlite3_errcode(m->db) & 0xff;
+		const char *fn = sqlite3_db_filename(m->db, "main");
+		struct statvfs vfs;
+
+		/* Only what sqlite found in the file says the file is bad. */
+		if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) {
+			snprintf(err, errlen, "not a readable sqlite database: %s",
+				 sqlite3_errmsg(m->db));
+			sqlite3_finalize(s);
+			return -EUCLEAN;
+		}
+		snprintf(err, errlen, "cannot read the database: %s%s", sqlite3_errmsg(m->db),
+			 fn && !statvfs(fn, &vfs) && vfs.f_bavail == 0
+				 ? " (its filesystem is full: sqlite needs room for its log)"
+				 : "");
 		sqlite3_finalize(s);
-		return -EUCLEAN;
+		return meta_errno(code ? code : SQLITE_IOERR);
 	}
 	version = sqlite3_column_int(s, 0);
 	sqlite3_finalize(s);
@@ -451,9 +466,11 @@ int meta_open(const char *path, int create, struct meta **out, char *err, size_t
 	int exists, rc, ret, i;
 
 	*out = NULL;
-	exists = stat(path, &st) == 0;
+	/* Never through a symbolic link: a dangling one would make us create its target. */
+	exists = lstat(path, &st) == 0;
 	if (exists && !S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "%s is not a regular file", path);
+		snprintf(err, errlen, "%s is not a regular file%s", path,
+			 S_ISLNK(st.st_mode) ? " (a symbolic link, refused)" : "");
 		return -EINVAL;
 	}
 	if (!exists && !(create & 1)) {
@@ -470,10 +487,30 @@ int meta_open(const char *path, int create, struct meta **out, char *err, size_t
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	rc = sqlite3_open_v2(path, &m->db,
-			     SQLITE_OPEN_READWRITE | (exists ? 0 : SQLITE_OPEN_CREATE) |
-				     SQLITE_OPEN_NOMUTEX,
-			     NULL);
+	{
+		/*
+		 * sqlite's NOFOLLOW refuses a link anywhere in the path: the
+		 * directories are resolved here, only the file itself may not be one.
+		 */
+		char dir[PATH_MAX], real[PATH_MAX], *full = NULL;
+		const char *slash = strrchr(path, '/');
+
+		if (!slash)
+			snprintf(dir, sizeof(dir), ".");
+		else if (slash == path)
+			snprintf(dir, sizeof(dir), "/");
+		else
+			snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+		if (realpath(dir, real) &&
+		    asprintf(&full, "%s/%s", strcmp(real, "/") ? real : "",
+			     slash ? slash + 1 : path) < 0)
+			full = NULL;
+		rc = sqlite3_open_v2(full ? full : path, &m->db,
+				     SQLITE_OPEN_READWRITE | (exists ? 0 : SQLITE_OPEN_CREATE) |
+					     SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
+				     NULL);
+		free(full);
+	}
 	if (rc != SQLITE_OK) {
 		snprintf(err, errlen, "cannot open %s: %s", path,
 			 m->db ? sqlite3_errmsg(m->db) : sqlite3_errstr(rc));

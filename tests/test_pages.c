@@ -1012,6 +1012,82 @@ START_TEST(test_parse_size)
 }
 END_TEST
 
+START_TEST(test_desc_escape)
+{
+	char out[64], small[8];
+	const char *v = "t/evil\nkey=x%y\x7f\x01z";
+
+	/* Nothing a name holds can start a line; '%' itself is escaped. */
+	ck_assert_uint_eq(kvb_desc_escape(out, sizeof(out), v), strlen("t/evil%0Akey=x%25y%7F%01z"));
+	ck_assert_str_eq(out, "t/evil%0Akey=x%25y%7F%01z");
+	ck_assert_ptr_null(strchr(out, '\n'));
+	ck_assert_int_eq(kvb_desc_unescape(out), 0);
+	ck_assert_str_eq(out, v);
+	/* Plain names are unchanged. */
+	ck_assert_uint_eq(kvb_desc_escape(out, sizeof(out), "/mnt/3fs/root"), 13);
+	ck_assert_str_eq(out, "/mnt/3fs/root");
+	/* Too small: the full length is returned, the buffer stays terminated. */
+	ck_assert_uint_eq(kvb_desc_escape(small, sizeof(small), "ab\ncdefgh"), 11);
+	ck_assert_uint_lt(strlen(small), sizeof(small));
+	strcpy(out, "bad%4");
+	ck_assert_int_eq(kvb_desc_unescape(out), -EINVAL);
+	strcpy(out, "bad%zz");
+	ck_assert_int_eq(kvb_desc_unescape(out), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_geom_valid)
+{
+	struct meta_geom g = { .page_size = 65536, .bucket_size = 4ULL << 30, .bucket_count = 256 };
+	char err[256];
+
+	ck_assert_int_eq(ofs_geom_valid(&g, err, sizeof(err)), 0);
+	g.page_size = 3;
+	ck_assert_int_eq(ofs_geom_valid(&g, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "invalid page_size 3: a power of two from 4096 to 1G");
+	g.page_size = 2048;
+	ck_assert_int_eq(ofs_geom_valid(&g, err, sizeof(err)), -EINVAL);
+	g.page_size = 2ULL << 30;
+	ck_assert_int_eq(ofs_geom_valid(&g, err, sizeof(err)), -EINVAL);
+	g.page_size = 4096;
+	g.bucket_count = 0;
+	ck_assert_int_eq(ofs_geom_valid(&g, err, sizeof(err)), -EINVAL);
+	g.bucket_count = 1;
+	g.bucket_size = 4096 * 3 + 1;
+	ck_assert_int_eq(ofs_geom_valid(&g, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "a multiple of page_size"));
+}
+END_TEST
+
+START_TEST(test_store_refuses_symlinks_and_sets_modes)
+{
+	struct ofs_config cfg = cfg_small();
+	struct ofs_store s;
+	char err[512], path[512], target[512];
+	struct stat st;
+
+	/* A dangling link where the database goes: refused, its target not created. */
+	snprintf(path, sizeof(path), "%s/offloadfs.db", dir);
+	snprintf(target, sizeof(target), "%s.elsewhere", dir);
+	ck_assert_int_eq(symlink(target, path), 0);
+	ck_assert_int_eq(ofs_store_open(&s, &cfg, err, sizeof(err)), -ELOOP);
+	ck_assert_ptr_nonnull(strstr(err, "symbolic link"));
+	ck_assert_int_ne(access(target, F_OK), 0);
+	unlink(path);
+
+	ck_assert_msg(ofs_store_open(&s, &cfg, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(stat(dir, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0700);
+	snprintf(path, sizeof(path), "%s/bucket_00.data", dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
+	snprintf(path, sizeof(path), "%s/offloadfs.db", dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
 static Suite *pages_suite(void)
 {
 	Suite *s = suite_create("pages");
@@ -1044,6 +1120,9 @@ static Suite *pages_suite(void)
 	tcase_add_test(files, test_store_create_snapshot_rebuild);
 	tcase_add_test(files, test_store_refusals);
 	tcase_add_test(files, test_parse_size);
+	tcase_add_test(files, test_desc_escape);
+	tcase_add_test(files, test_geom_valid);
+	tcase_add_test(files, test_store_refuses_symlinks_and_sets_modes);
 	suite_add_tcase(s, files);
 	return s;
 }

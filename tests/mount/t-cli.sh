@@ -2,7 +2,9 @@
 # t-cli.sh: the command line and the store's guard rails: --help/--version,
 # bad options, geometry mismatch, foreign ROOT contents (left untouched),
 # environment defaults, WAL mode, one daemon per store, fsck of a mounted
-# store, meta=PATH, mount -t fuse.offloadfs.
+# store, meta=PATH, mount -t fuse.offloadfs; messages that name the cause
+# (an unreadable, read-only or full ROOT, a corrupt geometry value) and a
+# remount right after fusermount3 -u.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -60,7 +62,8 @@ refuse "unknown option -o bogus=1: refused, named" "bogus" "$ROOT" "$MNT" -o bog
 check_eq "unknown option: nothing created in ROOT" "" "$(ls -A "$ROOT")"
 for bad in page_size=abc page_size=1000 page_size=0 bucket_count=0 bucket_count=300 \
 	bucket_count=-1 bucket_size=100 bucket_size=12Q bucket_size=100000 cache_timeout=abc \
-	sync_interval=abc sync_interval=-5; do
+	cache_timeout=nan cache_timeout=inf cache_timeout=-inf metrics="$TESTDIR/no-such-dir/m.prom" \
+	metrics="$TESTDIR" sync_interval=abc sync_interval=-5; do
 	opt=${bad%%=*}
 	refuse "-o $bad: refused, names $opt" "$opt" "$ROOT" "$MNT" -o "$bad"
 	check_eq "-o $bad: nothing created in ROOT" "" "$(ls -A "$ROOT")"
@@ -363,5 +366,75 @@ else
 		not_ok "mount -t: mounted" "no mount at $MNT"
 	fi
 fi
+
+# ---- messages that say what is wrong ----
+GEOM_MSGS="bucket_count=2,bucket_size=4M"
+SAVED_ROOT=$ROOT
+R=$(newroot msgs)
+ROOT=$R
+ofs_mount "$GEOM_MSGS" || ofs_bail "cannot mount $R"
+ofs_umount
+# An unreadable ROOT is not "in use".
+chmod 0700 "$R"
+chmod 0755 "$TESTDIR"
+run setpriv --reuid=65534 --regid=65534 --clear-groups "$OFS" "$R" "$MNT" -f
+check_contains "an unreadable ROOT: the daemon says it cannot open it" "cannot open ROOT" "$ERR"
+check_eq "an unreadable ROOT: not called in use" no "$([[ "$ERR" == *"in use"* ]] && echo yes || echo no)"
+run setpriv --reuid=65534 --regid=65534 --clear-groups "$OFSCTL" fsck "$R"
+check_contains "an unreadable ROOT: fsck says it cannot open it" "cannot open ROOT" "$ERR"
+chmod 0700 "$TESTDIR"
+# A read-only ROOT is not a damaged database.
+RO="$TESTDIR/ro"
+mkdir -p "$RO"
+if mount --bind "$R" "$RO" && ofs_track_mnt "$RO" && mount -o remount,ro,bind "$RO"; then
+	refuse "a read-only ROOT: named as such" "not writable: Read-only file system" "$RO" "$MNT"
+	check_eq "a read-only ROOT: not called a bad database" no \
+		"$([[ "$ERR" == *"sqlite"* ]] && echo yes || echo no)"
+	umount "$RO"
+else
+	not_ok "read-only bind mount of ROOT" "mount failed"
+fi
+# A full disk is not a damaged database either.
+FULL="$TESTDIR/full"
+mkdir -p "$FULL"
+if mount -t tmpfs -o size=2M tmpfs "$FULL" && ofs_track_mnt "$FULL"; then
+	ROOT="$FULL/r"
+	mkdir "$ROOT"
+	ofs_mount "bucket_count=1,bucket_size=1M" || ofs_bail "cannot mount on the tmpfs"
+	ofs_umount
+	head -c 3M /dev/zero >"$FULL/fill" 2>/dev/null
+	refuse "a full disk: named as such" "filesystem is full" "$ROOT" "$MNT"
+	check_eq "a full disk: not called a bad database" no \
+		"$([[ "$ERR" == *"not a readable"* ]] && echo yes || echo no)"
+	umount "$FULL"
+else
+	not_ok "tmpfs for the full-disk case" "mount failed"
+fi
+ROOT=$R
+# A corrupt geometry value is not "never formatted".
+sqlite3 "$ROOT/offloadfs.db" "UPDATE store SET v = 0 WHERE k = 'bucket_count'"
+run "$OFSCTL" fsck "$ROOT"
+check_eq "a corrupt bucket_count: fsck exits 2" 2 "$RC"
+check_eq "a corrupt bucket_count: not called never formatted" no \
+	"$([[ "$ERR" == *"never formatted"* ]] && echo yes || echo no)"
+sqlite3 "$ROOT/offloadfs.db" "UPDATE store SET v = 2 WHERE k = 'bucket_count'"
+# Remounting at once after fusermount3 -u waits for the old daemon.
+ofs_mount "$GEOM_MSGS" || ofs_bail "cannot mount"
+fails=0
+for i in 1 2 3 4 5; do
+	mkdir -p "$MNT/t" && echo "$i" >"$MNT/t/f$i"
+	old=$OFS_PID
+	fusermount3 -u "$MNT"
+	OFS_PID=""
+	if ! ofs_mount "$GEOM_MSGS"; then
+		fails=$((fails + 1))
+		ofs_reap "$old"
+		break
+	fi
+	ofs_reap "$old"
+done
+check_eq "five remounts right after fusermount3 -u all mount" 0 "$fails"
+ofs_umount
+ROOT=$SAVED_ROOT
 
 ofs_done

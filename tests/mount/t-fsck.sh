@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # t-fsck.sh: offloadctl fsck on stores damaged on purpose: a flipped byte
-# in a bucket file, a leaked page, an overlapping mapping, a truncated
-# bucket file, a database from a newer schema version, a foreign database;
-# --repair moves corrupted objects to <tenant>/lost+found and frees leaked
-# pages, never deletes; an unclean store (kill -9) checks clean.
+# in a bucket file, a leaked page, an overlapping mapping, a truncated or
+# missing bucket file (restored by --repair, the rest still checked), a
+# user's file named lost+found, an object nothing can reach, a damaged
+# geometry record, a database from a newer schema version, a foreign
+# database; --repair moves corrupted objects to <tenant>/lost+found and
+# frees leaked pages, deleting only what no tenant holds; an unclean store
+# (kill -9) checks clean.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -133,6 +136,103 @@ check_contains "truncated bucket: fsck names the object past its end" "'d/a': en
 ofs_mount "$GEOM"
 check_eq "truncated bucket: the mount is refused" "no" "$(is_mounted "$MNT" && echo yes || echo no)"
 check_eq "truncated bucket: never extended by fsck or the refused mount" "$PAGE" "$(stat -c %s "$victim")"
+# Other corruption is still found meanwhile: a flipped byte in an intact region.
+for other in b c; do
+	if [ "$(field $other bucket)" != "$(field a bucket)" ] ||
+		[ $(( ($(field $other page) + $(field $other npages)) * PAGE )) -le $PAGE ]; then
+		break
+	fi
+done
+ooff=$(( $(field $other page) * PAGE + 3 ))
+python3 - "$(printf '%s/bucket_%02x.data' "$ROOT" "$(field $other bucket)")" "$ooff" <<'EOF2'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(int(sys.argv[2])); b = f.read(1); f.seek(int(sys.argv[2]))
+    f.write(bytes([b[0] ^ 0x40]))
+EOF2
+ofs_fsck
+check_contains "truncated bucket: fsck still checks the other objects' checksums" \
+	"'$other': checksum mismatch" "$OUT"
+run "$OFSCTL" fsck "$ROOT" --repair
+check_eq "truncated bucket: fsck --repair exits 0" 0 "$RC"
+check_contains "truncated bucket: --repair restores its size" "restored to 4194304 bytes" "$OUT"
+check_eq "truncated bucket: restored to bucket_size" 4194304 "$(stat -c %s "$victim")"
+ofs_fsck
+check_eq "truncated bucket: fsck after the repair exits 0" 0 "$RC"
+ofs_mount "$GEOM" || ofs_bail "the repaired store does not mount"
+check_eq "truncated bucket: what it lost and the corrupt one are in lost+found" 2 \
+	"$(ls "$MNT/t/lost+found" | wc -l)"
+for f in b c; do
+	[ "$f" == "$other" ] || check_cmp "truncated bucket: intact '$f' reads back" "$REF/$f" "$MNT/t/$f"
+done
+ofs_umount
+# A missing bucket file: the same.
+rm "$victim"
+run "$OFSCTL" fsck "$ROOT" --repair
+check_eq "missing bucket: fsck --repair exits 0" 0 "$RC"
+check_eq "missing bucket: recreated at bucket_size, 0600" "4194304 600" "$(stat -c '%s %a' "$victim")"
+ofs_mount "$GEOM" || ofs_bail "the repaired store does not mount after a missing bucket"
+ofs_umount
+check_fsck_clean "missing bucket repaired"
+rm -rf "$ROOT"/* 2>/dev/null
+
+# ---- a user's file named lost+found, and objects nothing can reach ----
+make_store
+ofs_mount "$GEOM" || ofs_bail "cannot mount"
+echo mine >"$MNT/t/lost+found"
+ofs_umount
+python3 - "$(printf '%s/bucket_%02x.data' "$ROOT" "$(field b bucket)")" \
+	"$(( $(field b page) * PAGE + 5 ))" <<'EOF2'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(int(sys.argv[2])); b = f.read(1); f.seek(int(sys.argv[2]))
+    f.write(bytes([b[0] ^ 0x40]))
+EOF2
+bino=$(field b ino)
+run "$OFSCTL" fsck "$ROOT" --repair
+check_eq "lost+found is a file: --repair exits 0" 0 "$RC"
+check_eq "lost+found is a file: the corrupt object went to a directory beside it" \
+	"lost+found.1 dir" \
+	"$(sqlite3 -separator " " "$DB" "SELECT p.name, CASE WHEN p.mode & 61440 = 16384 THEN 'dir' ELSE 'file' END
+		FROM inodes o JOIN inodes p ON p.ino = o.parent WHERE o.ino = $bino")"
+ofs_mount "$GEOM" || ofs_bail "cannot mount after the repair"
+check_eq "lost+found is a file: the user's file is untouched" mine "$(cat "$MNT/t/lost+found")"
+rm -rf "$MNT/t"
+ofs_umount
+check_eq "after the tenant is deleted no object holds pages" 0 \
+	"$(sqlite3 "$DB" 'SELECT count(*) FROM inodes WHERE npages > 0')"
+# An object whose parent is gone (a damaged database): found, deleted on --repair.
+ofs_mount "$GEOM" || ofs_bail "cannot mount"
+mkdir -p "$MNT/u/d"
+cp "$REF/a" "$MNT/u/d/x"
+ofs_umount
+sqlite3 "$DB" "DELETE FROM inodes WHERE name = CAST('d' AS BLOB)"
+ofs_fsck
+check_eq "unreachable object: fsck exits 1" 1 "$RC"
+check_contains "unreachable object: fsck says so" "unreachable" "$OUT"
+run "$OFSCTL" fsck "$ROOT" --repair
+check_eq "unreachable object: --repair exits 0" 0 "$RC"
+check_eq "unreachable object: its row is deleted" 0 \
+	"$(sqlite3 "$DB" 'SELECT count(*) FROM inodes WHERE npages > 0')"
+check_fsck_clean "after deleting the unreachable object"
+ofs_mount "$GEOM" || ofs_bail "cannot mount"
+check_eq "unreachable object: its pages are free again" "$(ofs_blocks)" "$(ofs_free)"
+ofs_umount
+rm -rf "$ROOT"/* 2>/dev/null
+
+# ---- a damaged geometry record: fsck and the daemon agree ----
+make_store
+sqlite3 "$DB" "UPDATE store SET v = 3 WHERE k = 'page_size'"
+run "$OFSCTL" fsck "$ROOT" --repair
+check_eq "page_size=3 recorded: fsck --repair exits 2" 2 "$RC"
+check_contains "page_size=3 recorded: fsck names it" "invalid page_size 3" "$ERR"
+ofs_mount "" 
+check_eq "page_size=3 recorded: the mount is refused" no "$(is_mounted "$MNT" && echo yes || echo no)"
+check_grep_log "page_size=3 recorded: the daemon names it the same way" "invalid page_size 3"
+sqlite3 "$DB" "UPDATE store SET v = -5 WHERE k = 'page_size'"
+ofs_fsck
+check_eq "negative page_size: fsck exits 2" 2 "$RC"
+check_contains "negative page_size: a damaged record, not a new store" "damaged geometry" "$ERR"
 rm -rf "$ROOT"/* 2>/dev/null
 
 # ---- a database from a newer schema version, and a foreign one: never touched ----
@@ -172,6 +272,30 @@ sum=$(md5sum <"$DB")
 ofs_fsck
 check_eq "corrupt database: fsck exits 2" 2 "$RC"
 check_eq "corrupt database: untouched" "$sum" "$(md5sum <"$DB")"
+# ---- scrub checks every object, a path longer than PATH_MAX too ----
+rm -rf "$ROOT"/* 2>/dev/null
+make_store
+ofs_mount "$GEOM" || ofs_bail "cannot mount"
+python3 - "$MNT/t" <<'EOF2'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+for i in range(16):  # 16 levels of 250-byte names: a key of 4,076 bytes, under $MNT/t
+    name = ("%02d" % i) * 125
+    os.mkdir(name, dir_fd=fd)
+    nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+    os.close(fd)
+    fd = nfd
+f = os.open("d" * 60, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+os.write(f, b"deep object\n" * 100)
+os.close(f)
+EOF2
+# Committed at its release, which close(2) does not wait for.
+ofs_remount || ofs_bail "cannot remount"
+run "$OFSCTL" scrub "$MNT"
+check_eq "scrub: exits 0 when every object, the one past PATH_MAX too, checks" 0 "$RC"
+check_contains "scrub: counts all 4 objects, none left out" "4 files" "$OUT"
+ofs_umount
+
 run "$OFSCTL" fsck "$TESTDIR/no-such-root"
 check_eq "missing ROOT: fsck exits 2" 2 "$RC"
 check_contains "missing ROOT: says so" "No such file or directory" "$ERR"
