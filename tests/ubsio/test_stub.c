@@ -952,6 +952,7 @@ static void case_flush(void)
 	use_dir("flush", dir, sizeof(dir));
 	setenv("UBSIO_STUB_FLUSH_MS", "300", 1);
 	CHECK_RC(init(), OK);
+	msleep(100);  /* the flusher is asleep with nothing pending: a put must wake it */
 	CHECK_RC(U.Put("f/a", v, 9, 0), OK);
 	CHECK(key_file_size(dir, "f/a") == -1, "written through");
 	CHECK_RC(U.Get("f/a", o, 9, 0), OK);  /* visible at once */

@@ -800,6 +800,9 @@ static int value_put(const char *key, size_t klen, const void *buf, size_t len)
 		e->data = copy;
 		e->due_ms = now_ms() + st.flush_ms;
 		pend_append(e);
+		/* The flusher sleeps until the oldest is due, or for long when none is. */
+		if (st.phead == e)
+			pthread_cond_signal(&st.cond);
 	}
 	evict();
 	return 0;
@@ -1132,7 +1135,7 @@ static int index_dir(void)
 
 	fd = openat(st.dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	rc = fd < 0 ? -1 : scan(fd, prefix, 0, &l);
-	if (!rc)
+	if (!rc && l.n)
 		qsort(l.v, l.n, sizeof(*l.v), found_cmp);
 	for (i = 0; i < l.n; i++) {
 		struct entry *e = rc ? NULL : idx_add(l.v[i].key, l.v[i].klen);
