@@ -15,7 +15,7 @@
  *                             (old:ubsio-kv/include/ubsio_kvc.h:30), and there
  *                             is no UbsioKvCacheExit (a library older still).
  *   -DUBSIO_STUB_OMIT_DELETE  no UbsioKvCacheDelete nor UbsioKvCacheBatchDelete
- *                             (a library missing a symbol offloadfs needs).
+ *                             (a library missing symbols).
  *
  * Codes (int32_t, positive; no errno anywhere):
  *   The calls' own result is the library's KvcError (K/utils/ubsio_kvc_err.h:21-30):
@@ -24,11 +24,16 @@
  *   SDK's CResult passed through (K/kvc/kv_operation.cpp:60,72,83; B/sdk/bio_c.h:23-43):
  *     0 ok, 5 NEED_RETRY (cache full: B/sdk/bio.cpp:28-58 maps no internal code
  *     to NO_SPACE 10, a full cache comes back as 5), 7 NOT_FOUND,
- *     16 DISK_FAULT (an injected fault, BIO_DISK_IOERR mapped at bio.cpp:52).
+ *     16 DISK_FAULT (a file operation of the stub failed: BIO_DISK_IOERR
+ *     mapped at bio.cpp:52).
  *   BatchGet's per-key results are the server's unmapped BResult
  *   (B/common/bio_err.h:21-47, written at B/server/mirror_server.cpp:1813,1844):
  *     0 ok, 1 ERR (pool mode, value > 4 MiB), 3 INVALID_PARAM (lengths[i]
- *     larger than the value), 7 NOT_EXISTS, 201 DISK_IOERR (injected fault).
+ *     larger than the value), 7 NOT_EXISTS, 201 DISK_IOERR (a file operation
+ *     failed).
+ *   An injected fault (UBSIO_STUB_FAIL_*) is 1 everywhere, or the code
+ *   UBSIO_STUB_FAULT_RC gives: the real library can answer any of the above
+ *   (and 2, 4, 13, ...), so a caller must treat every unknown code as an error.
  *   GetLength and BatchGetLength's per-key results: 0, or 1 for a missing key or
  *   a fault (a failed Stat is UBSIO_KVC_ERR, K/kvc/kv_operation.cpp:113-117).
  *
@@ -143,19 +148,21 @@
  *   UBSIO_STUB_EVICT_AT=N    evict above N bytes (0, unset: never)
  *   UBSIO_STUB_BATCHGET=caller|pool   BatchGet's convention (default caller)
  *   UBSIO_STUB_POOL_BLOCKS=N pool blocks out at once (0, unset: unlimited)
- *   UBSIO_STUB_FAIL_PUT=N    the Nth put fails (16, nothing stored)
- *   UBSIO_STUB_FAIL_GET=N    the Nth get fails (16; BatchGet 201; nothing copied)
- *   UBSIO_STUB_FAIL_DELETE=N the Nth delete fails (16, nothing deleted)
+ *   UBSIO_STUB_FAIL_PUT=N    the Nth put fails (1, nothing stored)
+ *   UBSIO_STUB_FAIL_GET=N    the Nth get fails (1, nothing copied)
+ *   UBSIO_STUB_FAIL_DELETE=N the Nth delete fails (1, nothing deleted)
  *       N counts from 1 since Init; each key of a batch counts as one
  *       (Put/BatchPut; Get/BatchGet; Delete/BatchDelete); calls refused by the
  *       checks are not counted.  0 or unset: no fault.
  *   UBSIO_STUB_FAIL_KEYS=s   every call on a key containing s fails: Put,
- *                            Get, Delete 16; BatchGet 201; GetLength 1;
- *                            Exist false; in a batch only those keys.
+ *                            Get, Delete, GetLength 1; Exist false; in a
+ *                            batch only those keys.
+ *   UBSIO_STUB_FAULT_RC=N    the code of an injected fault (default 1; not
+ *                            GetLength's, which is always 1)
  *   UBSIO_STUB_FSYNC=1       fsync each value before renaming it into place
  *   UBSIO_STUB_LOG=path      append one line per call from Init on (calls
  *                            before the first Init are not logged):
- *     Init <devId> <ssdSize> <rc>  (ssdSize 0 in the OLD_INIT build)
+ *     Init <devId> <ssdSize> <rc>  (OLD_INIT: UBSIO_STUB_SSD_SIZE for ssdSize)
  *     Exit                         PoolBlocks <n>  (before Exit, if n are out)
  *     Put <key> <len> <rc>         Get <key> <len> <rc>
  *     Exist <key> <0|1>            Delete <key> <rc>
@@ -247,6 +254,7 @@ static struct {
 	uint64_t pool_max;   /* 0: unlimited */
 	uint64_t used;       /* bytes of the values indexed */
 	uint64_t fail_put, fail_get, fail_delete;
+	uint64_t fault_rc;   /* the code of an injected fault */
 	uint64_t puts, gets, deletes;
 	char *fail_keys;
 	uint64_t tmpseq;
@@ -801,6 +809,9 @@ static int value_put(const char *key, size_t klen, const void *buf, size_t len)
 		e->data = copy;
 		e->due_ms = now_ms() + st.flush_ms;
 		pend_append(e);
+		/* The flusher sleeps until the oldest is due, or for long when none is. */
+		if (st.phead == e)
+			pthread_cond_signal(&st.cond);
 	}
 	evict();
 	return 0;
@@ -874,6 +885,7 @@ static int value_read(const char *key, size_t klen, void *buf, size_t len, bool 
 	return V_OK;
 }
 
+#ifndef UBSIO_STUB_OMIT_DELETE
 static int value_delete(const char *key, size_t klen)
 {
 	struct entry *e = idx_find(key, klen);
@@ -884,6 +896,7 @@ static int value_delete(const char *key, size_t klen)
 		idx_remove(e);
 	return 0;
 }
+#endif
 
 /* ---- faults ---- */
 
@@ -904,7 +917,7 @@ static bool count_fault(uint64_t *count, uint64_t fail_at, const char *key)
 static int do_put(const char *key, const void *buf, size_t len)
 {
 	if (count_fault(&st.puts, st.fail_put, key))
-		return C_DISK_FAULT;
+		return (int)st.fault_rc;
 	return value_put(key, strlen(key), buf, len);
 }
 
@@ -913,7 +926,7 @@ static int do_get(const char *key, void *buf, size_t len)
 	uint64_t size;
 
 	if (count_fault(&st.gets, st.fail_get, key))
-		return C_DISK_FAULT;
+		return (int)st.fault_rc;
 	switch (value_read(key, strlen(key), buf, len, false, &size)) {
 	case V_OK:
 		return 0;
@@ -932,12 +945,14 @@ static bool do_stat(const char *key, uint64_t *size)
 	return value_read(key, strlen(key), NULL, 0, false, size) == V_OK;
 }
 
-static __attribute__((unused)) int do_delete(const char *key)
+#ifndef UBSIO_STUB_OMIT_DELETE
+static int do_delete(const char *key)
 {
 	if (count_fault(&st.deletes, st.fail_delete, key))
-		return C_DISK_FAULT;
+		return (int)st.fault_rc;
 	return value_delete(key, strlen(key));
 }
+#endif
 
 /* ---- the pool of BatchGet blocks ---- */
 
@@ -1133,7 +1148,7 @@ static int index_dir(void)
 
 	fd = openat(st.dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	rc = fd < 0 ? -1 : scan(fd, prefix, 0, &l);
-	if (!rc)
+	if (!rc && l.n)
 		qsort(l.v, l.n, sizeof(*l.v), found_cmp);
 	for (i = 0; i < l.n; i++) {
 		struct entry *e = rc ? NULL : idx_add(l.v[i].key, l.v[i].klen);
@@ -1213,6 +1228,7 @@ static int32_t stub_init(int32_t dev, uint64_t ssd)
 	if (env_u64("UBSIO_STUB_FAIL_PUT", &st.fail_put, 0) ||
 	    env_u64("UBSIO_STUB_FAIL_GET", &st.fail_get, 0) ||
 	    env_u64("UBSIO_STUB_FAIL_DELETE", &st.fail_delete, 0) ||
+	    env_u64("UBSIO_STUB_FAULT_RC", &st.fault_rc, 1) ||
 	    env_u64("UBSIO_STUB_SSD_SIZE", &st.capacity, 0) ||
 	    env_u64("UBSIO_STUB_EVICT_AT", &st.evict_at, 0) ||
 	    env_u64("UBSIO_STUB_FLUSH_MS", &st.flush_ms, 1000) ||
@@ -1300,7 +1316,12 @@ static bool lock_inited(void)
 #ifdef UBSIO_STUB_OLD_INIT
 UBSIO_API int32_t UbsioKvCacheInit(int32_t devId)
 {
-	return stub_init(devId, 0);
+	uint64_t ssd;
+
+	/* No size argument: the log shows the capacity the environment gives. */
+	if (env_u64("UBSIO_STUB_SSD_SIZE", &ssd, 0))
+		ssd = 0;
+	return stub_init(devId, ssd);
 }
 #else
 UBSIO_API int32_t UbsioKvCacheInit(int32_t devId, uint64_t ssdSize)
@@ -1428,7 +1449,7 @@ static int batch_get_one(const char *key, void *buf, size_t len, bool pool)
 	uint64_t size;
 
 	if (count_fault(&st.gets, st.fail_get, key))
-		return B_DISK_IOERR;
+		return (int)st.fault_rc;
 	if (pool) {
 		if (value_read(key, strlen(key), NULL, 0, false, &size) == V_OK &&
 		    (size > STUB_POOL_BLOCK || len > STUB_POOL_BLOCK))
