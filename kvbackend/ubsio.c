@@ -226,7 +226,7 @@ int kvb_ubsio_lib_in_use(void)
  * single-key calls pass the storage SDK's through): every one is mapped
  * here and nowhere else.
  */
-enum { UBS_OK = 0, UBS_EINVAL = 3, UBS_ENOTFOUND = 7, UBS_ENOSPC = 10 };
+enum { UBS_OK = 0, UBS_EINVAL = 3, UBS_ERETRY = 5, UBS_ENOTFOUND = 7, UBS_ENOSPC = 10 };
 
 static int ubs_errno(int32_t rc)
 {
@@ -976,8 +976,12 @@ static void ubs_put_batch(struct ubs *u, struct ubs_req *list)
 		pthread_mutex_lock(&u->lock);
 		u->st.calls[KVB_CALL_WRITE] += calls;
 		for (i = 0; i < m; i++) {
-			q[i]->rc = ubs_errno(res[i]);
-			/* A put is never of a missing value: "not found" here is an error. */
+			/*
+			 * A full cache answers a put with "retry" once the storage
+			 * SDK's own retries are spent (boostio's sdk/bio.cpp maps
+			 * nothing to "no space"); a put is never of a missing value.
+			 */
+			q[i]->rc = res[i] == UBS_ERETRY ? -ENOSPC : ubs_errno(res[i]);
 			if (q[i]->rc == -ENOENT)
 				q[i]->rc = -EIO;
 			if (q[i]->rc)

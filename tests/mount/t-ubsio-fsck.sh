@@ -67,7 +67,8 @@ check_contains "clean store: fsck: clean" "fsck: clean" "$OUT"
 [ "$RC" -eq 0 ] || note "fsck output: ${OUT//$'\n'/ | } ${ERR//$'\n'/ | }"
 
 # The options reach Init: the newer Init with the size, the older one without.
-export UBSIO_STUB_LOG="$TESTDIR/init.log"
+# A device id needs Ascend's ACL library: the stand-in has one on request.
+export UBSIO_STUB_LOG="$TESTDIR/init.log" UBSIO_STUB_ACL=1
 run "$OFSCTL" fsck "$ROOT" --ubsio-lib "$LIB" --ubsio-ssd-size 1G --ubsio-device 2
 check_eq "newer Init, ssd size 1G, device 2: fsck exits 0" 0 "$RC"
 check_eq "newer Init got the device and the size" "Init 2 1073741824 0" "$(head -n 1 "$TESTDIR/init.log")"
@@ -76,7 +77,7 @@ run "$OFSCTL" fsck "$ROOT" --ubsio-lib "$OFS_BUILD/tests/libubsio_kvc_oldinit.so
 	--ubsio-device 3
 check_eq "older Init (--ubsio-old-init), device 3: fsck exits 0" 0 "$RC"
 check_contains "older Init got the device" "Init 3 " "$(head -n 1 "$TESTDIR/init.log")"
-unset UBSIO_STUB_LOG
+unset UBSIO_STUB_LOG UBSIO_STUB_ACL
 run "$OFSCTL" fsck "$ROOT" --ubsio-lib "$LIB" --ubsio-ssd-size 12Q
 check_eq "malformed --ubsio-ssd-size: fsck exits 2" 2 "$RC"
 check_contains "malformed --ubsio-ssd-size: says so" "invalid --ubsio-ssd-size '12Q'" "$ERR"
@@ -93,7 +94,7 @@ check_eq "fsck leaves the KV store untouched" "$sum_kv" \
 export UBSIO_STUB_LOG="$TESTDIR/init2.log"
 run env -u LD_LIBRARY_PATH "$OFSCTL" fsck "$ROOT"
 check_eq "no options: fsck uses the recorded library and exits 0" 0 "$RC"
-check_eq "no options: the recorded Init (the newer one, size 0, device 0)" "Init 0 0 0" \
+check_eq "no options: the recorded Init (the newer one, size 0, device -1: none)" "Init -1 0 0" \
 	"$(head -n 1 "$TESTDIR/init2.log")"
 unset UBSIO_STUB_LOG
 # A recorded library that is no longer there (nor on the search path): a clear error.
