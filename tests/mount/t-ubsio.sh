@@ -276,6 +276,31 @@ check_grep_log "the next start deletes them" "orphaned values deleted"
 check_eq "and empties the journal" "" "$(grep -v '^V ' "$ROOT/ubsio.journal")"
 ofs_umount
 
+# A batch call the library fails as a whole (one key of it at fault, the
+# call's results left unset): each key is tried again on its own, so the
+# others of the batch still go in (ubsio-kv/src/csrc/kvc/ubsio_kvc.cpp:99-103).
+UBSIO_STUB_FAIL_BATCH_KEYS=wb ofs_mount "$U,sync_interval=0" ||
+	ofs_bail "cannot mount with failing batches"
+mkdir -p "$MNT/wb"
+n0=$(loglines)
+pids=()
+for i in $(seq 1 24); do
+	head -c 20000 /dev/urandom >"$MNT/wb/wb$i" &
+	pids+=($!)
+	head -c 20000 /dev/urandom >"$MNT/wb/ok$i" &
+	pids+=($!)
+done
+wait "${pids[@]}"
+check "some batch calls failed as a whole" \
+	test "$(log_since "$n0" | grep -cE '^Batch(Put|Delete) [0-9]+ 1$')" -gt 0
+check_eq "every file of those batches is committed all the same" 48 \
+	"$(find "$MNT/wb" -type f -size 20000c | wc -l)"
+rm -f "$MNT"/wb/*
+ofs_sync
+ofs_umount
+check_eq "and every value deleted: the store holds exactly the recorded values" \
+	"$(nrecorded)" "$(nvalues)"
+
 UBSIO_STUB_FAIL_PUT=2 ofs_mount "$U,sync_interval=0" || ofs_bail "cannot mount with a failing put"
 pywrite "$MNT/p/f2" first
 check_fails "the 2nd put fails: the overwrite returns EIO" "Input/output error" \

@@ -159,6 +159,11 @@
  *                            batch only those keys.
  *   UBSIO_STUB_FAULT_RC=N    the code of an injected fault (default 1; not
  *                            GetLength's, which is always 1)
+ *   UBSIO_STUB_FAIL_BATCH_KEYS=s  a BatchPut, BatchGet or BatchDelete of
+ *                            several keys, one containing s, fails as a
+ *                            whole with 1, results untouched (an SDK-level
+ *                            failure of the call); a call of that key alone
+ *                            goes through.
  *   UBSIO_STUB_FSYNC=1       fsync each value before renaming it into place
  *   UBSIO_STUB_LOG=path      append one line per call from Init on (calls
  *                            before the first Init are not logged):
@@ -257,6 +262,7 @@ static struct {
 	uint64_t fault_rc;   /* the code of an injected fault */
 	uint64_t puts, gets, deletes;
 	char *fail_keys;
+	char *fail_batch_keys;
 	uint64_t tmpseq;
 	/* index */
 	struct entry **buckets;
@@ -900,6 +906,26 @@ static int value_delete(const char *key, size_t klen)
 
 /* ---- faults ---- */
 
+/*
+ * A batch of several keys, one of which contains UBSIO_STUB_FAIL_BATCH_KEYS,
+ * fails as a whole: an SDK-level failure of the call, which the library
+ * returns as 1 without copying any result (dev:K/kvc/ubsio_kvc.cpp:99-103).
+ * Under the lock.
+ */
+static bool batch_faulty(const char *op, const char **keys, uint32_t n)
+{
+	uint32_t i;
+
+	if (!st.fail_batch_keys || n < 2)
+		return false;
+	for (i = 0; i < n; i++)
+		if (strstr(keys[i], st.fail_batch_keys)) {
+			stub_log("%s %" PRIu32 " 1", op, n);
+			return true;
+		}
+	return false;
+}
+
 static bool key_faulty(const char *key)
 {
 	return st.fail_keys && strstr(key, st.fail_keys);
@@ -1171,8 +1197,10 @@ static void stub_reset(void)
 	if (st.dirfd >= 0)
 		close(st.dirfd);
 	free(st.fail_keys);
+	free(st.fail_batch_keys);
 	st.dirfd = -1;
 	st.fail_keys = NULL;
+	st.fail_batch_keys = NULL;
 	st.inited = false;
 }
 
@@ -1245,6 +1273,9 @@ static int32_t stub_init(int32_t dev, uint64_t ssd)
 	}
 	keys = getenv("UBSIO_STUB_FAIL_KEYS");
 	if (keys && *keys && !(st.fail_keys = strdup(keys)))
+		goto out;
+	keys = getenv("UBSIO_STUB_FAIL_BATCH_KEYS");
+	if (keys && *keys && !(st.fail_batch_keys = strdup(keys)))
 		goto out;
 	st.fsync = env_true("UBSIO_STUB_FSYNC");
 	if (index_dir()) {
@@ -1436,6 +1467,10 @@ UBSIO_API int32_t UbsioKvCacheBatchPut(const char **keys, uint32_t keysCount, vo
 			return KVC_INVALID_PARAM;
 	if (!lock_inited())
 		return KVC_ERR;
+	if (batch_faulty("BatchPut", keys, keysCount)) {
+		pthread_mutex_unlock(&stub_lock);
+		return KVC_ERR;
+	}
 	for (i = 0; i < keysCount; i++)
 		results[i] = do_put(keys[i], bufs[i], lengths[i]);
 	stub_log_batch("BatchPut", keysCount, 0, results);
@@ -1505,6 +1540,10 @@ UBSIO_API int32_t UbsioKvCacheBatchGet(const char **keys, uint32_t keysCount, vo
 			return KVC_INVALID_PARAM;
 	if (!lock_inited())
 		return KVC_ERR;
+	if (batch_faulty("BatchGet", keys, keysCount)) {
+		pthread_mutex_unlock(&stub_lock);
+		return KVC_ERR;
+	}
 	res = malloc((size_t)keysCount * sizeof(*res));
 	if (!res) {
 		rc = KVC_ERR;
@@ -1592,6 +1631,10 @@ UBSIO_API int32_t UbsioKvCacheBatchDelete(const char **keys, uint32_t keysCount,
 		return KVC_INVALID_PARAM;
 	if (!lock_inited())
 		return KVC_ERR;
+	if (batch_faulty("BatchDelete", keys, keysCount)) {
+		pthread_mutex_unlock(&stub_lock);
+		return KVC_ERR;
+	}
 	for (i = 0; i < keysCount; i++)
 		results[i] = do_delete(keys[i]);
 	stub_log_batch("BatchDelete", keysCount, 0, results);
