@@ -5,7 +5,7 @@
  *                   [--ubsio-ssd-size N] [--ubsio-device N]
  *                                                    check an unmounted store
  *   offloadctl scrub MOUNTPOINT [--ubsio-*]          checksum pass on a mounted store
- *   offloadctl stats MOUNTPOINT [--json]             live metrics of a mounted store
+ *   offloadctl stats MOUNTPOINT [--buckets] [--json] live metrics of a mounted store
  *   offloadctl promote MOUNTPOINT FILE...            queue promotions to the DRAM tier
  *
  * fsck takes the same exclusive lock on ROOT as the daemon (so it refuses a
@@ -1412,7 +1412,11 @@ static void human(double bytes, char *out, size_t len)
 	snprintf(out, len, "%.1f %s", bytes, u[i]);
 }
 
-static int cmd_stats(const char *mnt, int json)
+/*
+ * The summary first; the per-bucket table (256 rows on a default store) only
+ * with --buckets.  --json always has every bucket.
+ */
+static int cmd_stats(const char *mnt, int json, int buckets)
 {
 	static char text[1 << 17];
 	struct sample *s = NULL;
@@ -1420,7 +1424,8 @@ static int cmd_stats(const char *mnt, int json)
 	ssize_t len;
 	char *line, *save = NULL, a[32], b[32], c[32];
 	double ps, cap_bytes, used = 0, fr = 0, hits, misses;
-	unsigned bk;
+	double used_min = 0, used_max = 0, frag_max = 0, run_max = 0;
+	unsigned bk, nb, frag_bk = 0, run_bk = 0;
 
 	if (check_mount(mnt))
 		return 2;
@@ -1547,10 +1552,12 @@ static int cmd_stats(const char *mnt, int json)
 		free(s);
 		return 0;
 	}
-	printf("  bucket  allocated       free  largest-free  fragmentation\n");
+	/* The buckets in two lines: how unevenly they fill, the worst
+	 * fragmentation, and the largest object that still fits. */
+	nb = 0;
 	for (bk = 0; bk < 256; bk++) {
 		char lab[32];
-		double u, f, l;
+		double u, f, l, pct, frag;
 
 		snprintf(lab, sizeof(lab), "bucket=\"%02x\"", bk);
 		u = find(s, n, "offloadfs_bucket_pages_allocated", lab);
@@ -1558,8 +1565,46 @@ static int cmd_stats(const char *mnt, int json)
 		if (u + f == 0)
 			break;
 		l = find(s, n, "offloadfs_bucket_largest_free_run_pages", lab);
-		snprintf(c, sizeof(c), "%.1f%%", f ? 100 * (1 - l / f) : 0.0);
-		printf("  %02x     %10.0f %10.0f %13.0f %14s\n", bk, u, f, l, c);
+		pct = 100 * u / (u + f);
+		frag = f ? 100 * (1 - l / f) : 0.0;
+		if (!nb || pct < used_min)
+			used_min = pct;
+		if (!nb || pct > used_max)
+			used_max = pct;
+		if (!nb || frag > frag_max) {
+			frag_max = frag;
+			frag_bk = bk;
+		}
+		if (!nb || l > run_max) {
+			run_max = l;
+			run_bk = bk;
+		}
+		nb++;
+	}
+	if (nb) {
+		human(run_max * ps, a, sizeof(a));
+		if (frag_max > 0)
+			snprintf(b, sizeof(b), "bucket %02x, %.1f%%", frag_bk, frag_max);
+		else
+			snprintf(b, sizeof(b), "none");
+		printf("  buckets    %u, each %.1f%% to %.1f%% used; most fragmented: %s\n", nb,
+		       used_min, used_max, b);
+		printf("             largest free run %.0f pages (%s, bucket %02x)%s\n", run_max, a,
+		       run_bk, buckets ? "" : "; --buckets for each bucket");
+	}
+	if (buckets && nb) {
+		printf("  bucket  allocated       free  largest-free  fragmentation\n");
+		for (bk = 0; bk < nb; bk++) {
+			char lab[32];
+			double u, f, l;
+
+			snprintf(lab, sizeof(lab), "bucket=\"%02x\"", bk);
+			u = find(s, n, "offloadfs_bucket_pages_allocated", lab);
+			f = find(s, n, "offloadfs_bucket_pages_free", lab);
+			l = find(s, n, "offloadfs_bucket_largest_free_run_pages", lab);
+			snprintf(c, sizeof(c), "%.1f%%", f ? 100 * (1 - l / f) : 0.0);
+			printf("  %02x     %10.0f %10.0f %13.0f %14s\n", bk, u, f, l, c);
+		}
 	}
 	free(s);
 	return 0;
@@ -1590,7 +1635,7 @@ static void usage(FILE *out)
 		     "                        [--ubsio-ssd-size N | --ubsio-old-init] [--ubsio-device N]\n"
 		     "       offloadctl scrub MOUNTPOINT [--ubsio-lib PATH] [--ubsio-ssd-size N]\n"
 		     "                        [--ubsio-device N]\n"
-		     "       offloadctl stats MOUNTPOINT [--json]\n"
+		     "       offloadctl stats MOUNTPOINT [--buckets] [--json]\n"
 		     "       offloadctl promote MOUNTPOINT FILE...\n"
 		     "       offloadctl --version\n"
 		     "fsck checks an unmounted store (read-only unless --repair, which frees\n"
@@ -1600,7 +1645,8 @@ static void usage(FILE *out)
 		     "options do (by default as the store was last mounted);\n"
 		     "scrub re-reads every committed object of a mounted store from its\n"
 		     "bucket file, or its value in the KV store (another client of the same\n"
-		     "library), and checks its checksum.  Exit 0: clean, 1: problems, 2: error.\n");
+		     "library), and checks its checksum.  Exit 0: clean, 1: problems, 2: error.\n"
+		     "stats summarises the live metrics; --buckets adds a row per bucket.\n");
 }
 
 /*
@@ -1726,8 +1772,29 @@ int main(int argc, char **argv)
 		}
 		return cmd_scrub(mnt, &uc);
 	}
-	if ((argc == 3 || (argc == 4 && !strcmp(argv[3], "--json"))) && !strcmp(argv[1], "stats"))
-		return cmd_stats(argv[2], argc == 4);
+	if (argc >= 3 && !strcmp(argv[1], "stats")) {
+		const char *mnt = NULL;
+		int json = 0, buckets = 0;
+
+		for (i = 2; i < argc; i++) {
+			if (!strcmp(argv[i], "--json")) {
+				json = 1;
+			} else if (!strcmp(argv[i], "--buckets")) {
+				buckets = 1;
+			} else if (argv[i][0] != '-' && !mnt) {
+				mnt = argv[i];
+			} else {
+				fprintf(stderr, "offloadctl: unknown argument '%s'\n", argv[i]);
+				usage(stderr);
+				return 2;
+			}
+		}
+		if (!mnt) {
+			usage(stderr);
+			return 2;
+		}
+		return cmd_stats(mnt, json, buckets);
+	}
 	if (argc >= 4 && !strcmp(argv[1], "promote"))
 		return cmd_promote(argv[2], argc - 3, argv + 3);
 	usage(stderr);

@@ -147,8 +147,12 @@ run "$OFSCTL" stats "$MNT"
 check_eq "offloadctl stats exits 0" 0 "$RC"
 check_contains "stats shows capacity" "capacity   256.0 MiB" "$OUT"
 check_contains "stats shows objects" "objects    4" "$OUT"
-check_contains "stats shows per-bucket fragmentation" "fragmentation" "$OUT"
+check_contains "stats sums up the buckets" "buckets    4, each " "$OUT"
 check_contains "stats shows the DRAM hit rate" "hit rate" "$OUT"
+run "$OFSCTL" stats "$MNT" --buckets
+check_eq "offloadctl stats --buckets exits 0" 0 "$RC"
+check_eq "stats --buckets: a row per bucket" 4 "$(echo "$OUT" | grep -cE '^  0[0-3] ')"
+check_contains "stats --buckets shows each bucket's fragmentation" "fragmentation" "$OUT"
 run "$OFSCTL" stats "$MNT" --json
 check_eq "offloadctl stats --json exits 0" 0 "$RC"
 check_eq "the JSON parses and has 4 buckets and 4 objects" "4 4" \
@@ -168,6 +172,12 @@ run parse "$TESTDIR/m256"
 check_eq "256 buckets: the live metrics are complete and valid" 0 "$RC"
 check_eq "256 buckets: one line per bucket per family" 256 \
 	"$(grep -c '^offloadfs_bucket_pages_free{' "$TESTDIR/m256")"
+run "$OFSCTL" stats "$MNT"
+check_eq "256 buckets: stats prints the summary, no bucket rows" "0 yes" \
+	"$(echo "$OUT" | grep -cE '^  [0-9a-f]{2} ') $([ "$(echo "$OUT" | wc -l)" -le 15 ] && echo yes)"
+run "$OFSCTL" stats "$MNT" --buckets
+check_eq "256 buckets: stats --buckets prints 256 bucket rows" 256 \
+	"$(echo "$OUT" | grep -cE '^  [0-9a-f]{2} ')"
 ofs_umount
 
 ofs_done
