@@ -21,6 +21,7 @@
 
 #include <xxhash.h>
 
+#include "helpers.h"
 #include "kvb.h"
 #include "meta.h"
 #include "store.h"
@@ -55,28 +56,6 @@ static void open_store(struct ofs_store *s)
 	cfg.geom.bucket_size = BS;
 	cfg.geom.bucket_count = NB;
 	ck_assert_msg(ofs_store_open(s, &cfg, err, sizeof(err)) == 0, "%s", err);
-}
-
-static void fill(char *buf, size_t len, unsigned seed)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		buf[i] = (char)(seed * 37 + i * 11 + (i >> 8));
-}
-
-/* A new, never committed record for name under the root. */
-static struct meta_inode new_record(struct ofs_store *s, const char *name)
-{
-	struct meta_inode m = { 0 };
-
-	m.parent = META_ROOT_INO;
-	m.mode = 0100644;
-	m.bucket = -1;
-	m.prev_bucket = -1;
-	m.state = META_NEW;
-	ck_assert_int_eq(meta_insert(s->meta, &m, name, strlen(name)), 0);
-	return m;
 }
 
 /* Create name under the root with len bytes of pattern seed, committed. */

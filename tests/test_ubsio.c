@@ -24,6 +24,7 @@
 
 #include <xxhash.h>
 
+#include "helpers.h"
 #include "kvb.h"
 #include "meta.h"
 #include "store.h"
@@ -80,14 +81,6 @@ static void open_limited(struct ofs_store *s, uint64_t max_bytes, uint64_t max_k
 static void open_store(struct ofs_store *s)
 {
 	open_limited(s, 0, 0, 64 << 20, KVB_UBSIO_KEY_MAX);
-}
-
-static void fill(char *buf, size_t len, unsigned seed)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		buf[i] = (char)(seed * 37 + i * 11 + (i >> 8));
 }
 
 /* Lines of the stand-in's call log that start with prefix. */
@@ -156,19 +149,6 @@ static void check_invariants(struct ofs_store *s)
 	ck_assert_int_eq(meta_foreach_value(s->meta, census_one, &c), 0);
 	ck_assert_int_eq(c.bad, 0);
 	ck_assert_int_eq(count_values(kvdir), c.values);
-}
-
-static struct meta_inode new_record(struct ofs_store *s, const char *name)
-{
-	struct meta_inode m = { 0 };
-
-	m.parent = META_ROOT_INO;
-	m.mode = 0100644;
-	m.bucket = -1;
-	m.prev_bucket = -1;
-	m.state = META_NEW;
-	ck_assert_int_eq(meta_insert(s->meta, &m, name, strlen(name)), 0);
-	return m;
 }
 
 /* Write len bytes of pattern seed as the whole new content of m and commit. */
