@@ -403,7 +403,14 @@ if mount -t tmpfs -o size=2M tmpfs "$FULL" && ofs_track_mnt "$FULL"; then
 	ofs_mount "bucket_count=1,bucket_size=1M" || ofs_bail "cannot mount on the tmpfs"
 	ofs_umount
 	head -c 3M /dev/zero >"$FULL/fill" 2>/dev/null
-	refuse "a full disk: named as such" "filesystem is full" "$ROOT" "$MNT"
+	# The metadata's reserve gives a full disk's store the room to mount
+	# (and to delete); without it, the message says what is wrong.
+	check "a full disk: the store still mounts, on its reserve" \
+		ofs_mount "bucket_count=1,bucket_size=1M"
+	ofs_umount
+	rm -f "$ROOT/offloadfs.db-reserve"
+	head -c 3M /dev/zero >"$FULL/fill2" 2>/dev/null
+	refuse "a full disk without the reserve: named as such" "No space left on device" "$ROOT" "$MNT"
 	check_eq "a full disk: not called a bad database" no \
 		"$([[ "$ERR" == *"not a readable"* ]] && echo yes || echo no)"
 	umount "$FULL"
