@@ -16,7 +16,8 @@
 #include "store.h"
 
 #define OFS_VERSION "0.1.0"
-#define OFS_KEY_MAX 4096
+/* A path below the root with its NUL: a tenant, a slash, a key (meta.h). */
+#define OFS_KEY_MAX (META_NAME_MAX + 1 + META_KEY_MAX + 1)
 
 /*
  * An inode the kernel knows (nlookup > 0) or that has open handles.  m holds

@@ -258,7 +258,9 @@ static void ofs_fill_stat(const struct ofs *ofs, const struct ofs_inode *in,
 	memset(st, 0, sizeof(*st));
 	st->st_ino = m->ino;
 	st->st_mode = m->mode;
-	st->st_nlink = S_ISDIR(m->mode) ? 2 : (in && in->unlinked ? 0 : 1);
+	/* A directory's count (2 + subdirectories) is kept by the store. */
+	st->st_nlink = S_ISDIR(m->mode) ? (m->nlink >= 2 ? m->nlink : 2)
+					: (in && in->unlinked ? 0 : 1);
 	st->st_uid = m->uid;
 	st->st_gid = m->gid;
 	st->st_size = (off_t)size;
@@ -299,6 +301,42 @@ static int ofs_check_name(const char *name)
 	if (len > META_NAME_MAX)
 		return -ENAMETOOLONG;
 	return 0;
+}
+
+/*
+ * Whether a name of namelen bytes in dir keeps its key (the path below its
+ * tenant) within META_KEY_MAX, with deeper bytes more below it (the path
+ * of a directory's deepest descendant).  A tenant's name is no part of its
+ * keys.  Under ofs.lock.
+ */
+static int ofs_check_key(struct ofs *ofs, uint64_t dir, size_t namelen, size_t deeper)
+{
+	size_t len = 0;
+	int ret;
+
+	if (dir == META_ROOT_INO)
+		return 0;
+	ret = meta_key_len(ofs->store.meta, dir, &len);
+	if (!ret && (len ? len + 1 : 0) + namelen + (deeper ? deeper + 1 : 0) > META_KEY_MAX)
+		ret = -ENAMETOOLONG;
+	return ret;
+}
+
+/*
+ * The table's copy of dir's times and link count as the store has them,
+ * after a transaction that changed its entries (committed or not).  Under
+ * ofs.lock.
+ */
+static void ofs_dir_reload(struct ofs *ofs, uint64_t dir)
+{
+	struct ofs_inode *d = ofs_ifind(ofs, dir);
+	struct meta_inode m;
+
+	if (d && meta_get(ofs->store.meta, dir, &m) == 0) {
+		d->m.mtime = m.mtime;
+		d->m.ctime = m.ctime;
+		d->m.nlink = m.nlink;
+	}
 }
 
 /*
@@ -987,8 +1025,11 @@ static int ofs_new_inode(struct ofs *ofs, fuse_req_t req, fuse_ino_t parent, con
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct ofs_inode *pdir;
 	struct meta_inode dir;
+	struct meta *meta = ofs->store.meta;
 	int ret = ofs_check_name(name);
 
+	if (!ret)
+		ret = ofs_check_key(ofs, parent, strlen(name), 0);
 	if (ret)
 		return ret;
 	/* The kernel holds a lookup on the parent: its attributes are in the table. */
@@ -1008,9 +1049,21 @@ static int ofs_new_inode(struct ofs *ofs, fuse_req_t req, fuse_ino_t parent, con
 	if (S_ISDIR(mode) && (dir.mode & S_ISGID))
 		m->mode |= S_ISGID;
 	m->atime = m->mtime = m->ctime = ofs_now();
+	m->nlink = S_ISDIR(mode) ? 2 : 1;
 	m->bucket = -1;
 	m->state = state;
-	ret = meta_insert(ofs->store.meta, m, name, strlen(name));
+	/* The entry and its directory's times (and link count) in one transaction. */
+	ret = meta_begin(meta);
+	if (!ret) {
+		ret = meta_insert(meta, m, name, strlen(name));
+		if (!ret)
+			ret = meta_dir_changed(meta, parent, m->ctime, NULL);
+		if (!ret)
+			ret = meta_commit(meta);
+		else
+			meta_rollback(meta);
+		ofs_dir_reload(ofs, parent);
+	}
 	if (!ret && S_ISREG(mode))
 		ofs->store.nfiles++;
 	return ret;
@@ -1138,6 +1191,43 @@ static int ofs_drop_name(struct ofs *ofs, const struct meta_inode *m, struct kvb
 	return ret;
 }
 
+/* Undo the in-memory side of ofs_drop_name when its transaction failed. Under ofs.lock. */
+static void ofs_undrop(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *to_free)
+{
+	struct ofs_inode *d = ofs_ifind(ofs, m->ino);
+
+	if (d)
+		d->unlinked = 0;
+	if (S_ISREG(m->mode))
+		ofs->store.nfiles++;
+	*to_free = KVB_MAP_EMPTY;
+}
+
+/* unlink and rmdir: drop m's name and change its directory's times, in one transaction. */
+static int ofs_drop_entry(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *to_free)
+{
+	struct meta *meta = ofs->store.meta;
+	int ret = meta_begin(meta);
+
+	*to_free = KVB_MAP_EMPTY;
+	if (ret)
+		return ret;
+	ret = ofs_drop_name(ofs, m, to_free);
+	if (ret) {
+		meta_rollback(meta);
+	} else {
+		ret = meta_dir_changed(meta, m->parent, ofs_now(), NULL);
+		if (!ret)
+			ret = meta_commit(meta);
+		else
+			meta_rollback(meta);
+		if (ret)
+			ofs_undrop(ofs, m, to_free);
+	}
+	ofs_dir_reload(ofs, m->parent);
+	return ret;
+}
+
 static void ofs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct ofs *ofs = ofs_of(req);
@@ -1151,7 +1241,7 @@ static void ofs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!ret && S_ISDIR(m.mode))
 		ret = -EISDIR;
 	if (!ret)
-		ret = ofs_drop_name(ofs, &m, &to_free);
+		ret = ofs_drop_entry(ofs, &m, &to_free);
 	if (!ret && to_free.bucket >= 0)
 		ofs->store.kvb.ops->remove(ofs->store.kvb.arg, &to_free);
 	pthread_mutex_unlock(&ofs->lock);
@@ -1174,7 +1264,7 @@ static void ofs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (ret == 1)
 		ret = -ENOTEMPTY;
 	if (!ret)
-		ret = ofs_drop_name(ofs, &m, &to_free);
+		ret = ofs_drop_entry(ofs, &m, &to_free);
 	pthread_mutex_unlock(&ofs->lock);
 	fuse_reply_err(req, -ret);
 }
@@ -1198,6 +1288,33 @@ static int ofs_rename_check(struct ofs *ofs, fuse_ino_t parent, fuse_ino_t newpa
 	return ret;
 }
 
+/*
+ * A rename must leave every key it moves within META_KEY_MAX: src's own,
+ * and for a directory those of its descendants, which it lengthens by as
+ * much as its own (walked only then).  Under ofs.lock.
+ */
+static int ofs_rename_key_check(struct ofs *ofs, fuse_ino_t newparent, const char *newname,
+				const struct meta_inode *src)
+{
+	size_t old = 0, now = 0, deeper = 0;
+	int ret = ofs_check_key(ofs, newparent, strlen(newname), 0);
+
+	if (ret || !S_ISDIR(src->mode) || newparent == META_ROOT_INO)
+		return ret;
+	ret = meta_key_len(ofs->store.meta, src->ino, &old);
+	if (ret == -ENAMETOOLONG)
+		ret = 0; /* already too long (an older store): check where it goes */
+	if (!ret)
+		ret = meta_key_len(ofs->store.meta, newparent, &now);
+	if (ret)
+		return ret;
+	now = (now ? now + 1 : 0) + strlen(newname);
+	if (now <= old)
+		return 0;
+	ret = meta_subtree_depth(ofs->store.meta, src->ino, &deeper);
+	return ret ? ret : ofs_check_key(ofs, newparent, strlen(newname), deeper);
+}
+
 static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			  fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
@@ -1206,6 +1323,7 @@ static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct kvb_map to_free = KVB_MAP_EMPTY;
 	struct meta_inode src, dst;
 	struct ofs_inode *in;
+	int64_t now = ofs_now();
 	int ret, have_dst = 0;
 
 	if (flags & ~(unsigned)RENAME_NOREPLACE) {
@@ -1221,6 +1339,8 @@ static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		ret = meta_lookup(meta, parent, name, strlen(name), &src);
 	if (!ret)
 		ret = ofs_rename_check(ofs, parent, newparent, &src);
+	if (!ret)
+		ret = ofs_rename_key_check(ofs, newparent, newname, &src);
 	if (!ret) {
 		ret = meta_lookup(meta, newparent, newname, strlen(newname), &dst);
 		if (ret == -ENOENT) {
@@ -1248,25 +1368,23 @@ static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		if (!ret)
 			ret = meta_move(meta, src.ino, newparent, newname, strlen(newname));
 		if (!ret)
+			ret = meta_dir_changed(meta, parent, now, NULL);
+		if (!ret && newparent != parent)
+			ret = meta_dir_changed(meta, newparent, now, NULL);
+		if (!ret)
 			ret = meta_commit(meta);
 		else
 			meta_rollback(meta);
-		if (ret && have_dst) {
-			/* Undo the in-memory side of the dropped target. */
-			struct ofs_inode *d = ofs_ifind(ofs, dst.ino);
-
-			if (d)
-				d->unlinked = 0;
-			if (S_ISREG(dst.mode))
-				ofs->store.nfiles++;
-			to_free = KVB_MAP_EMPTY;
-		}
+		if (ret && have_dst)
+			ofs_undrop(ofs, &dst, &to_free);
+		ofs_dir_reload(ofs, parent);
+		ofs_dir_reload(ofs, newparent);
 	}
 	if (!ret) {
 		in = ofs_ifind(ofs, src.ino);
 		if (in) {
 			in->m.parent = newparent;
-			in->m.ctime = ofs_now();
+			in->m.ctime = now;
 		}
 		if (to_free.bucket >= 0)
 			ofs->store.kvb.ops->remove(ofs->store.kvb.arg, &to_free);
@@ -1286,6 +1404,18 @@ static int ofs_open_writer(struct ofs *ofs, struct ofs_inode *in, int trunc)
 		ret = ofs_obj_open(ofs, in);
 	if (!ret && trunc)
 		ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj, 0);
+	if (!ret && trunc) {
+		/*
+		 * O_TRUNC marks mtime and ctime for update, as truncate(2) does;
+		 * they are recorded with the content at the next commit, or now
+		 * when there is nothing to commit (the file was empty already).
+		 */
+		pthread_mutex_lock(&ofs->lock);
+		in->m.mtime = in->m.ctime = ofs_now();
+		if (!ops->obj_dirty(ofs->store.kvb.arg, in->obj))
+			ret = meta_update(ofs->store.meta, &in->m);
+		pthread_mutex_unlock(&ofs->lock);
+	}
 	if (!ret)
 		in->nwriters++;
 	else if (in->obj && in->nwriters == 0)
@@ -1582,6 +1712,27 @@ static void ofs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	ofs_iput(ofs, in);
 }
 
+/*
+ * A create that failed after its entry was made, or whose caller was gone
+ * before the reply, takes the entry back: a failed create leaves no name.
+ * Not once another opener committed content to it.  Under ofs.lock.
+ */
+static void ofs_unmake(struct ofs *ofs, uint64_t ino)
+{
+	struct kvb_map to_free;
+	struct meta_inode m;
+	int ret;
+
+	if (meta_get(ofs->store.meta, ino, &m) || !m.parent || m.state != META_NEW)
+		return;
+	ret = ofs_drop_entry(ofs, &m, &to_free);
+	if (ret)
+		ofs_log("inode %llu: cannot remove the entry of a failed create: %s (dropped at "
+			"the next mount)", (unsigned long long)ino, strerror(-ret));
+	else if (to_free.bucket >= 0)
+		ofs->store.kvb.ops->remove(ofs->store.kvb.arg, &to_free);
+}
+
 static void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 			  struct fuse_file_info *fi)
 {
@@ -1602,8 +1753,11 @@ static void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, m
 	pthread_mutex_lock(&ofs->lock);
 	/* Never committed until its first close or fsync: recovery drops it. */
 	ret = ofs_new_inode(ofs, req, parent, name, S_IFREG | (mode & 07777), META_NEW, &m);
-	if (!ret)
+	if (!ret) {
 		ret = ofs_entry(ofs, &m, &e);
+		if (ret)
+			ofs_unmake(ofs, m.ino);
+	}
 	if (!ret) {
 		in = ofs_ifind(ofs, m.ino);
 		in->kfresh = 0; /* its writer's bytes go through the kernel's cache */
@@ -1615,8 +1769,10 @@ static void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, m
 		if (ret) {
 			pthread_mutex_lock(&ofs->lock);
 			in->nopen--;
+			ofs_unmake(ofs, m.ino);
+			in->nlookup--;
+			ofs_isettle(ofs, in);
 			pthread_mutex_unlock(&ofs->lock);
-			/* The entry stays; it will be dropped as never committed. */
 		}
 	}
 	if (ret) {
@@ -1633,6 +1789,7 @@ static void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, m
 		pthread_rwlock_unlock(ofs_rw(ofs, in));
 		pthread_mutex_lock(&ofs->lock);
 		in->nopen--;
+		ofs_unmake(ofs, m.ino);
 		in->nlookup--;
 		ofs_isettle(ofs, in);
 		pthread_mutex_unlock(&ofs->lock);
