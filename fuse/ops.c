@@ -18,6 +18,7 @@
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/xattr.h>
 
 #include <xxhash.h>
 
@@ -28,6 +29,8 @@
 #define CHECKSUM_XATTR "user.offload.checksum"
 #define PROMOTE_XATTR "user.offload.promote"
 #define METRICS_XATTR "user.offload.metrics"
+/* Names under it are ours; every other user.* name is kept for its owner (meta). */
+#define OURS_XATTR_PREFIX "user.offload."
 
 static struct ofs *ofs_of(fuse_req_t req)
 {
@@ -2223,6 +2226,71 @@ static void ofs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &st);
 }
 
+/* A user xattr the store keeps: user.*, but for our own names. */
+static int ofs_user_xattr(const char *name)
+{
+	return !strncmp(name, "user.", 5) &&
+	       strncmp(name, OURS_XATTR_PREFIX, sizeof(OURS_XATTR_PREFIX) - 1);
+}
+
+static void ofs_get_user_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct ofs *ofs = ofs_of(req);
+	char *buf = NULL;
+	ssize_t n;
+
+	if (size > META_XATTR_SIZE_MAX)
+		size = META_XATTR_SIZE_MAX;
+	if (size && !(buf = malloc(size))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&ofs->lock);
+	n = meta_xattr_get(ofs->store.meta, ino, name, buf, size);
+	pthread_mutex_unlock(&ofs->lock);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+/*
+ * Set or remove (value NULL) a user xattr of ino, and its ctime, in one
+ * transaction.  Under ofs.lock.
+ */
+static int ofs_change_user_xattr(struct ofs *ofs, fuse_ino_t ino, const char *name,
+				 const char *value, size_t size, int flags)
+{
+	struct meta *meta = ofs->store.meta;
+	struct ofs_inode *in = ofs_ifind(ofs, ino);
+	struct meta_inode m;
+	int ret;
+
+	/* The kernel holds the inode: in the table, unless its record is gone. */
+	if (!in || in->unlinked == 1)
+		return -ESTALE;
+	ret = meta_begin(meta);
+	if (ret)
+		return ret;
+	ret = value ? meta_xattr_set(meta, ino, name, value, size, flags)
+		    : meta_xattr_remove(meta, ino, name);
+	if (!ret) {
+		m = in->m;
+		m.ctime = ofs_now();
+		ret = meta_update(meta, &m);
+	}
+	if (!ret)
+		ret = meta_commit(meta);
+	else
+		meta_rollback(meta);
+	if (!ret)
+		in->m.ctime = m.ctime;
+	return ret;
+}
+
 static void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct ofs *ofs = ofs_of(req);
@@ -2244,6 +2312,10 @@ static void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, si
 		else
 			fuse_reply_buf(req, text, len);
 		free(text);
+		return;
+	}
+	if (ofs_user_xattr(name)) {
+		ofs_get_user_xattr(req, ino, name, size);
 		return;
 	}
 	/* Anything else (security.capability on every write) is answered at once. */
@@ -2279,19 +2351,32 @@ static void ofs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	static const char names[] = DESCRIPTOR_XATTR "\0" CHECKSUM_XATTR;
 	struct ofs *ofs = ofs_of(req);
 	struct ofs_inode *in;
-	size_t len = 0;
+	size_t ours = 0;
+	char *buf = NULL;
+	ssize_t n;
 
 	pthread_mutex_lock(&ofs->lock);
 	in = ofs_ifind(ofs, ino);
 	if (in && S_ISREG(in->m.mode) && in->m.state == META_COMMITTED)
-		len = sizeof(names);
+		ours = sizeof(names);
+	/* Ours first, then the user's, as the store lists them. */
+	n = meta_xattr_list(ofs->store.meta, ino, NULL, 0);
+	if (n >= 0 && size) {
+		if (ours + (size_t)n > size)
+			n = -ERANGE;
+		else if (!(buf = malloc(ours + (size_t)n + 1)))
+			n = -ENOMEM;
+		else if ((n = meta_xattr_list(ofs->store.meta, ino, buf + ours, (size_t)n + 1)) >= 0)
+			memcpy(buf, names, ours);
+	}
 	pthread_mutex_unlock(&ofs->lock);
-	if (size == 0)
-		fuse_reply_xattr(req, len);
-	else if (size < len)
-		fuse_reply_err(req, ERANGE);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (size == 0)
+		fuse_reply_xattr(req, ours + (size_t)n);
 	else
-		fuse_reply_buf(req, names, len);
+		fuse_reply_buf(req, buf, ours + (size_t)n);
+	free(buf);
 }
 
 static void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
@@ -2301,9 +2386,22 @@ static void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, co
 	struct ofs_inode *in;
 	int ret;
 
-	(void)flags;
+	if (ofs_user_xattr(name)) {
+		if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) {
+			ret = -EINVAL;
+		} else {
+			pthread_mutex_lock(&ofs->lock);
+			ret = ofs_change_user_xattr(ofs, ino, name, value, size,
+						    (flags & XATTR_CREATE ? META_XATTR_CREATE : 0) |
+						    (flags & XATTR_REPLACE ? META_XATTR_REPLACE : 0));
+			pthread_mutex_unlock(&ofs->lock);
+		}
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	/* Our own names are read-only; other namespaces are not kept. */
 	if (strcmp(name, PROMOTE_XATTR)) {
-		fuse_reply_err(req, strcmp(name, DESCRIPTOR_XATTR) && strcmp(name, CHECKSUM_XATTR)
+		fuse_reply_err(req, strncmp(name, OURS_XATTR_PREFIX, sizeof(OURS_XATTR_PREFIX) - 1)
 					    ? ENOTSUP
 					    : EPERM);
 		return;
@@ -2322,7 +2420,16 @@ static void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, co
 
 static void ofs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	(void)ino;
+	struct ofs *ofs = ofs_of(req);
+	int ret;
+
+	if (ofs_user_xattr(name)) {
+		pthread_mutex_lock(&ofs->lock);
+		ret = ofs_change_user_xattr(ofs, ino, name, NULL, 0, 0);
+		pthread_mutex_unlock(&ofs->lock);
+		fuse_reply_err(req, -ret);
+		return;
+	}
 	fuse_reply_err(req, strcmp(name, DESCRIPTOR_XATTR) && strcmp(name, CHECKSUM_XATTR) ? ENODATA
 											     : EPERM);
 }
