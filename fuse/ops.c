@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2040,16 +2041,49 @@ static void ofs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, -ret);
 }
 
+/* Zeros for punched and zeroed ranges (never written: it stays in .bss). */
+static char ofs_zeros[1u << 20];
+
+/* Write zeros over [off, end) of the working state.  Under in's rw lock. */
+static int ofs_zero_range(struct ofs *ofs, struct ofs_inode *in, uint64_t off, uint64_t end)
+{
+	const struct kvb_ops *ops = ofs->store.kvb.ops;
+
+	while (off < end) {
+		size_t n = end - off < sizeof(ofs_zeros) ? (size_t)(end - off) : sizeof(ofs_zeros);
+		ssize_t w = ops->obj_write(ofs->store.kvb.arg, in->obj, ofs_zeros, n, off);
+
+		if (w == -ENOSPC && ofs_reclaim(ofs))
+			w = ops->obj_write(ofs->store.kvb.arg, in->obj, ofs_zeros, n, off);
+		if (w < 0)
+			return (int)w;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
+
+#define OFS_FALLOC_MODES (FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)
+
+/*
+ * Mode 0 grows the file (the run reserved, the new bytes zeros).  KEEP_SIZE
+ * reserves the run past the end while the file is open for writing (a
+ * commit keeps what the size needs).  PUNCH_HOLE and ZERO_RANGE write
+ * zeros: a file is one contiguous run, so a hole keeps its pages.
+ */
 static void ofs_do_fallocate(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, int mode, off_t off, off_t len,
 			     struct fuse_file_info *fi, struct ofs_inode *in)
 {
 	struct ofs *ofs = ofs_of(req);
 	const struct kvb_ops *ops = ofs->store.kvb.ops;
+	int zero = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE), keep = mode & FALLOC_FL_KEEP_SIZE;
 	struct kvb_map view;
+	uint64_t end;
 	int ret = 0;
 
 	(void)fi;
-	if (mode != 0) {
+	/* As the kernel has it: a hole keeps the size, and is not also a zeroed range. */
+	if ((mode & ~OFS_FALLOC_MODES) || zero == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE) ||
+	    ((mode & FALLOC_FL_PUNCH_HOLE) && !keep)) {
 		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
@@ -2057,18 +2091,32 @@ static void ofs_do_fallocate(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, int mode
 		fuse_reply_err(req, in ? EINVAL : ESTALE);
 		return;
 	}
+	end = (uint64_t)off + (uint64_t)len;
+	if (end > (uint64_t)INT64_MAX) {
+		fuse_reply_err(req, EFBIG);
+		return;
+	}
 	pthread_rwlock_wrlock(ofs_rw(ofs, in));
 	if (!in->obj) {
 		ret = -EBADF;
 	} else {
 		ops->obj_view(ofs->store.kvb.arg, in->obj, &view);
-		/* Mode 0 grows the file: the run is reserved, and the new bytes are zeros. */
-		if ((uint64_t)off + (uint64_t)len > view.size) {
-			ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj,
-						(uint64_t)off + (uint64_t)len);
+		if (zero)
+			ret = ofs_zero_range(ofs, in, (uint64_t)off, end < view.size ? end : view.size);
+		if (!ret && end > view.size && !keep) {
+			ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj, end);
 			if (ret == -ENOSPC && ofs_reclaim(ofs))
-				ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj,
-							(uint64_t)off + (uint64_t)len);
+				ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj, end);
+		} else if (!ret && end > view.size && !zero && ops->obj_reserve) {
+			ret = ops->obj_reserve(ofs->store.kvb.arg, in->obj, end);
+			if (ret == -ENOSPC && ofs_reclaim(ofs))
+				ret = ops->obj_reserve(ofs->store.kvb.arg, in->obj, end);
+		}
+		/* Content changed: mtime and ctime, as a write's. */
+		if (!ret && (zero || (end > view.size && !keep))) {
+			pthread_mutex_lock(&ofs->lock);
+			in->m.mtime = in->m.ctime = ofs_now();
+			pthread_mutex_unlock(&ofs->lock);
 		}
 	}
 	pthread_rwlock_unlock(ofs_rw(ofs, in));
