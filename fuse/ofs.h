@@ -55,7 +55,13 @@ struct ofs_inode {
 struct ofs {
 	struct ofs_store store;
 	pthread_rwlock_t rw[OFS_NLOCKS];
-	pthread_mutex_t lock;  /* the metadata store, the inode table, nfiles */
+	pthread_mutex_t lock;  /* the metadata store, the inode table, nfiles, the klen fields */
+	/*
+	 * The key length of the directory the last name was made in, valid
+	 * while dir_renames (directories renamed so far) is klen_renames.
+	 */
+	uint64_t klen_dir, klen_renames, dir_renames;
+	size_t klen;
 	struct ofs_inode **tab;
 	size_t tabsize, tabcount;
 	double timeout;        /* entry and attr cache timeout, seconds */

@@ -320,16 +320,44 @@ static int ofs_check_key(struct ofs *ofs, uint64_t dir, size_t namelen, size_t d
 
 	if (dir == META_ROOT_INO)
 		return 0;
-	ret = meta_key_len(ofs->store.meta, dir, &len);
-	if (!ret && (len ? len + 1 : 0) + namelen + (deeper ? deeper + 1 : 0) > META_KEY_MAX)
-		ret = -ENAMETOOLONG;
+	/* Names are mostly made where the last one was: its key's length is kept. */
+	if (dir == ofs->klen_dir && ofs->klen_renames == ofs->dir_renames) {
+		len = ofs->klen;
+	} else {
+		ret = meta_key_len(ofs->store.meta, dir, &len);
+		if (ret)
+			return ret;
+		ofs->klen_dir = dir;
+		ofs->klen = len;
+		ofs->klen_renames = ofs->dir_renames;
+	}
+	if ((len ? len + 1 : 0) + namelen + (deeper ? deeper + 1 : 0) > META_KEY_MAX)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/*
+ * An entry of dir was made, removed or renamed: its mtime and ctime become
+ * now, in the store and in the table's copy, with the link count the store
+ * keeps.  Under ofs.lock, inside the change's transaction; if that fails,
+ * ofs_dir_reload.
+ */
+static int ofs_dir_changed(struct ofs *ofs, uint64_t dir, int64_t now)
+{
+	struct ofs_inode *d;
+	uint32_t nlink = 0;
+	int ret = meta_dir_changed(ofs->store.meta, dir, now, &nlink);
+
+	if (!ret && (d = ofs_ifind(ofs, dir))) {
+		d->m.mtime = d->m.ctime = now;
+		d->m.nlink = nlink;
+	}
 	return ret;
 }
 
 /*
  * The table's copy of dir's times and link count as the store has them,
- * after a transaction that changed its entries (committed or not).  Under
- * ofs.lock.
+ * after a transaction that changed its entries failed.  Under ofs.lock.
  */
 static void ofs_dir_reload(struct ofs *ofs, uint64_t dir)
 {
@@ -1061,12 +1089,13 @@ static int ofs_new_inode(struct ofs *ofs, fuse_req_t req, fuse_ino_t parent, con
 	if (!ret) {
 		ret = meta_insert(meta, m, name, strlen(name));
 		if (!ret)
-			ret = meta_dir_changed(meta, parent, m->ctime, NULL);
+			ret = ofs_dir_changed(ofs, parent, m->ctime);
 		if (!ret)
 			ret = meta_commit(meta);
 		else
 			meta_rollback(meta);
-		ofs_dir_reload(ofs, parent);
+		if (ret)
+			ofs_dir_reload(ofs, parent);
 	}
 	if (!ret && S_ISREG(mode))
 		ofs->store.nfiles++;
@@ -1220,15 +1249,16 @@ static int ofs_drop_entry(struct ofs *ofs, const struct meta_inode *m, struct kv
 	if (ret) {
 		meta_rollback(meta);
 	} else {
-		ret = meta_dir_changed(meta, m->parent, ofs_now(), NULL);
+		ret = ofs_dir_changed(ofs, m->parent, ofs_now());
 		if (!ret)
 			ret = meta_commit(meta);
 		else
 			meta_rollback(meta);
-		if (ret)
+		if (ret) {
 			ofs_undrop(ofs, m, to_free);
+			ofs_dir_reload(ofs, m->parent);
+		}
 	}
-	ofs_dir_reload(ofs, m->parent);
 	return ret;
 }
 
@@ -1372,17 +1402,19 @@ static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		if (!ret)
 			ret = meta_move(meta, src.ino, newparent, newname, strlen(newname));
 		if (!ret)
-			ret = meta_dir_changed(meta, parent, now, NULL);
+			ret = ofs_dir_changed(ofs, parent, now);
 		if (!ret && newparent != parent)
-			ret = meta_dir_changed(meta, newparent, now, NULL);
+			ret = ofs_dir_changed(ofs, newparent, now);
 		if (!ret)
 			ret = meta_commit(meta);
 		else
 			meta_rollback(meta);
 		if (ret && have_dst)
 			ofs_undrop(ofs, &dst, &to_free);
-		ofs_dir_reload(ofs, parent);
-		ofs_dir_reload(ofs, newparent);
+		if (ret) {
+			ofs_dir_reload(ofs, parent);
+			ofs_dir_reload(ofs, newparent);
+		}
 	}
 	if (!ret) {
 		in = ofs_ifind(ofs, src.ino);
@@ -1390,6 +1422,8 @@ static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			in->m.parent = newparent;
 			in->m.ctime = now;
 		}
+		if (S_ISDIR(src.mode))
+			ofs->dir_renames++; /* the keys below it changed length */
 		if (to_free.bucket >= 0)
 			ofs->store.kvb.ops->remove(ofs->store.kvb.arg, &to_free);
 	}

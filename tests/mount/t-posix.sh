@@ -139,6 +139,22 @@ print(" ".join(out))
 ' "$T" 2>&1)
 check_eq "rename of a file past 4,095, of a directory whose child would pass it, and one that fits" \
 	"ENAMETOOLONG ENAMETOOLONG OK" "$r"
+# A directory renamed to a longer name lengthens the keys below it.
+r=$(py '
+os.chdir(a[0])
+s = "k/" + "/".join(["d" * 255] * 15) + "/s"
+os.makedirs(s)
+open(s + "/" + "w" * 100, "w").close()
+os.rename("k", "k" * 60)
+s = "k" * 60 + s[1:]
+try:
+    open(s + "/" + "v" * 200, "w").close()
+    print("OK")
+except OSError as e:
+    print(errno.errorcode[e.errno], os.listdir(s))
+' "$T" 2>&1)
+check_eq "after a rename lengthened its parent's key, a name past the limit fails" \
+	"ENAMETOOLONG ['$(printf 'w%.0s' {1..100})']" "$r"
 ofs_remount || ofs_bail "cannot remount"
 r=$(py '
 os.chdir(a[0])
