@@ -2428,36 +2428,29 @@ static void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, si
 		fuse_reply_buf(req, buf, (size_t)ret);
 }
 
+/*
+ * The user's xattrs only.  Ours are read by name and not listed, as CephFS
+ * does with its virtual ones: copy tools (cp --preserve=xattr, rsync -X)
+ * would otherwise copy a descriptor that names another file's pages, or
+ * fail removing ours from a copy.
+ */
 static void ofs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	static const char names[] = DESCRIPTOR_XATTR "\0" CHECKSUM_XATTR;
 	struct ofs *ofs = ofs_of(req);
-	struct ofs_inode *in;
-	size_t ours = 0;
-	char *buf = NULL;
-	ssize_t n;
+	char *buf = size ? malloc(size) : NULL;
+	ssize_t n = -ENOMEM;
 
-	pthread_mutex_lock(&ofs->lock);
-	in = ofs_ifind(ofs, ino);
-	if (in && S_ISREG(in->m.mode) && in->m.state == META_COMMITTED)
-		ours = sizeof(names);
-	/* Ours first, then the user's, as the store lists them. */
-	n = meta_xattr_list(ofs->store.meta, ino, NULL, 0);
-	if (n >= 0 && size) {
-		if (ours + (size_t)n > size)
-			n = -ERANGE;
-		else if (!(buf = malloc(ours + (size_t)n + 1)))
-			n = -ENOMEM;
-		else if ((n = meta_xattr_list(ofs->store.meta, ino, buf + ours, (size_t)n + 1)) >= 0)
-			memcpy(buf, names, ours);
+	if (!size || buf) {
+		pthread_mutex_lock(&ofs->lock);
+		n = meta_xattr_list(ofs->store.meta, ino, buf, size);
+		pthread_mutex_unlock(&ofs->lock);
 	}
-	pthread_mutex_unlock(&ofs->lock);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else if (size == 0)
-		fuse_reply_xattr(req, ours + (size_t)n);
+		fuse_reply_xattr(req, (size_t)n);
 	else
-		fuse_reply_buf(req, buf, ours + (size_t)n);
+		fuse_reply_buf(req, buf, (size_t)n);
 	free(buf);
 }
 

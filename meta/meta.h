@@ -200,11 +200,11 @@ int meta_move(struct meta *m, uint64_t ino, uint64_t newparent, const char *name
  * META_XATTR_SIZE_MAX (the kernel's limits); all of one inode's, each name
  * with a NUL and its value, at most META_XATTR_TOTAL_MAX (-ENOSPC past it,
  * as ext4 when an inode's xattr space is full), so that their list always
- * fits the kernel's 64 KiB with ours.  A deleted inode's go with it.
+ * fits the kernel's 64 KiB.  A deleted inode's go with it.
  */
 #define META_XATTR_NAME_MAX 255
 #define META_XATTR_SIZE_MAX 65536
-#define META_XATTR_TOTAL_MAX (63 * 1024)
+#define META_XATTR_TOTAL_MAX 65536
 #define META_XATTR_CREATE 1  /* fail with -EEXIST when it exists (XATTR_CREATE) */
 #define META_XATTR_REPLACE 2 /* fail with -ENODATA when it does not (XATTR_REPLACE) */
 /* The value's length, copied to buf when cap > 0; -ENODATA, -ERANGE when cap is short. */
