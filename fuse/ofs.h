@@ -16,7 +16,8 @@
 #include "store.h"
 
 #define OFS_VERSION "0.1.0"
-#define OFS_KEY_MAX 4096
+/* A path below the root with its NUL: a tenant, a slash, a key (meta.h). */
+#define OFS_KEY_MAX (META_NAME_MAX + 1 + META_KEY_MAX + 1)
 #define OFS_INVAL_MAX 64       /* inodes queued for invalidation */
 #define OFS_INVAL_ENTRY_MAX 16 /* names queued for invalidation */
 
@@ -64,7 +65,13 @@ struct ofs_inode {
 struct ofs {
 	struct ofs_store store;
 	pthread_rwlock_t rw[OFS_NLOCKS];
-	pthread_mutex_t lock;  /* the metadata store, the inode table, nfiles */
+	pthread_mutex_t lock;  /* the metadata store, the inode table, nfiles, the klen fields */
+	/*
+	 * The key length of the directory the last name was made in, valid
+	 * while dir_renames (directories renamed so far) is klen_renames.
+	 */
+	uint64_t klen_dir, klen_renames, dir_renames;
+	size_t klen;
 	struct ofs_inode **tab;
 	size_t tabsize, tabcount;
 	double timeout;        /* entry and attr cache timeout, seconds */

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/xattr.h>
 
 #include <xxhash.h>
 
@@ -28,6 +30,8 @@
 #define CHECKSUM_XATTR "user.offload.checksum"
 #define PROMOTE_XATTR "user.offload.promote"
 #define METRICS_XATTR "user.offload.metrics"
+/* Names under it are ours; every other user.* name is kept for its owner (meta). */
+#define OURS_XATTR_PREFIX "user.offload."
 
 static struct ofs *ofs_of(fuse_req_t req)
 {
@@ -258,7 +262,9 @@ static void ofs_fill_stat(const struct ofs *ofs, const struct ofs_inode *in,
 	memset(st, 0, sizeof(*st));
 	st->st_ino = m->ino;
 	st->st_mode = m->mode;
-	st->st_nlink = S_ISDIR(m->mode) ? 2 : (in && in->unlinked ? 0 : 1);
+	/* A directory's count (2 + subdirectories) is kept by the store. */
+	st->st_nlink = S_ISDIR(m->mode) ? (m->nlink >= 2 ? m->nlink : 2)
+					: (in && in->unlinked ? 0 : 1);
 	st->st_uid = m->uid;
 	st->st_gid = m->gid;
 	st->st_size = (off_t)size;
@@ -299,6 +305,70 @@ static int ofs_check_name(const char *name)
 	if (len > META_NAME_MAX)
 		return -ENAMETOOLONG;
 	return 0;
+}
+
+/*
+ * Whether a name of namelen bytes in dir keeps its key (the path below its
+ * tenant) within META_KEY_MAX, with deeper bytes more below it (the path
+ * of a directory's deepest descendant).  A tenant's name is no part of its
+ * keys.  Under ofs.lock.
+ */
+static int ofs_check_key(struct ofs *ofs, uint64_t dir, size_t namelen, size_t deeper)
+{
+	size_t len = 0;
+	int ret;
+
+	if (dir == META_ROOT_INO)
+		return 0;
+	/* Names are mostly made where the last one was: its key's length is kept. */
+	if (dir == ofs->klen_dir && ofs->klen_renames == ofs->dir_renames) {
+		len = ofs->klen;
+	} else {
+		ret = meta_key_len(ofs->store.meta, dir, &len);
+		if (ret)
+			return ret;
+		ofs->klen_dir = dir;
+		ofs->klen = len;
+		ofs->klen_renames = ofs->dir_renames;
+	}
+	if ((len ? len + 1 : 0) + namelen + (deeper ? deeper + 1 : 0) > META_KEY_MAX)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/*
+ * An entry of dir was made, removed or renamed: its mtime and ctime become
+ * now, in the store and in the table's copy, with the link count the store
+ * keeps.  Under ofs.lock, inside the change's transaction; if that fails,
+ * ofs_dir_reload.
+ */
+static int ofs_dir_changed(struct ofs *ofs, uint64_t dir, int64_t now)
+{
+	struct ofs_inode *d;
+	uint32_t nlink = 0;
+	int ret = meta_dir_changed(ofs->store.meta, dir, now, &nlink);
+
+	if (!ret && (d = ofs_ifind(ofs, dir))) {
+		d->m.mtime = d->m.ctime = now;
+		d->m.nlink = nlink;
+	}
+	return ret;
+}
+
+/*
+ * The table's copy of dir's times and link count as the store has them,
+ * after a transaction that changed its entries failed.  Under ofs.lock.
+ */
+static void ofs_dir_reload(struct ofs *ofs, uint64_t dir)
+{
+	struct ofs_inode *d = ofs_ifind(ofs, dir);
+	struct meta_inode m;
+
+	if (d && meta_get(ofs->store.meta, dir, &m) == 0) {
+		d->m.mtime = m.mtime;
+		d->m.ctime = m.ctime;
+		d->m.nlink = m.nlink;
+	}
 }
 
 /*
@@ -1034,8 +1104,11 @@ static int ofs_new_inode(struct ofs *ofs, fuse_req_t req, fuse_ino_t parent, con
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct ofs_inode *pdir;
 	struct meta_inode dir;
+	struct meta *meta = ofs->store.meta;
 	int ret = ofs_check_name(name);
 
+	if (!ret)
+		ret = ofs_check_key(ofs, parent, strlen(name), 0);
 	if (ret)
 		return ret;
 	/* The kernel holds a lookup on the parent: its attributes are in the table. */
@@ -1055,9 +1128,22 @@ static int ofs_new_inode(struct ofs *ofs, fuse_req_t req, fuse_ino_t parent, con
 	if (S_ISDIR(mode) && (dir.mode & S_ISGID))
 		m->mode |= S_ISGID;
 	m->atime = m->mtime = m->ctime = ofs_now();
+	m->nlink = S_ISDIR(mode) ? 2 : 1;
 	m->bucket = -1;
 	m->state = state;
-	ret = meta_insert(ofs->store.meta, m, name, strlen(name));
+	/* The entry and its directory's times (and link count) in one transaction. */
+	ret = meta_begin(meta);
+	if (!ret) {
+		ret = meta_insert(meta, m, name, strlen(name));
+		if (!ret)
+			ret = ofs_dir_changed(ofs, parent, m->ctime);
+		if (!ret)
+			ret = meta_commit(meta);
+		else
+			meta_rollback(meta);
+		if (ret)
+			ofs_dir_reload(ofs, parent);
+	}
 	if (!ret && S_ISREG(mode))
 		ofs->store.nfiles++;
 	return ret;
@@ -1185,6 +1271,44 @@ static int ofs_drop_name(struct ofs *ofs, const struct meta_inode *m, struct kvb
 	return ret;
 }
 
+/* Undo the in-memory side of ofs_drop_name when its transaction failed. Under ofs.lock. */
+static void ofs_undrop(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *to_free)
+{
+	struct ofs_inode *d = ofs_ifind(ofs, m->ino);
+
+	if (d)
+		d->unlinked = 0;
+	if (S_ISREG(m->mode))
+		ofs->store.nfiles++;
+	*to_free = KVB_MAP_EMPTY;
+}
+
+/* unlink and rmdir: drop m's name and change its directory's times, in one transaction. */
+static int ofs_drop_entry(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *to_free)
+{
+	struct meta *meta = ofs->store.meta;
+	int ret = meta_begin(meta);
+
+	*to_free = KVB_MAP_EMPTY;
+	if (ret)
+		return ret;
+	ret = ofs_drop_name(ofs, m, to_free);
+	if (ret) {
+		meta_rollback(meta);
+	} else {
+		ret = ofs_dir_changed(ofs, m->parent, ofs_now());
+		if (!ret)
+			ret = meta_commit(meta);
+		else
+			meta_rollback(meta);
+		if (ret) {
+			ofs_undrop(ofs, m, to_free);
+			ofs_dir_reload(ofs, m->parent);
+		}
+	}
+	return ret;
+}
+
 static void ofs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct ofs *ofs = ofs_of(req);
@@ -1198,7 +1322,7 @@ static void ofs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!ret && S_ISDIR(m.mode))
 		ret = -EISDIR;
 	if (!ret)
-		ret = ofs_drop_name(ofs, &m, &to_free);
+		ret = ofs_drop_entry(ofs, &m, &to_free);
 	if (!ret && to_free.bucket >= 0)
 		ofs->store.kvb.ops->remove(ofs->store.kvb.arg, &to_free);
 	pthread_mutex_unlock(&ofs->lock);
@@ -1221,7 +1345,7 @@ static void ofs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (ret == 1)
 		ret = -ENOTEMPTY;
 	if (!ret)
-		ret = ofs_drop_name(ofs, &m, &to_free);
+		ret = ofs_drop_entry(ofs, &m, &to_free);
 	pthread_mutex_unlock(&ofs->lock);
 	fuse_reply_err(req, -ret);
 }
@@ -1245,6 +1369,33 @@ static int ofs_rename_check(struct ofs *ofs, fuse_ino_t parent, fuse_ino_t newpa
 	return ret;
 }
 
+/*
+ * A rename must leave every key it moves within META_KEY_MAX: src's own,
+ * and for a directory those of its descendants, which it lengthens by as
+ * much as its own (walked only then).  Under ofs.lock.
+ */
+static int ofs_rename_key_check(struct ofs *ofs, fuse_ino_t newparent, const char *newname,
+				const struct meta_inode *src)
+{
+	size_t old = 0, now = 0, deeper = 0;
+	int ret = ofs_check_key(ofs, newparent, strlen(newname), 0);
+
+	if (ret || !S_ISDIR(src->mode) || newparent == META_ROOT_INO)
+		return ret;
+	ret = meta_key_len(ofs->store.meta, src->ino, &old);
+	if (ret == -ENAMETOOLONG)
+		ret = 0; /* already too long (an older store): check where it goes */
+	if (!ret)
+		ret = meta_key_len(ofs->store.meta, newparent, &now);
+	if (ret)
+		return ret;
+	now = (now ? now + 1 : 0) + strlen(newname);
+	if (now <= old)
+		return 0;
+	ret = meta_subtree_depth(ofs->store.meta, src->ino, &deeper);
+	return ret ? ret : ofs_check_key(ofs, newparent, strlen(newname), deeper);
+}
+
 static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			  fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
@@ -1253,6 +1404,7 @@ static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct kvb_map to_free = KVB_MAP_EMPTY;
 	struct meta_inode src, dst;
 	struct ofs_inode *in;
+	int64_t now = ofs_now();
 	int ret, have_dst = 0;
 
 	if (flags & ~(unsigned)RENAME_NOREPLACE) {
@@ -1268,6 +1420,8 @@ static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		ret = meta_lookup(meta, parent, name, strlen(name), &src);
 	if (!ret)
 		ret = ofs_rename_check(ofs, parent, newparent, &src);
+	if (!ret)
+		ret = ofs_rename_key_check(ofs, newparent, newname, &src);
 	if (!ret) {
 		ret = meta_lookup(meta, newparent, newname, strlen(newname), &dst);
 		if (ret == -ENOENT) {
@@ -1295,26 +1449,28 @@ static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		if (!ret)
 			ret = meta_move(meta, src.ino, newparent, newname, strlen(newname));
 		if (!ret)
+			ret = ofs_dir_changed(ofs, parent, now);
+		if (!ret && newparent != parent)
+			ret = ofs_dir_changed(ofs, newparent, now);
+		if (!ret)
 			ret = meta_commit(meta);
 		else
 			meta_rollback(meta);
-		if (ret && have_dst) {
-			/* Undo the in-memory side of the dropped target. */
-			struct ofs_inode *d = ofs_ifind(ofs, dst.ino);
-
-			if (d)
-				d->unlinked = 0;
-			if (S_ISREG(dst.mode))
-				ofs->store.nfiles++;
-			to_free = KVB_MAP_EMPTY;
+		if (ret && have_dst)
+			ofs_undrop(ofs, &dst, &to_free);
+		if (ret) {
+			ofs_dir_reload(ofs, parent);
+			ofs_dir_reload(ofs, newparent);
 		}
 	}
 	if (!ret) {
 		in = ofs_ifind(ofs, src.ino);
 		if (in) {
 			in->m.parent = newparent;
-			in->m.ctime = ofs_now();
+			in->m.ctime = now;
 		}
+		if (S_ISDIR(src.mode))
+			ofs->dir_renames++; /* the keys below it changed length */
 		if (to_free.bucket >= 0)
 			ofs->store.kvb.ops->remove(ofs->store.kvb.arg, &to_free);
 	}
@@ -1333,6 +1489,18 @@ static int ofs_open_writer(struct ofs *ofs, struct ofs_inode *in, int trunc)
 		ret = ofs_obj_open(ofs, in);
 	if (!ret && trunc)
 		ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj, 0);
+	if (!ret && trunc) {
+		/*
+		 * O_TRUNC marks mtime and ctime for update, as truncate(2) does;
+		 * they are recorded with the content at the next commit, or now
+		 * when there is nothing to commit (the file was empty already).
+		 */
+		pthread_mutex_lock(&ofs->lock);
+		in->m.mtime = in->m.ctime = ofs_now();
+		if (!ops->obj_dirty(ofs->store.kvb.arg, in->obj))
+			ret = meta_update(ofs->store.meta, &in->m);
+		pthread_mutex_unlock(&ofs->lock);
+	}
 	if (!ret)
 		in->nwriters++;
 	else if (in->obj && in->nwriters == 0)
@@ -1680,6 +1848,27 @@ static void ofs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	ofs_iput(ofs, in);
 }
 
+/*
+ * A create that failed after its entry was made, or whose caller was gone
+ * before the reply, takes the entry back: a failed create leaves no name.
+ * Not once another opener committed content to it.  Under ofs.lock.
+ */
+static void ofs_unmake(struct ofs *ofs, uint64_t ino)
+{
+	struct kvb_map to_free;
+	struct meta_inode m;
+	int ret;
+
+	if (meta_get(ofs->store.meta, ino, &m) || !m.parent || m.state != META_NEW)
+		return;
+	ret = ofs_drop_entry(ofs, &m, &to_free);
+	if (ret)
+		ofs_log("inode %llu: cannot remove the entry of a failed create: %s (dropped at "
+			"the next mount)", (unsigned long long)ino, strerror(-ret));
+	else if (to_free.bucket >= 0)
+		ofs->store.kvb.ops->remove(ofs->store.kvb.arg, &to_free);
+}
+
 static void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 			  struct fuse_file_info *fi)
 {
@@ -1704,8 +1893,11 @@ static void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, m
 	pthread_mutex_lock(&ofs->lock);
 	/* Never committed until its first close or fsync: recovery drops it. */
 	ret = ofs_new_inode(ofs, req, parent, name, S_IFREG | (mode & 07777), META_NEW, &m);
-	if (!ret)
+	if (!ret) {
 		ret = ofs_entry(ofs, &m, &e);
+		if (ret)
+			ofs_unmake(ofs, m.ino);
+	}
 	if (!ret) {
 		in = ofs_ifind(ofs, m.ino);
 		in->kfresh = 0; /* its writer's bytes go through the kernel's cache */
@@ -1717,8 +1909,10 @@ static void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, m
 		if (ret) {
 			pthread_mutex_lock(&ofs->lock);
 			in->nopen--;
+			ofs_unmake(ofs, m.ino);
+			in->nlookup--;
+			ofs_isettle(ofs, in);
 			pthread_mutex_unlock(&ofs->lock);
-			/* The entry stays; it will be dropped as never committed. */
 		}
 	}
 	if (ret) {
@@ -1735,6 +1929,7 @@ static void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, m
 		pthread_rwlock_unlock(ofs_rw(ofs, in));
 		pthread_mutex_lock(&ofs->lock);
 		in->nopen--;
+		ofs_unmake(ofs, m.ino);
 		in->nlookup--;
 		ofs_isettle(ofs, in);
 		pthread_mutex_unlock(&ofs->lock);
@@ -2019,16 +2214,49 @@ static void ofs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, -ret);
 }
 
+/* Zeros for punched and zeroed ranges (never written: it stays in .bss). */
+static char ofs_zeros[1u << 20];
+
+/* Write zeros over [off, end) of the working state.  Under in's rw lock. */
+static int ofs_zero_range(struct ofs *ofs, struct ofs_inode *in, uint64_t off, uint64_t end)
+{
+	const struct kvb_ops *ops = ofs->store.kvb.ops;
+
+	while (off < end) {
+		size_t n = end - off < sizeof(ofs_zeros) ? (size_t)(end - off) : sizeof(ofs_zeros);
+		ssize_t w = ops->obj_write(ofs->store.kvb.arg, in->obj, ofs_zeros, n, off);
+
+		if (w == -ENOSPC && ofs_reclaim(ofs))
+			w = ops->obj_write(ofs->store.kvb.arg, in->obj, ofs_zeros, n, off);
+		if (w < 0)
+			return (int)w;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
+
+#define OFS_FALLOC_MODES (FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)
+
+/*
+ * Mode 0 grows the file (the run reserved, the new bytes zeros).  KEEP_SIZE
+ * reserves the run past the end while the file is open for writing (a
+ * commit keeps what the size needs).  PUNCH_HOLE and ZERO_RANGE write
+ * zeros: a file is one contiguous run, so a hole keeps its pages.
+ */
 static void ofs_do_fallocate(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, int mode, off_t off, off_t len,
 			     struct fuse_file_info *fi, struct ofs_inode *in)
 {
 	struct ofs *ofs = ofs_of(req);
 	const struct kvb_ops *ops = ofs->store.kvb.ops;
+	int zero = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE), keep = mode & FALLOC_FL_KEEP_SIZE;
 	struct kvb_map view;
+	uint64_t end;
 	int ret = 0;
 
 	(void)fi;
-	if (mode != 0) {
+	/* As the kernel has it: a hole keeps the size, and is not also a zeroed range. */
+	if ((mode & ~OFS_FALLOC_MODES) || zero == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE) ||
+	    ((mode & FALLOC_FL_PUNCH_HOLE) && !keep)) {
 		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
@@ -2036,18 +2264,32 @@ static void ofs_do_fallocate(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, int mode
 		fuse_reply_err(req, in ? EINVAL : ESTALE);
 		return;
 	}
+	end = (uint64_t)off + (uint64_t)len;
+	if (end > (uint64_t)INT64_MAX) {
+		fuse_reply_err(req, EFBIG);
+		return;
+	}
 	pthread_rwlock_wrlock(ofs_rw(ofs, in));
 	if (!in->obj) {
 		ret = -EBADF;
 	} else {
 		ops->obj_view(ofs->store.kvb.arg, in->obj, &view);
-		/* Mode 0 grows the file: the run is reserved, and the new bytes are zeros. */
-		if ((uint64_t)off + (uint64_t)len > view.size) {
-			ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj,
-						(uint64_t)off + (uint64_t)len);
+		if (zero)
+			ret = ofs_zero_range(ofs, in, (uint64_t)off, end < view.size ? end : view.size);
+		if (!ret && end > view.size && !keep) {
+			ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj, end);
 			if (ret == -ENOSPC && ofs_reclaim(ofs))
-				ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj,
-							(uint64_t)off + (uint64_t)len);
+				ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj, end);
+		} else if (!ret && end > view.size && !zero && ops->obj_reserve) {
+			ret = ops->obj_reserve(ofs->store.kvb.arg, in->obj, end);
+			if (ret == -ENOSPC && ofs_reclaim(ofs))
+				ret = ops->obj_reserve(ofs->store.kvb.arg, in->obj, end);
+		}
+		/* Content changed: mtime and ctime, as a write's. */
+		if (!ret && (zero || (end > view.size && !keep))) {
+			pthread_mutex_lock(&ofs->lock);
+			in->m.mtime = in->m.ctime = ofs_now();
+			pthread_mutex_unlock(&ofs->lock);
 		}
 	}
 	pthread_rwlock_unlock(ofs_rw(ofs, in));
@@ -2208,6 +2450,71 @@ static void ofs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &st);
 }
 
+/* A user xattr the store keeps: user.*, but for our own names. */
+static int ofs_user_xattr(const char *name)
+{
+	return !strncmp(name, "user.", 5) &&
+	       strncmp(name, OURS_XATTR_PREFIX, sizeof(OURS_XATTR_PREFIX) - 1);
+}
+
+static void ofs_get_user_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct ofs *ofs = ofs_of(req);
+	char *buf = NULL;
+	ssize_t n;
+
+	if (size > META_XATTR_SIZE_MAX)
+		size = META_XATTR_SIZE_MAX;
+	if (size && !(buf = malloc(size))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&ofs->lock);
+	n = meta_xattr_get(ofs->store.meta, ino, name, buf, size);
+	pthread_mutex_unlock(&ofs->lock);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+/*
+ * Set or remove (value NULL) a user xattr of ino, and its ctime, in one
+ * transaction.  Under ofs.lock.
+ */
+static int ofs_change_user_xattr(struct ofs *ofs, fuse_ino_t ino, const char *name,
+				 const char *value, size_t size, int flags)
+{
+	struct meta *meta = ofs->store.meta;
+	struct ofs_inode *in = ofs_ifind(ofs, ino);
+	struct meta_inode m;
+	int ret;
+
+	/* The kernel holds the inode: in the table, unless its record is gone. */
+	if (!in || in->unlinked == 1)
+		return -ESTALE;
+	ret = meta_begin(meta);
+	if (ret)
+		return ret;
+	ret = value ? meta_xattr_set(meta, ino, name, value, size, flags)
+		    : meta_xattr_remove(meta, ino, name);
+	if (!ret) {
+		m = in->m;
+		m.ctime = ofs_now();
+		ret = meta_update(meta, &m);
+	}
+	if (!ret)
+		ret = meta_commit(meta);
+	else
+		meta_rollback(meta);
+	if (!ret)
+		in->m.ctime = m.ctime;
+	return ret;
+}
+
 static void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct ofs *ofs = ofs_of(req);
@@ -2229,6 +2536,10 @@ static void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, si
 		else
 			fuse_reply_buf(req, text, len);
 		free(text);
+		return;
+	}
+	if (ofs_user_xattr(name)) {
+		ofs_get_user_xattr(req, ino, name, size);
 		return;
 	}
 	/* Anything else (security.capability on every write) is answered at once. */
@@ -2259,24 +2570,30 @@ static void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, si
 		fuse_reply_buf(req, buf, (size_t)ret);
 }
 
+/*
+ * The user's xattrs only.  Ours are read by name and not listed, as CephFS
+ * does with its virtual ones: copy tools (cp --preserve=xattr, rsync -X)
+ * would otherwise copy a descriptor that names another file's pages, or
+ * fail removing ours from a copy.
+ */
 static void ofs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	static const char names[] = DESCRIPTOR_XATTR "\0" CHECKSUM_XATTR;
 	struct ofs *ofs = ofs_of(req);
-	struct ofs_inode *in;
-	size_t len = 0;
+	char *buf = size ? malloc(size) : NULL;
+	ssize_t n = -ENOMEM;
 
-	pthread_mutex_lock(&ofs->lock);
-	in = ofs_ifind(ofs, ino);
-	if (in && S_ISREG(in->m.mode) && in->m.state == META_COMMITTED)
-		len = sizeof(names);
-	pthread_mutex_unlock(&ofs->lock);
-	if (size == 0)
-		fuse_reply_xattr(req, len);
-	else if (size < len)
-		fuse_reply_err(req, ERANGE);
+	if (!size || buf) {
+		pthread_mutex_lock(&ofs->lock);
+		n = meta_xattr_list(ofs->store.meta, ino, buf, size);
+		pthread_mutex_unlock(&ofs->lock);
+	}
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
 	else
-		fuse_reply_buf(req, names, len);
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
 }
 
 static void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
@@ -2286,9 +2603,22 @@ static void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, co
 	struct ofs_inode *in;
 	int ret;
 
-	(void)flags;
+	if (ofs_user_xattr(name)) {
+		if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) {
+			ret = -EINVAL;
+		} else {
+			pthread_mutex_lock(&ofs->lock);
+			ret = ofs_change_user_xattr(ofs, ino, name, value, size,
+						    (flags & XATTR_CREATE ? META_XATTR_CREATE : 0) |
+						    (flags & XATTR_REPLACE ? META_XATTR_REPLACE : 0));
+			pthread_mutex_unlock(&ofs->lock);
+		}
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	/* Our own names are read-only; other namespaces are not kept. */
 	if (strcmp(name, PROMOTE_XATTR)) {
-		fuse_reply_err(req, strcmp(name, DESCRIPTOR_XATTR) && strcmp(name, CHECKSUM_XATTR)
+		fuse_reply_err(req, strncmp(name, OURS_XATTR_PREFIX, sizeof(OURS_XATTR_PREFIX) - 1)
 					    ? ENOTSUP
 					    : EPERM);
 		return;
@@ -2307,7 +2637,16 @@ static void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, co
 
 static void ofs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	(void)ino;
+	struct ofs *ofs = ofs_of(req);
+	int ret;
+
+	if (ofs_user_xattr(name)) {
+		pthread_mutex_lock(&ofs->lock);
+		ret = ofs_change_user_xattr(ofs, ino, name, NULL, 0, 0);
+		pthread_mutex_unlock(&ofs->lock);
+		fuse_reply_err(req, -ret);
+		return;
+	}
 	fuse_reply_err(req, strcmp(name, DESCRIPTOR_XATTR) && strcmp(name, CHECKSUM_XATTR) ? ENODATA
 											     : EPERM);
 }

@@ -86,6 +86,13 @@ struct kvb_ops {
 			     uint64_t off);
 	/* Set the size: shrink, or grow with zeros reserving the exact run. */
 	int (*obj_truncate)(void *arg, struct kvb_obj *o, uint64_t size);
+	/*
+	 * May be NULL.  Reserve room for size bytes without changing the size
+	 * (fallocate with FALLOC_FL_KEEP_SIZE): writes up to it then find
+	 * their pages.  Only the working state holds the reservation: a
+	 * commit keeps the pages the size needs.
+	 */
+	int (*obj_reserve)(void *arg, struct kvb_obj *o, uint64_t size);
 	/* The working view, for reads and getattr while a writer is open. */
 	void (*obj_view)(void *arg, struct kvb_obj *o, struct kvb_map *view);
 	/* 1 when the working state differs from the committed mapping. */

@@ -852,6 +852,16 @@ static int pages_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size)
 	return 0;
 }
 
+static int pages_obj_reserve(void *arg, struct kvb_obj *o, uint64_t size)
+{
+	struct pages *p = arg;
+
+	if (size > p->bucket_size)
+		return -EFBIG;
+	/* The run grows (in place, or moves) as for a write; the size stays. */
+	return size > o->w.size ? pages_need(p, o, size) : 0;
+}
+
 static void pages_obj_view(void *arg, struct kvb_obj *o, struct kvb_map *view)
 {
 	(void)arg;
@@ -1387,6 +1397,7 @@ static const struct kvb_ops pages_ops = {
 	.obj_open = pages_obj_open,
 	.obj_write = pages_obj_write,
 	.obj_truncate = pages_obj_truncate,
+	.obj_reserve = pages_obj_reserve,
 	.obj_view = pages_obj_view,
 	.obj_dirty = pages_obj_dirty,
 	.obj_settle = pages_obj_settle,

@@ -1,5 +1,5 @@
 /*
- * meta.c: the sqlite metadata store (schema version 1).
+ * meta.c: the sqlite metadata store (schema version 3).
  *
  * Statements are prepared once in meta_open, kept in an array indexed by
  * the ST_ constants, reset after each use and finalized in meta_close.
@@ -48,6 +48,13 @@ enum {
 	ST_TASK_START,
 	ST_TASK_FINISH,
 	ST_TASK_PENDING,
+	ST_DIR_CHANGED,
+	ST_XATTR_GET,
+	ST_XATTR_INSERT,
+	ST_XATTR_UPDATE,
+	ST_XATTR_REMOVE,
+	ST_XATTR_LIST,
+	ST_XATTR_TOTAL,
 	ST_BEGIN,
 	ST_COMMIT,
 	ST_ROLLBACK,
@@ -56,16 +63,17 @@ enum {
 
 #define INODE_COLS "ino, parent, mode, uid, gid, atime, mtime, ctime, size, " \
 		   "bucket, page, npages, csum, state, gen, prev_bucket, prev_page, " \
-		   "prev_npages, prev_size, prev_csum"
-#define INODE_NCOLS 20
+		   "prev_npages, prev_size, prev_csum, nlink"
+#define INODE_NCOLS 21
 
 static const char *const meta_sql[ST_N] = {
 	[ST_GET] = "SELECT " INODE_COLS " FROM inodes WHERE ino = ?1",
 	[ST_LOOKUP] = "SELECT " INODE_COLS " FROM inodes WHERE parent = ?1 AND name = ?2",
 	[ST_NAME] = "SELECT parent, name FROM inodes WHERE ino = ?1",
 	[ST_INSERT] = "INSERT INTO inodes (parent, name, mode, uid, gid, atime, mtime, "
-		      "ctime, size, bucket, page, npages, csum, state) VALUES "
-		      "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+		      "ctime, size, bucket, page, npages, csum, state, nlink) VALUES "
+		      "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+		      "CASE WHEN (?3 & 61440) = 16384 THEN 2 ELSE 1 END)",
 	[ST_UPDATE] = "UPDATE inodes SET mode = ?2, uid = ?3, gid = ?4, atime = ?5, "
 		      "mtime = ?6, ctime = ?7, size = ?8, bucket = ?9, page = ?10, "
 		      "npages = ?11, csum = ?12, state = ?13, gen = ?14, prev_bucket = ?15, "
@@ -108,10 +116,40 @@ static const char *const meta_sql[ST_N] = {
 	[ST_TASK_START] = "UPDATE tasks SET state = 1, started = ?2 WHERE id = ?1",
 	[ST_TASK_FINISH] = "UPDATE tasks SET state = ?2, finished = ?3, error = ?4 WHERE id = ?1",
 	[ST_TASK_PENDING] = "SELECT 1 FROM tasks WHERE ino = ?1 AND state IN (0, 1) LIMIT 1",
+	[ST_DIR_CHANGED] = "UPDATE inodes SET mtime = ?2, ctime = ?2 WHERE ino = ?1 RETURNING nlink",
+	[ST_XATTR_GET] = "SELECT value FROM xattrs WHERE ino = ?1 AND name = ?2",
+	[ST_XATTR_INSERT] = "INSERT INTO xattrs (ino, name, value) VALUES (?1, ?2, ?3)",
+	[ST_XATTR_UPDATE] = "UPDATE xattrs SET value = ?3 WHERE ino = ?1 AND name = ?2",
+	[ST_XATTR_REMOVE] = "DELETE FROM xattrs WHERE ino = ?1 AND name = ?2",
+	[ST_XATTR_LIST] = "SELECT name FROM xattrs WHERE ino = ?1 ORDER BY name",
+	/* What the others take, name ?2 left out (the one being replaced). */
+	[ST_XATTR_TOTAL] = "SELECT total(length(name) + 1 + length(value)) FROM xattrs "
+			   "WHERE ino = ?1 AND name <> ?2",
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
 };
+
+/*
+ * Schema 3: directory link counts, kept by triggers whatever changes the
+ * rows (the daemon, fsck's lost+found, recovery), and user xattrs, which
+ * go with their inode.
+ */
+#define META_SCHEMA_3                                                                       \
+	"CREATE TRIGGER inodes_nlink_insert AFTER INSERT ON inodes"                          \
+	" WHEN (new.mode & 61440) = 16384 BEGIN"                                             \
+	" UPDATE inodes SET nlink = nlink + 1 WHERE ino = new.parent; END;"                  \
+	"CREATE TRIGGER inodes_nlink_delete AFTER DELETE ON inodes"                          \
+	" WHEN (old.mode & 61440) = 16384 BEGIN"                                             \
+	" UPDATE inodes SET nlink = nlink - 1 WHERE ino = old.parent; END;"                  \
+	"CREATE TRIGGER inodes_nlink_move AFTER UPDATE OF parent ON inodes"                  \
+	" WHEN (new.mode & 61440) = 16384 AND old.parent IS NOT new.parent BEGIN"            \
+	" UPDATE inodes SET nlink = nlink - 1 WHERE ino = old.parent;"                       \
+	" UPDATE inodes SET nlink = nlink + 1 WHERE ino = new.parent; END;"                  \
+	"CREATE TABLE xattrs (ino INTEGER NOT NULL, name BLOB NOT NULL, value BLOB NOT NULL," \
+	" PRIMARY KEY (ino, name)) WITHOUT ROWID;"                                            \
+	"CREATE TRIGGER inodes_xattrs AFTER DELETE ON inodes BEGIN"                          \
+	" DELETE FROM xattrs WHERE ino = old.ino; END;"
 
 /*
  * The root has parent 0 (no such row) rather than NULL: NULL parent marks a
@@ -139,7 +177,9 @@ static const char meta_schema[] =
 	" prev_csum INTEGER NOT NULL DEFAULT 0,"
 	" pcsums BLOB,"
 	/* Schema 2: the key of the value in a KV backend, current and previous. */
-	" skey BLOB, prev_skey BLOB);"
+	" skey BLOB, prev_skey BLOB,"
+	/* Schema 3: a directory's 2 + subdirectories (1 for files: not used). */
+	" nlink INTEGER NOT NULL DEFAULT 1);"
 	"CREATE UNIQUE INDEX inodes_dentry ON inodes (parent, name);"
 	/* readdir walks a directory in ino order: without this, every reply sorts it all. */
 	"CREATE INDEX inodes_children ON inodes (parent, ino);"
@@ -153,7 +193,7 @@ static const char meta_schema[] =
 	" state INTEGER NOT NULL,"
 	" created INTEGER, started INTEGER, finished INTEGER, error TEXT);"
 	"CREATE INDEX tasks_state ON tasks (state, id);"
-	"CREATE INDEX tasks_ino ON tasks (ino) WHERE state IN (0, 1);";
+	"CREATE INDEX tasks_ino ON tasks (ino) WHERE state IN (0, 1);" META_SCHEMA_3;
 
 struct meta {
 	sqlite3 *db;
@@ -418,6 +458,12 @@ static int meta_migrate(struct meta *m, char *err, size_t errlen)
 		[1] = "ALTER TABLE inodes ADD COLUMN skey BLOB;"
 		      "ALTER TABLE inodes ADD COLUMN prev_skey BLOB;"
 		      "PRAGMA user_version = 2;",
+		/* 2 -> 3: directory link counts, counted once here, and user xattrs. */
+		[2] = "ALTER TABLE inodes ADD COLUMN nlink INTEGER NOT NULL DEFAULT 1;"
+		      "UPDATE inodes SET nlink = 2 + (SELECT count(*) FROM inodes c "
+		      "WHERE c.parent = inodes.ino AND (c.mode & 61440) = 16384) "
+		      "WHERE (mode & 61440) = 16384;" META_SCHEMA_3
+		      "PRAGMA user_version = 3;",
 	};
 	int v, ret = 0;
 
@@ -861,6 +907,7 @@ static void meta_row_inode(sqlite3_stmt *s, struct meta_inode *in)
 	in->prev_npages = (uint64_t)sqlite3_column_int64(s, 17);
 	in->prev_size = (uint64_t)sqlite3_column_int64(s, 18);
 	in->prev_csum = (uint64_t)sqlite3_column_int64(s, 19);
+	in->nlink = (uint32_t)sqlite3_column_int64(s, 20);
 }
 
 static int meta_one_inode(sqlite3_stmt *s, struct meta_inode *out)
@@ -960,6 +1007,88 @@ int meta_path(struct meta *m, uint64_t ino, int with_tenant, char *buf, size_t c
 	*len = cap - 1 - pos;
 	memmove(buf, buf + pos, *len + 1);
 	return 0;
+}
+
+int meta_key_len(struct meta *m, uint64_t ino, size_t *len)
+{
+	sqlite3_stmt *s = m->st[ST_NAME];
+	size_t total = 0;
+	int rc, depth = 0;
+
+	/* Only the lengths, from ino up to its tenant (not counted): nothing copied. */
+	while (ino != META_ROOT_INO) {
+		uint64_t parent;
+		size_t n;
+
+		if (depth++ > META_KEY_MAX)
+			return -ELOOP;
+		sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+		rc = sqlite3_step(s);
+		if (rc != SQLITE_ROW || sqlite3_column_type(s, 0) == SQLITE_NULL) {
+			meta_finish(s);
+			return rc == SQLITE_ROW || rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
+		}
+		parent = (uint64_t)sqlite3_column_int64(s, 0);
+		n = (size_t)sqlite3_column_bytes(s, 1);
+		meta_finish(s);
+		if (parent == META_ROOT_INO)
+			break;
+		total += (total ? 1 : 0) + n;
+		if (total > META_KEY_MAX)
+			return -ENAMETOOLONG;
+		ino = parent;
+	}
+	*len = total;
+	return 0;
+}
+
+int meta_subtree_depth(struct meta *m, uint64_t dir, size_t *len)
+{
+	sqlite3_stmt *s = NULL;
+	int rc;
+
+	*len = 0;
+	/* Walks the whole subtree: only a rename of a directory to a longer key asks. */
+	rc = sqlite3_prepare_v2(m->db,
+				"WITH RECURSIVE sub(ino, len) AS ("
+				" SELECT ino, length(name) FROM inodes WHERE parent = ?1"
+				" UNION ALL SELECT i.ino, sub.len + 1 + length(i.name)"
+				" FROM inodes i JOIN sub ON i.parent = sub.ino)"
+				" SELECT coalesce(max(len), 0) FROM sub",
+				-1, &s, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_int64(s, 1, (sqlite3_int64)dir);
+		rc = sqlite3_step(s);
+		if (rc == SQLITE_ROW) {
+			*len = (size_t)sqlite3_column_int64(s, 0);
+			rc = SQLITE_OK;
+		}
+	}
+	sqlite3_finalize(s);
+	return meta_errno(rc);
+}
+
+int meta_dir_changed(struct meta *m, uint64_t dir, int64_t now, uint32_t *nlink)
+{
+	sqlite3_stmt *s = m->st[ST_DIR_CHANGED];
+	int rc, ret;
+
+	if (meta_fault(m))
+		return -EIO;
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)dir);
+	sqlite3_bind_int64(s, 2, now);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		if (nlink)
+			*nlink = (uint32_t)sqlite3_column_int64(s, 0);
+		/* RETURNING: the change is made once the statement runs to its end. */
+		rc = sqlite3_step(s);
+	}
+	ret = rc == SQLITE_DONE ? 0 : meta_errno(rc);
+	if (!ret && sqlite3_changes(m->db) == 0)
+		ret = -ENOENT;
+	meta_finish(s);
+	return ret;
 }
 
 int meta_insert(struct meta *m, struct meta_inode *in, const char *name, size_t len)
@@ -1196,6 +1325,108 @@ static int meta_exists(struct meta *m, int st, uint64_t id)
 	if (rc == SQLITE_ROW)
 		return 1;
 	return rc == SQLITE_DONE ? 0 : meta_errno(rc);
+}
+
+ssize_t meta_xattr_get(struct meta *m, uint64_t ino, const char *name, void *buf, size_t cap)
+{
+	sqlite3_stmt *s = m->st[ST_XATTR_GET];
+	ssize_t ret;
+	int rc;
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	sqlite3_bind_blob(s, 2, name, (int)strlen(name), SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		size_t n = (size_t)sqlite3_column_bytes(s, 0);
+
+		ret = (ssize_t)n;
+		if (cap && n > cap)
+			ret = -ERANGE;
+		else if (cap && n)
+			memcpy(buf, sqlite3_column_blob(s, 0), n);
+	} else {
+		ret = rc == SQLITE_DONE ? -ENODATA : meta_errno(rc);
+	}
+	meta_finish(s);
+	return ret;
+}
+
+int meta_xattr_set(struct meta *m, uint64_t ino, const char *name, const void *value,
+		   size_t len, int flags)
+{
+	size_t nlen = strlen(name);
+	sqlite3_stmt *s;
+	ssize_t have;
+	int rc, ret;
+
+	if (nlen == 0 || nlen > META_XATTR_NAME_MAX)
+		return nlen ? -ERANGE : -EINVAL;
+	if (len > META_XATTR_SIZE_MAX)
+		return -E2BIG;
+	have = meta_xattr_get(m, ino, name, NULL, 0);
+	if (have < 0 && have != -ENODATA)
+		return (int)have;
+	if (have >= 0 && (flags & META_XATTR_CREATE))
+		return -EEXIST;
+	if (have < 0 && (flags & META_XATTR_REPLACE))
+		return -ENODATA;
+	s = m->st[ST_XATTR_TOTAL];
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	sqlite3_bind_blob(s, 2, name, (int)nlen, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	ret = rc == SQLITE_ROW ? 0 : meta_errno(rc);
+	if (!ret && (uint64_t)sqlite3_column_double(s, 0) + nlen + 1 + len > META_XATTR_TOTAL_MAX)
+		ret = -ENOSPC;
+	meta_finish(s);
+	if (ret)
+		return ret;
+	if (meta_fault(m))
+		return -EIO;
+	s = m->st[have >= 0 ? ST_XATTR_UPDATE : ST_XATTR_INSERT];
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	sqlite3_bind_blob(s, 2, name, (int)nlen, SQLITE_STATIC);
+	/* A zero-length blob, never NULL (the column is NOT NULL). */
+	sqlite3_bind_blob(s, 3, len ? value : "", (int)len, SQLITE_STATIC);
+	return meta_step_done(m, s);
+}
+
+int meta_xattr_remove(struct meta *m, uint64_t ino, const char *name)
+{
+	sqlite3_stmt *s = m->st[ST_XATTR_REMOVE];
+	int ret;
+
+	if (meta_fault(m))
+		return -EIO;
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	sqlite3_bind_blob(s, 2, name, (int)strlen(name), SQLITE_STATIC);
+	ret = meta_step_done(m, s);
+	if (!ret && sqlite3_changes(m->db) == 0)
+		ret = -ENODATA;
+	return ret;
+}
+
+ssize_t meta_xattr_list(struct meta *m, uint64_t ino, char *buf, size_t cap)
+{
+	sqlite3_stmt *s = m->st[ST_XATTR_LIST];
+	size_t used = 0;
+	int rc;
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		size_t n = (size_t)sqlite3_column_bytes(s, 0);
+
+		if (cap && used + n + 1 > cap) {
+			meta_finish(s);
+			return -ERANGE;
+		}
+		if (cap) {
+			memcpy(buf + used, sqlite3_column_blob(s, 0), n);
+			buf[used + n] = '\0';
+		}
+		used += n + 1;
+	}
+	meta_finish(s);
+	return rc == SQLITE_DONE ? (ssize_t)used : meta_errno(rc);
 }
 
 int meta_has_children(struct meta *m, uint64_t dir)

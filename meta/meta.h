@@ -14,9 +14,16 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define META_SCHEMA_VERSION 2
+#define META_SCHEMA_VERSION 3
 #define META_ROOT_INO 1
 #define META_NAME_MAX 255
+/*
+ * The longest key: the path of a file or directory below its tenant
+ * directory, "a/b/c" (PATH_MAX less its NUL, so that any key is a valid
+ * relative path from its tenant).  With the tenant, a path below the root
+ * is at most META_NAME_MAX + 1 + META_KEY_MAX bytes.
+ */
+#define META_KEY_MAX 4095
 
 struct meta;
 
@@ -48,6 +55,11 @@ struct meta_inode {
 	 */
 	uint64_t prev_page, prev_npages, prev_size, prev_csum;
 	uint32_t mode, uid, gid;
+	/*
+	 * Directories: 2 + subdirectories, kept by the store itself as rows
+	 * come and go (read only; meta_update never writes it).
+	 */
+	uint32_t nlink;
 	int32_t bucket;     /* -1: no pages */
 	int32_t prev_bucket;
 	int state;          /* enum meta_state */
@@ -132,6 +144,21 @@ int meta_name(struct meta *m, uint64_t ino, uint64_t *parent, char *name, size_t
  */
 int meta_path(struct meta *m, uint64_t ino, int with_tenant, char *buf, size_t cap,
 	      size_t *len, uint64_t *tenant);
+/*
+ * The length of ino's key (meta_path without the tenant) without building
+ * it: 0 for a tenant; -ENAMETOOLONG past META_KEY_MAX.
+ */
+int meta_key_len(struct meta *m, uint64_t ino, size_t *len);
+/*
+ * The longest path below dir of any of its descendants ("a/b" for dir/a/b),
+ * 0 when it has none: the room a rename of dir must leave for them.
+ */
+int meta_subtree_depth(struct meta *m, uint64_t dir, size_t *len);
+/*
+ * An entry of directory dir was made, removed or renamed: its mtime and
+ * ctime become now; *nlink (may be NULL) gets its link count.
+ */
+int meta_dir_changed(struct meta *m, uint64_t dir, int64_t now, uint32_t *nlink);
 /* Insert in->parent/name; sets in->ino.  -EEXIST when the name is taken. */
 int meta_insert(struct meta *m, struct meta_inode *in, const char *name, size_t len);
 /* Write every attribute and the mapping of in->ino. */
@@ -167,6 +194,30 @@ int meta_delete(struct meta *m, uint64_t ino);
 int meta_detach(struct meta *m, uint64_t ino);
 /* Move ino to newparent/name.  -EEXIST when the target name is taken. */
 int meta_move(struct meta *m, uint64_t ino, uint64_t newparent, const char *name, size_t len);
+/*
+ * Extended attributes of the user namespace ("user.x", stored with their
+ * full name).  Names are at most META_XATTR_NAME_MAX bytes, values at most
+ * META_XATTR_SIZE_MAX (the kernel's limits); all of one inode's, each name
+ * with a NUL and its value, at most META_XATTR_TOTAL_MAX (-ENOSPC past it,
+ * as ext4 when an inode's xattr space is full), so that their list always
+ * fits the kernel's 64 KiB.  A deleted inode's go with it.
+ */
+#define META_XATTR_NAME_MAX 255
+#define META_XATTR_SIZE_MAX 65536
+#define META_XATTR_TOTAL_MAX 65536
+#define META_XATTR_CREATE 1  /* fail with -EEXIST when it exists (XATTR_CREATE) */
+#define META_XATTR_REPLACE 2 /* fail with -ENODATA when it does not (XATTR_REPLACE) */
+/* The value's length, copied to buf when cap > 0; -ENODATA, -ERANGE when cap is short. */
+ssize_t meta_xattr_get(struct meta *m, uint64_t ino, const char *name, void *buf, size_t cap);
+int meta_xattr_set(struct meta *m, uint64_t ino, const char *name, const void *value,
+		   size_t len, int flags);
+int meta_xattr_remove(struct meta *m, uint64_t ino, const char *name);
+/*
+ * The names, each followed by a NUL, in buf; returns their length, or
+ * -ERANGE when cap is short (cap 0: only measure).
+ */
+ssize_t meta_xattr_list(struct meta *m, uint64_t ino, char *buf, size_t cap);
+
 /* 1 when dir has entries, 0 when empty. */
 int meta_has_children(struct meta *m, uint64_t dir);
 

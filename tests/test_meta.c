@@ -161,12 +161,192 @@ START_TEST(test_newer_schema_refused)
 	sqlite3_close(db);
 	file_bytes(dbpath, &before, &lb);
 	ck_assert_int_eq(meta_open(dbpath, 1, &m, err, sizeof(err)), -EPROTONOSUPPORT);
-	ck_assert_str_eq(err, "unsupported schema version: found 7, expected 2");
+	ck_assert_str_eq(err, "unsupported schema version: found 7, expected 3");
 	file_bytes(dbpath, &after, &la);
 	ck_assert_uint_eq(la, lb);
 	ck_assert_mem_eq(before, after, lb);
 	free(before);
 	free(after);
+}
+END_TEST
+
+/* What schema 3 added: dropped, a database is as schema 2 made it. */
+#define SCHEMA_3_DOWN                                                                    \
+	"DROP TRIGGER inodes_nlink_insert; DROP TRIGGER inodes_nlink_delete;"            \
+	"DROP TRIGGER inodes_nlink_move; DROP TRIGGER inodes_xattrs; DROP TABLE xattrs;" \
+	"ALTER TABLE inodes DROP COLUMN nlink;"
+
+static struct meta_inode dir_in(uint64_t parent)
+{
+	struct meta_inode in = file_in(parent, META_COMMITTED);
+
+	in.mode = 040755;
+	return in;
+}
+
+static uint32_t nlink_of(struct meta *m, uint64_t ino)
+{
+	struct meta_inode in;
+
+	ck_assert_int_eq(meta_get(m, ino, &in), 0);
+	return in.nlink;
+}
+
+/* Directory link counts follow mkdir, rmdir and renames of directories. */
+START_TEST(test_dir_nlink)
+{
+	struct meta *m = open_new();
+	struct meta_inode t = dir_in(META_ROOT_INO), a, b, f;
+	uint32_t n = 0;
+
+	ck_assert_uint_eq(nlink_of(m, META_ROOT_INO), 2);
+	ck_assert_int_eq(meta_insert(m, &t, "t", 1), 0);
+	ck_assert_uint_eq(nlink_of(m, META_ROOT_INO), 3);
+	ck_assert_uint_eq(nlink_of(m, t.ino), 2);
+	a = dir_in(t.ino);
+	b = dir_in(t.ino);
+	f = file_in(t.ino, META_COMMITTED);
+	ck_assert_int_eq(meta_insert(m, &a, "a", 1), 0);
+	ck_assert_int_eq(meta_insert(m, &b, "b", 1), 0);
+	ck_assert_int_eq(meta_insert(m, &f, "f", 1), 0);
+	ck_assert_uint_eq(nlink_of(m, t.ino), 4); /* files do not count */
+	ck_assert_int_eq(meta_move(m, b.ino, a.ino, "b", 1), 0);
+	ck_assert_uint_eq(nlink_of(m, t.ino), 3);
+	ck_assert_uint_eq(nlink_of(m, a.ino), 3);
+	ck_assert_int_eq(meta_move(m, b.ino, a.ino, "c", 1), 0); /* same parent */
+	ck_assert_uint_eq(nlink_of(m, a.ino), 3);
+	ck_assert_int_eq(meta_move(m, f.ino, a.ino, "f", 1), 0);
+	ck_assert_uint_eq(nlink_of(m, a.ino), 3);
+	ck_assert_int_eq(meta_delete(m, b.ino), 0);
+	ck_assert_uint_eq(nlink_of(m, a.ino), 2);
+	ck_assert_int_eq(meta_dir_changed(m, a.ino, 42, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_int_eq(meta_get(m, a.ino, &b), 0);
+	ck_assert_int_eq(b.mtime, 42);
+	ck_assert_int_eq(b.ctime, 42);
+	ck_assert_int_eq(meta_dir_changed(m, 999, 42, NULL), -ENOENT);
+	meta_close(m);
+}
+END_TEST
+
+/* Key lengths below the tenant, and the deepest path below a directory. */
+START_TEST(test_key_len)
+{
+	struct meta *m = open_new();
+	struct meta_inode t = dir_in(META_ROOT_INO), a, b, f;
+	char name[256];
+	size_t len = 1;
+
+	ck_assert_int_eq(meta_insert(m, &t, "tenant", 6), 0);
+	a = dir_in(t.ino);
+	ck_assert_int_eq(meta_insert(m, &a, "abc", 3), 0);
+	b = dir_in(a.ino);
+	ck_assert_int_eq(meta_insert(m, &b, "de", 2), 0);
+	f = file_in(b.ino, META_COMMITTED);
+	ck_assert_int_eq(meta_insert(m, &f, "f", 1), 0);
+	ck_assert_int_eq(meta_key_len(m, t.ino, &len), 0);
+	ck_assert_uint_eq(len, 0);
+	ck_assert_int_eq(meta_key_len(m, f.ino, &len), 0);
+	ck_assert_uint_eq(len, strlen("abc/de/f"));
+	ck_assert_int_eq(meta_subtree_depth(m, a.ino, &len), 0);
+	ck_assert_uint_eq(len, strlen("de/f"));
+	ck_assert_int_eq(meta_subtree_depth(m, f.ino, &len), 0);
+	ck_assert_uint_eq(len, 0);
+	/* Past META_KEY_MAX: too long, whatever the buffer. */
+	memset(name, 'x', 255);
+	for (int i = 0; i < 17; i++) {
+		struct meta_inode d = dir_in(b.ino);
+
+		ck_assert_int_eq(meta_insert(m, &d, name, 255), 0);
+		b = d;
+	}
+	ck_assert_int_eq(meta_key_len(m, b.ino, &len), -ENAMETOOLONG);
+	meta_close(m);
+}
+END_TEST
+
+/* User xattrs: set, replace, list, remove, the flags and limits; gone with their inode. */
+START_TEST(test_xattrs)
+{
+	struct meta *m = open_new();
+	struct meta_inode f = file_in(META_ROOT_INO, META_COMMITTED);
+	char buf[128], *big;
+	char err[256];
+
+	ck_assert_int_eq(meta_insert(m, &f, "f", 1), 0);
+	ck_assert_int_eq(meta_xattr_get(m, f.ino, "user.a", buf, sizeof(buf)), -ENODATA);
+	ck_assert_int_eq(meta_xattr_set(m, f.ino, "user.a", "one", 3, META_XATTR_REPLACE),
+			 -ENODATA);
+	ck_assert_int_eq(meta_xattr_set(m, f.ino, "user.a", "one", 3, 0), 0);
+	ck_assert_int_eq(meta_xattr_set(m, f.ino, "user.a", "two", 3, META_XATTR_CREATE), -EEXIST);
+	ck_assert_int_eq(meta_xattr_set(m, f.ino, "user.a", "three", 5, META_XATTR_REPLACE), 0);
+	ck_assert_int_eq(meta_xattr_set(m, f.ino, "user.empty", "", 0, 0), 0);
+	ck_assert_int_eq(meta_xattr_get(m, f.ino, "user.a", NULL, 0), 5);
+	ck_assert_int_eq(meta_xattr_get(m, f.ino, "user.a", buf, 4), -ERANGE);
+	ck_assert_int_eq(meta_xattr_get(m, f.ino, "user.a", buf, sizeof(buf)), 5);
+	ck_assert_mem_eq(buf, "three", 5);
+	ck_assert_int_eq(meta_xattr_get(m, f.ino, "user.empty", buf, sizeof(buf)), 0);
+	ck_assert_int_eq(meta_xattr_list(m, f.ino, NULL, 0), 18);
+	ck_assert_int_eq(meta_xattr_list(m, f.ino, buf, 17), -ERANGE);
+	ck_assert_int_eq(meta_xattr_list(m, f.ino, buf, sizeof(buf)), 18);
+	ck_assert_mem_eq(buf, "user.a\0user.empty\0", 18);
+	ck_assert_int_eq(meta_xattr_remove(m, f.ino, "user.empty"), 0);
+	ck_assert_int_eq(meta_xattr_remove(m, f.ino, "user.empty"), -ENODATA);
+	/* Limits: one value, and all of an inode's together. */
+	big = calloc(1, META_XATTR_SIZE_MAX + 1);
+	ck_assert_ptr_nonnull(big);
+	ck_assert_int_eq(meta_xattr_set(m, f.ino, "user.big", big, META_XATTR_SIZE_MAX + 1, 0),
+			 -E2BIG);
+	ck_assert_int_eq(meta_xattr_set(m, f.ino, "user.big", big, 40000, 0), 0);
+	ck_assert_int_eq(meta_xattr_set(m, f.ino, "user.big2", big, 40000, 0), -ENOSPC);
+	ck_assert_int_eq(meta_xattr_set(m, f.ino, "user.big", big, 50000, 0), 0); /* replaces */
+	free(big);
+	/* Kept across a reopen; deleted with the inode. */
+	meta_close(m);
+	ck_assert_int_eq(meta_open(dbpath, 0, &m, err, sizeof(err)), 0);
+	ck_assert_int_eq(meta_xattr_get(m, f.ino, "user.a", buf, sizeof(buf)), 5);
+	ck_assert_int_eq(meta_delete(m, f.ino), 0);
+	ck_assert_int_eq(meta_xattr_list(m, f.ino, NULL, 0), 0);
+	meta_close(m);
+}
+END_TEST
+
+/*
+ * A schema-2 database is migrated: directory link counts counted once,
+ * then kept; xattrs work.
+ */
+START_TEST(test_migrate_v2)
+{
+	struct meta *m = open_new();
+	struct meta_inode t = dir_in(META_ROOT_INO), a, b, f;
+	sqlite3 *db;
+	char err[256];
+
+	ck_assert_int_eq(meta_insert(m, &t, "t", 1), 0);
+	a = dir_in(t.ino);
+	b = dir_in(t.ino);
+	f = file_in(t.ino, META_COMMITTED);
+	ck_assert_int_eq(meta_insert(m, &a, "a", 1), 0);
+	ck_assert_int_eq(meta_insert(m, &b, "b", 1), 0);
+	ck_assert_int_eq(meta_insert(m, &f, "f", 1), 0);
+	meta_close(m);
+	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, SCHEMA_3_DOWN "PRAGMA user_version = 2", NULL, NULL,
+				      NULL),
+			 SQLITE_OK);
+	sqlite3_close(db);
+
+	ck_assert_int_eq(meta_open(dbpath, META_OPEN_NO_MIGRATE, &m, err, sizeof(err)),
+			 -EPROTONOSUPPORT);
+	ck_assert_int_eq(meta_open(dbpath, 0, &m, err, sizeof(err)), 0);
+	ck_assert_uint_eq(nlink_of(m, META_ROOT_INO), 3);
+	ck_assert_uint_eq(nlink_of(m, t.ino), 4);
+	ck_assert_uint_eq(nlink_of(m, a.ino), 2);
+	ck_assert_int_eq(meta_move(m, b.ino, a.ino, "b", 1), 0);
+	ck_assert_uint_eq(nlink_of(m, a.ino), 3);
+	ck_assert_int_eq(meta_xattr_set(m, f.ino, "user.x", "y", 1, 0), 0);
+	ck_assert_int_eq(meta_xattr_get(m, f.ino, "user.x", NULL, 0), 1);
+	meta_close(m);
 }
 END_TEST
 
@@ -183,7 +363,7 @@ START_TEST(test_migrate_v1)
 	ck_assert_int_eq(meta_insert(m, &a, "kept", 4), 0);
 	meta_close(m);
 	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
-	ck_assert_int_eq(sqlite3_exec(db, "ALTER TABLE inodes DROP COLUMN skey;"
+	ck_assert_int_eq(sqlite3_exec(db, SCHEMA_3_DOWN "ALTER TABLE inodes DROP COLUMN skey;"
 				      "ALTER TABLE inodes DROP COLUMN prev_skey;"
 				      "PRAGMA user_version = 1", NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
@@ -522,6 +702,10 @@ static Suite *meta_suite(void)
 	tcase_add_test(tc, test_bitmaps);
 	tcase_add_test(tc, test_transactions_and_sync);
 	tcase_add_test(tc, test_path);
+	tcase_add_test(tc, test_dir_nlink);
+	tcase_add_test(tc, test_key_len);
+	tcase_add_test(tc, test_xattrs);
+	tcase_add_test(tc, test_migrate_v2);
 	suite_add_tcase(s, tc);
 	return s;
 }

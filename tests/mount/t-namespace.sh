@@ -261,8 +261,8 @@ check "fallocate -l 200000 on a 4-byte file" fallocate -l 200000 "$MNT/t1/fa2"
 { printf 'head'; head -c 199996 /dev/zero; } >"$REF/fa2_exp"
 check_cmp "fallocate keeps the content and zero-fills" "$REF/fa2_exp" "$MNT/t1/fa2"
 # util-linux words EOPNOTSUPP for this mode as "keep size mode is unsupported".
-check_fails "fallocate --punch-hole is not supported (EOPNOTSUPP)" "unsupported" \
-	fallocate -p -o 0 -l 4096 "$MNT/t1/fa2"
+check_fails "fallocate --collapse-range is not supported (EOPNOTSUPP)" "not supported" \
+	fallocate -c -o 0 -l 65536 "$MNT/t1/fa2"
 
 # ---- unlink of an open file ----
 mkrand "$REF/ul" 500000 # 8 pages
