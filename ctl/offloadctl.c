@@ -288,7 +288,7 @@ static int fsck_map(void *ctx, const struct meta_inode *in)
 
 		if (f->bucket_bytes[in->bucket] == UINT64_MAX)
 			return 0; /* not a regular file: not read, reported with the buckets */
-		ret = f->have_kvb ? f->kvb.ops->checksum(f->kvb.arg, &map, &csum)
+		ret = f->have_kvb ? kvb_checksum(&f->kvb, &map, &csum)
 				  : fsck_csum_fd(f, in, &csum);
 		if (ret) {
 			printf("inode %" PRIu64 ": cannot read: %s\n", in->ino, strerror(-ret));
@@ -511,8 +511,8 @@ static void fsck_kv_batch(struct fsck *f)
 		res[i] = 0;
 	}
 	/* Without a probe, the checksum's fetch finds the missing ones (as read errors). */
-	if (n && f->kvb.ops->probe)
-		ret = f->kvb.ops->probe(f->kvb.arg, maps, n, res);
+	if (n && kvb_has_probe(&f->kvb))
+		ret = kvb_probe(&f->kvb, maps, n, res);
 	for (i = 0; i < n; i++) {
 		struct fsck_val *v = &f->batch[i];
 		int r = ret ? ret : res[i];
@@ -531,7 +531,7 @@ static void fsck_kv_batch(struct fsck *f)
 			printf("inode %" PRIu64 " '%s': cannot probe key '%s': %s\n", v->in.ino,
 			       path, v->skey, strerror(-r));
 			f->io_errors++;
-		} else if ((r = f->kvb.ops->checksum(f->kvb.arg, &maps[i], &csum))) {
+		} else if ((r = kvb_checksum(&f->kvb, &maps[i], &csum))) {
 			progress_clear(&f->prog);
 			fsck_fullpath(f->meta, v->in.ino, path, sizeof(path));
 			printf("inode %" PRIu64 " '%s': cannot read key '%s': %s\n", v->in.ino, path,

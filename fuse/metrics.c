@@ -117,8 +117,7 @@ static void mb_hist(struct mbuf *b, const char *name, const char *help, const st
 
 char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 {
-	const struct kvb_ops *ops = ofs->store.kvb.ops;
-	void *arg = ofs->store.kvb.arg;
+	struct kvb *kvb = &ofs->store.kvb;
 	struct ofs_metrics *m = &ofs->metrics;
 	struct mbuf b = { 0 };
 	struct kvb_stats ks = { 0 };
@@ -127,7 +126,7 @@ char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 	uint32_t i, nb = ofs->store.geom.bucket_count;
 	int c;
 
-	ops->stats(arg, &ks);
+	kvb_stats(kvb, &ks);
 	pthread_mutex_lock(&ofs->lock);
 	nfiles = ofs->store.nfiles;
 	pthread_mutex_unlock(&ofs->lock);
@@ -135,7 +134,7 @@ char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 	mb_one(&b, "offloadfs_page_size_bytes", "gauge", "Allocation unit of the store.",
 	       ofs->store.geom.page_size);
 	/* From the backend's statfs: all pages of all buckets, or a KV store's capacity. */
-	if (ops->statfs(arg, &sf))
+	if (kvb_statfs(kvb, &sf))
 		memset(&sf, 0, sizeof(sf));
 	mb_one(&b, "offloadfs_capacity_bytes", "gauge",
 	       "Bytes the store can hold (all pages of all buckets; kv_max_bytes on ubsio).",
@@ -145,7 +144,7 @@ char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 	mb_one(&b, "offloadfs_store_pages_free", "gauge",
 	       "Free pages (statfs free blocks) of the store.", sf.blocks_free);
 	mb_head(&b, "offloadfs_backend_info", "gauge", "The storage backend of the store.");
-	mb_printf(&b, "offloadfs_backend_info{backend=\"%s\"} 1\n", ops->name);
+	mb_printf(&b, "offloadfs_backend_info{backend=\"%s\"} 1\n", kvb_name(kvb));
 	if (!strcmp(ofs->store.backend, "ubsio")) {
 		const struct kvb_ubsio_config *uc = &ofs->store.ubsio;
 		const char *l = uc->lib ? uc->lib : "";
@@ -166,18 +165,18 @@ char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 	mb_head(&b, "offloadfs_bucket_pages_allocated", "gauge",
 		"Pages in use in each bucket (objects, writes in progress, frees awaiting a sync).");
 	for (i = 0; i < nb; i++)
-		if (ops->bucket_usage(arg, i, &used, &fr, &largest) == 0)
+		if (kvb_bucket_usage(kvb, i, &used, &fr, &largest) == 0)
 			mb_printf(&b, "offloadfs_bucket_pages_allocated{bucket=\"%02x\"} %llu\n", i,
 				  (unsigned long long)used);
 	mb_head(&b, "offloadfs_bucket_pages_free", "gauge", "Free pages in each bucket.");
 	for (i = 0; i < nb; i++)
-		if (ops->bucket_usage(arg, i, &used, &fr, &largest) == 0)
+		if (kvb_bucket_usage(kvb, i, &used, &fr, &largest) == 0)
 			mb_printf(&b, "offloadfs_bucket_pages_free{bucket=\"%02x\"} %llu\n", i,
 				  (unsigned long long)fr);
 	mb_head(&b, "offloadfs_bucket_largest_free_run_pages", "gauge",
 		"Longest run of free pages in each bucket (fragmentation).");
 	for (i = 0; i < nb; i++)
-		if (ops->bucket_usage(arg, i, &used, &fr, &largest) == 0)
+		if (kvb_bucket_usage(kvb, i, &used, &fr, &largest) == 0)
 			mb_printf(&b, "offloadfs_bucket_largest_free_run_pages{bucket=\"%02x\"} %llu\n",
 				  i, (unsigned long long)largest);
 	mb_one(&b, "offloadfs_objects", "gauge", "Regular files (objects) in the store.", nfiles);
@@ -251,12 +250,12 @@ char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 		"Calls the storage backend made, by call.");
 	for (c = 0; c < KVB_NCALLS; c++)
 		mb_printf(&b, "offloadfs_backend_calls_total{backend=\"%s\",call=\"%s\"} %llu\n",
-			  ops->name, kvb_call_name(c), (unsigned long long)ks.calls[c]);
+			  kvb_name(kvb), kvb_call_name(c), (unsigned long long)ks.calls[c]);
 	mb_head(&b, "offloadfs_backend_errors_total", "counter",
 		"Calls the storage backend made that failed, by call.");
 	for (c = 0; c < KVB_NCALLS; c++)
 		mb_printf(&b, "offloadfs_backend_errors_total{backend=\"%s\",call=\"%s\"} %llu\n",
-			  ops->name, kvb_call_name(c), (unsigned long long)ks.errors[c]);
+			  kvb_name(kvb), kvb_call_name(c), (unsigned long long)ks.errors[c]);
 	if (b.oom) {
 		free(b.p);
 		return NULL;

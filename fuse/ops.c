@@ -217,9 +217,7 @@ static void ofs_isettle(struct ofs *ofs, struct ofs_inode *in)
 
 	if (in->nopen == 0 && in->unlinked == 2) {
 		struct kvb_map map = ofs_committed(&in->m);
-		int ret = map.bucket >= 0 && s->kvb.ops->remove_prepare
-				  ? s->kvb.ops->remove_prepare(s->kvb.arg, &map)
-				  : 0;
+		int ret = map.bucket >= 0 ? kvb_remove_prepare(&s->kvb, &map) : 0;
 
 		if (!ret)
 			ret = meta_delete(s->meta, in->ino);
@@ -228,7 +226,7 @@ static void ofs_isettle(struct ofs *ofs, struct ofs_inode *in)
 			ofs_log("cannot delete unlinked inode %llu: %s (recovered at next mount)",
 				(unsigned long long)in->ino, meta_errmsg(s->meta));
 		else if (map.bucket >= 0)
-			s->kvb.ops->remove(s->kvb.arg, &map);
+			kvb_remove(&s->kvb, &map);
 		in->unlinked = 1;
 	}
 	if (in->nopen == 0 && in->nlookup == 0 && in->busy == 0 && in->ino != META_ROOT_INO)
@@ -255,7 +253,7 @@ static void ofs_fill_stat(const struct ofs *ofs, const struct ofs_inode *in,
 	if (in && in->obj) {
 		struct kvb_map view;
 
-		ofs->store.kvb.ops->obj_view(ofs->store.kvb.arg, in->obj, &view);
+		kvb_obj_view(&ofs->store.kvb, in->obj, &view);
 		size = view.size;
 		npages = view.bucket >= 0 ? view.npages : 0;
 	}
@@ -418,7 +416,7 @@ static int ofs_obj_open(struct ofs *ofs, struct ofs_inode *in)
 		klen = 0;
 	else if (ret)
 		return ret;
-	ret = ofs->store.kvb.ops->obj_open(ofs->store.kvb.arg, &c, key, klen, &obj);
+	ret = kvb_obj_open(&ofs->store.kvb, &c, key, klen, &obj);
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&ofs->lock);
@@ -436,7 +434,7 @@ static void ofs_obj_close(struct ofs *ofs, struct ofs_inode *in)
 	in->obj = NULL;
 	pthread_mutex_unlock(&ofs->lock);
 	in->werr = 0;
-	ofs->store.kvb.ops->obj_close(ofs->store.kvb.arg, obj);
+	kvb_obj_close(&ofs->store.kvb, obj);
 }
 
 /* The durability barrier (store.c), under our metadata lock. */
@@ -468,14 +466,13 @@ static int ofs_reclaim(struct ofs *ofs)
  */
 static int ofs_commit(struct ofs *ofs, struct ofs_inode *in, int sync)
 {
-	const struct kvb_ops *ops = ofs->store.kvb.ops;
 	int ret;
 
 	if (in->obj && in->werr) {
 		OFS_COUNT(ofs->metrics.commit_failures, 1);
 		return in->werr;
 	}
-	if (!in->obj || (!ops->obj_dirty(ofs->store.kvb.arg, in->obj) &&
+	if (!in->obj || (!kvb_obj_dirty(&ofs->store.kvb, in->obj) &&
 			 in->m.state == META_COMMITTED))
 		return sync ? ofs_durable(ofs, NULL) : 0;
 	ret = ofs_store_commit(&ofs->store, &ofs->lock, &in->m, in->obj);
@@ -740,7 +737,7 @@ static void ofs_promote_one(struct ofs *ofs, const struct meta_task *t)
 	} else if (!(buf = malloc(t->size ? t->size : 1))) {
 		state = META_TASK_FAILED;
 		why = "out of memory";
-	} else if (ofs->store.kvb.ops->read(ofs->store.kvb.arg, &map, buf, t->size, 0) !=
+	} else if (kvb_read(&ofs->store.kvb, &map, buf, t->size, 0) !=
 		   (ssize_t)t->size) {
 		state = META_TASK_FAILED;
 		why = "read error";
@@ -999,7 +996,6 @@ static void ofs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 
 static int ofs_setattr_size(struct ofs *ofs, struct ofs_inode *in, uint64_t size, int from_fd)
 {
-	const struct kvb_ops *ops = ofs->store.kvb.ops;
 	int temporary = !in->obj, ret;
 
 	if (S_ISDIR(in->m.mode))
@@ -1017,9 +1013,9 @@ static int ofs_setattr_size(struct ofs *ofs, struct ofs_inode *in, uint64_t size
 		if (ret)
 			goto out;
 	}
-	ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj, size);
+	ret = kvb_obj_truncate(&ofs->store.kvb, in->obj, size);
 	if (ret == -ENOSPC && ofs_reclaim(ofs))
-		ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj, size);
+		ret = kvb_obj_truncate(&ofs->store.kvb, in->obj, size);
 	/* truncate(2) by path holds once it returns; ftruncate joins its writer's commit. */
 	if (!ret && (!from_fd || temporary))
 		ret = ofs_commit(ofs, in, 0);
@@ -1217,12 +1213,11 @@ static void ofs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const
  */
 static void ofs_prepare_drop(struct ofs *ofs, uint64_t parent, const char *name)
 {
-	const struct kvb_ops *ops = ofs->store.kvb.ops;
 	struct kvb_map map = KVB_MAP_EMPTY;
 	struct ofs_inode *in;
 	struct meta_inode m;
 
-	if (!ops->remove_prepare)
+	if (!kvb_has_remove_prepare(&ofs->store.kvb))
 		return;
 	pthread_mutex_lock(&ofs->lock);
 	if (meta_lookup(ofs->store.meta, parent, name, strlen(name), &m) == 0 &&
@@ -1233,7 +1228,7 @@ static void ofs_prepare_drop(struct ofs *ofs, uint64_t parent, const char *name)
 	}
 	pthread_mutex_unlock(&ofs->lock);
 	if (map.bucket >= 0)
-		(void)ops->remove_prepare(ofs->store.kvb.arg, &map); /* errors: again under the lock */
+		(void)kvb_remove_prepare(&ofs->store.kvb, &map); /* errors: again under the lock */
 }
 
 /*
@@ -1255,9 +1250,7 @@ static int ofs_drop_name(struct ofs *ofs, const struct meta_inode *m, struct kvb
 	} else {
 		struct kvb_map map = ofs_committed(in ? &in->m : m);
 
-		ret = map.bucket >= 0 && ofs->store.kvb.ops->remove_prepare
-			      ? ofs->store.kvb.ops->remove_prepare(ofs->store.kvb.arg, &map)
-			      : 0;
+		ret = map.bucket >= 0 ? kvb_remove_prepare(&ofs->store.kvb, &map) : 0;
 		if (!ret)
 			ret = meta_delete(ofs->store.meta, m->ino);
 		if (!ret) {
@@ -1324,7 +1317,7 @@ static void ofs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!ret)
 		ret = ofs_drop_entry(ofs, &m, &to_free);
 	if (!ret && to_free.bucket >= 0)
-		ofs->store.kvb.ops->remove(ofs->store.kvb.arg, &to_free);
+		kvb_remove(&ofs->store.kvb, &to_free);
 	pthread_mutex_unlock(&ofs->lock);
 	fuse_reply_err(req, -ret);
 }
@@ -1472,7 +1465,7 @@ static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		if (S_ISDIR(src.mode))
 			ofs->dir_renames++; /* the keys below it changed length */
 		if (to_free.bucket >= 0)
-			ofs->store.kvb.ops->remove(ofs->store.kvb.arg, &to_free);
+			kvb_remove(&ofs->store.kvb, &to_free);
 	}
 out:
 	pthread_mutex_unlock(&ofs->lock);
@@ -1481,14 +1474,13 @@ out:
 
 static int ofs_open_writer(struct ofs *ofs, struct ofs_inode *in, int trunc)
 {
-	const struct kvb_ops *ops = ofs->store.kvb.ops;
 	int ret = 0;
 
 	pthread_rwlock_wrlock(ofs_rw(ofs, in));
 	if (!in->obj)
 		ret = ofs_obj_open(ofs, in);
 	if (!ret && trunc)
-		ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj, 0);
+		ret = kvb_obj_truncate(&ofs->store.kvb, in->obj, 0);
 	if (!ret && trunc) {
 		/*
 		 * O_TRUNC marks mtime and ctime for update, as truncate(2) does;
@@ -1497,7 +1489,7 @@ static int ofs_open_writer(struct ofs *ofs, struct ofs_inode *in, int trunc)
 		 */
 		pthread_mutex_lock(&ofs->lock);
 		in->m.mtime = in->m.ctime = ofs_now();
-		if (!ops->obj_dirty(ofs->store.kvb.arg, in->obj))
+		if (!kvb_obj_dirty(&ofs->store.kvb, in->obj))
 			ret = meta_update(ofs->store.meta, &in->m);
 		pthread_mutex_unlock(&ofs->lock);
 	}
@@ -1584,7 +1576,7 @@ struct ofs_bytes {
 static void ofs_bytes_release(struct ofs *ofs, struct ofs_bytes *b)
 {
 	if (b->ref)
-		ofs->store.kvb.ops->read_unref(ofs->store.kvb.arg, b->ref);
+		kvb_read_unref(&ofs->store.kvb, b->ref);
 	free(b->own);
 }
 
@@ -1637,7 +1629,7 @@ static void ofs_value_missing(struct ofs *ofs, struct ofs_inode *in, const struc
 		klen = 0;
 	ret = ofs_drop_name(ofs, &in->m, &to_free);
 	if (!ret && to_free.bucket >= 0)
-		ofs->store.kvb.ops->remove(ofs->store.kvb.arg, &to_free);
+		kvb_remove(&ofs->store.kvb, &to_free);
 	pthread_mutex_unlock(&ofs->lock);
 	if (ret) {
 		ofs_log("'%.*s' (inode %llu): the backend has lost its value, and dropping the file "
@@ -1664,8 +1656,7 @@ static void ofs_value_missing(struct ofs *ofs, struct ofs_inode *in, const struc
 static ssize_t ofs_fetch(struct ofs *ofs, struct ofs_inode *in, const struct kvb_map *map,
 			 size_t size, uint64_t off, int quiet, struct ofs_bytes *b)
 {
-	const struct kvb_ops *ops = ofs->store.kvb.ops;
-	void *arg = ofs->store.kvb.arg;
+	struct kvb *kvb = &ofs->store.kvb;
 	uint64_t bad = 0;
 	ssize_t n;
 
@@ -1673,25 +1664,24 @@ static ssize_t ofs_fetch(struct ofs *ofs, struct ofs_inode *in, const struct kvb
 	b->fd = -1;
 	if (ofs->dram_capacity && !in->obj && (n = ofs_fetch_dram(ofs, in, size, off, b)) >= 0)
 		return n;
-	if (ops->read_ref && !in->obj && map->bucket >= 0 &&
-	    (!ofs->verify || ofs_load_pcs(ofs, in) == 0)) {
-		n = ops->read_ref(arg, map, ofs->verify ? in->pcs : NULL, size, off, &b->ptr, &b->ref,
-				  &bad);
+	if (!in->obj && map->bucket >= 0 && (!ofs->verify || ofs_load_pcs(ofs, in) == 0)) {
+		n = kvb_read_ref(kvb, map, ofs->verify ? in->pcs : NULL, size, off, &b->ptr, &b->ref,
+				 &bad);
 		if (n != -EOPNOTSUPP)
 			goto checked;
 	}
 	if (ofs->verify && !in->obj && map->bucket >= 0 && ofs_load_pcs(ofs, in) == 0) {
 		b->own = malloc(size ? size : 1);
-		n = b->own ? ops->read_verified(arg, map, in->pcs, b->own, size, off, &bad) : -ENOMEM;
+		n = b->own ? kvb_read_verified(kvb, map, in->pcs, b->own, size, off, &bad) : -ENOMEM;
 		b->ptr = b->own;
 		goto checked;
 	}
-	if (ops->read_fd(arg, map, off, size, &b->fd, &b->pos) == 0)
+	if (kvb_read_fd(kvb, map, off, size, &b->fd, &b->pos) == 0)
 		return (ssize_t)size; /* straight from the bucket file: no copy through our memory */
 	b->fd = -1;
 	b->own = malloc(size ? size : 1);
 	b->ptr = b->own;
-	n = b->own ? ops->read(arg, map, b->own, size, off) : -ENOMEM;
+	n = b->own ? kvb_read(kvb, map, b->own, size, off) : -ENOMEM;
 checked:
 	if (n == -EBADMSG) {
 		if (!quiet)
@@ -1866,7 +1856,7 @@ static void ofs_unmake(struct ofs *ofs, uint64_t ino)
 		ofs_log("inode %llu: cannot remove the entry of a failed create: %s (dropped at "
 			"the next mount)", (unsigned long long)ino, strerror(-ret));
 	else if (to_free.bucket >= 0)
-		ofs->store.kvb.ops->remove(ofs->store.kvb.arg, &to_free);
+		kvb_remove(&ofs->store.kvb, &to_free);
 }
 
 static void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -1940,7 +1930,6 @@ static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, 
 			struct fuse_file_info *fi, struct ofs_inode *in)
 {
 	struct ofs *ofs = ofs_of(req);
-	const struct kvb_ops *ops = ofs->store.kvb.ops;
 	struct kvb_map map;
 	pthread_rwlock_t *lk;
 	uint64_t t0 = ofs_now_ns();
@@ -1959,14 +1948,14 @@ static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, 
 	lk = ofs_rw(ofs, in);
 	pthread_rwlock_rdlock(lk);
 	if (in->obj)
-		ops->obj_view(ofs->store.kvb.arg, in->obj, &map);
+		kvb_obj_view(&ofs->store.kvb, in->obj, &map);
 	else
 		map = ofs_committed(&in->m);
 	if ((uint64_t)off < map.size && size > map.size - (uint64_t)off)
 		size = (size_t)(map.size - (uint64_t)off);
 	/* A writer's run may still be filling lazily (copy-on-write): the pages read first. */
-	if ((uint64_t)off < map.size && in->obj && ops->obj_settle &&
-	    (settle = ops->obj_settle(ofs->store.kvb.arg, in->obj, (uint64_t)off, size))) {
+	if ((uint64_t)off < map.size && in->obj &&
+	    (settle = kvb_obj_settle(&ofs->store.kvb, in->obj, (uint64_t)off, size))) {
 		fuse_reply_err(req, -settle);
 	} else if ((uint64_t)off >= map.size) {
 		fuse_reply_buf(req, NULL, 0);
@@ -2047,10 +2036,10 @@ static void ofs_do_write(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, const char *
 	else if ((low = ofs_store_meta_low(&ofs->store)))
 		n = -ENOSPC; /* its commit could not be recorded */
 	else
-		n = ofs->store.kvb.ops->obj_write(ofs->store.kvb.arg, in->obj, buf, size,
+		n = kvb_obj_write(&ofs->store.kvb, in->obj, buf, size,
 						 (uint64_t)off);
 	if (n == -ENOSPC && in->obj && !in->werr && !low && ofs_reclaim(ofs))
-		n = ofs->store.kvb.ops->obj_write(ofs->store.kvb.arg, in->obj, buf, size,
+		n = kvb_obj_write(&ofs->store.kvb, in->obj, buf, size,
 						 (uint64_t)off);
 	if (n < 0 && in->obj && !in->werr)
 		ofs_poison(ofs, in, (int)n, (uint64_t)off, size);
@@ -2150,7 +2139,7 @@ static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fus
 	 * does (ofs_prepare_drop); the prepare under the lock is then free.
 	 */
 	/* A relaxed read as a hint, so other releases take no extra lock. */
-	if (ofs->store.kvb.ops->remove_prepare &&
+	if (kvb_has_remove_prepare(&ofs->store.kvb) &&
 	    __atomic_load_n(&in->unlinked, __ATOMIC_RELAXED) == 2) {
 		struct kvb_map map = KVB_MAP_EMPTY;
 
@@ -2159,7 +2148,7 @@ static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fus
 			map = ofs_committed(&in->m);
 		pthread_mutex_unlock(&ofs->lock);
 		if (map.bucket >= 0)
-			(void)ofs->store.kvb.ops->remove_prepare(ofs->store.kvb.arg, &map);
+			(void)kvb_remove_prepare(&ofs->store.kvb, &map);
 	}
 	pthread_mutex_lock(&ofs->lock);
 	in->nopen--;
@@ -2220,14 +2209,12 @@ static char ofs_zeros[1u << 20];
 /* Write zeros over [off, end) of the working state.  Under in's rw lock. */
 static int ofs_zero_range(struct ofs *ofs, struct ofs_inode *in, uint64_t off, uint64_t end)
 {
-	const struct kvb_ops *ops = ofs->store.kvb.ops;
-
 	while (off < end) {
 		size_t n = end - off < sizeof(ofs_zeros) ? (size_t)(end - off) : sizeof(ofs_zeros);
-		ssize_t w = ops->obj_write(ofs->store.kvb.arg, in->obj, ofs_zeros, n, off);
+		ssize_t w = kvb_obj_write(&ofs->store.kvb, in->obj, ofs_zeros, n, off);
 
 		if (w == -ENOSPC && ofs_reclaim(ofs))
-			w = ops->obj_write(ofs->store.kvb.arg, in->obj, ofs_zeros, n, off);
+			w = kvb_obj_write(&ofs->store.kvb, in->obj, ofs_zeros, n, off);
 		if (w < 0)
 			return (int)w;
 		off += (uint64_t)w;
@@ -2247,7 +2234,6 @@ static void ofs_do_fallocate(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, int mode
 			     struct fuse_file_info *fi, struct ofs_inode *in)
 {
 	struct ofs *ofs = ofs_of(req);
-	const struct kvb_ops *ops = ofs->store.kvb.ops;
 	int zero = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE), keep = mode & FALLOC_FL_KEEP_SIZE;
 	struct kvb_map view;
 	uint64_t end;
@@ -2273,17 +2259,17 @@ static void ofs_do_fallocate(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, int mode
 	if (!in->obj) {
 		ret = -EBADF;
 	} else {
-		ops->obj_view(ofs->store.kvb.arg, in->obj, &view);
+		kvb_obj_view(&ofs->store.kvb, in->obj, &view);
 		if (zero)
 			ret = ofs_zero_range(ofs, in, (uint64_t)off, end < view.size ? end : view.size);
 		if (!ret && end > view.size && !keep) {
-			ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj, end);
+			ret = kvb_obj_truncate(&ofs->store.kvb, in->obj, end);
 			if (ret == -ENOSPC && ofs_reclaim(ofs))
-				ret = ops->obj_truncate(ofs->store.kvb.arg, in->obj, end);
-		} else if (!ret && end > view.size && !zero && ops->obj_reserve) {
-			ret = ops->obj_reserve(ofs->store.kvb.arg, in->obj, end);
+				ret = kvb_obj_truncate(&ofs->store.kvb, in->obj, end);
+		} else if (!ret && end > view.size && !zero) {
+			ret = kvb_obj_reserve(&ofs->store.kvb, in->obj, end);
 			if (ret == -ENOSPC && ofs_reclaim(ofs))
-				ret = ops->obj_reserve(ofs->store.kvb.arg, in->obj, end);
+				ret = kvb_obj_reserve(&ofs->store.kvb, in->obj, end);
 		}
 		/* Content changed: mtime and ctime, as a write's. */
 		if (!ret && (zero || (end > view.size && !keep))) {
@@ -2419,7 +2405,7 @@ static void ofs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	int ret;
 
 	(void)ino;
-	ret = ofs->store.kvb.ops->statfs(ofs->store.kvb.arg, &ks);
+	ret = kvb_statfs(&ofs->store.kvb, &ks);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -2554,7 +2540,7 @@ static void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, si
 		struct kvb_map map = ofs_committed(&in->m);
 
 		if (desc)
-			ret = ofs->store.kvb.ops->describe(ofs->store.kvb.arg, &map, buf,
+			ret = kvb_describe(&ofs->store.kvb, &map, buf,
 							   sizeof(buf));
 		else
 			ret = snprintf(buf, sizeof(buf), "%016llx", (unsigned long long)in->m.csum);

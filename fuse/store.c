@@ -465,7 +465,7 @@ int ofs_store_sync(struct ofs_store *s, pthread_mutex_t *meta_lock, uint64_t *re
 	if (meta_lock)
 		pthread_mutex_unlock(meta_lock);
 	/* Data first: a durable record must never point at bytes that are not. */
-	ret = s->kvb.ops->barrier(s->kvb.arg, &mark);
+	ret = kvb_barrier(&s->kvb, &mark);
 	if (!ret) {
 		if (meta_lock)
 			pthread_mutex_lock(meta_lock);
@@ -498,7 +498,7 @@ int ofs_store_sync(struct ofs_store *s, pthread_mutex_t *meta_lock, uint64_t *re
 			pthread_mutex_unlock(meta_lock);
 	}
 	if (!ret)
-		n = s->kvb.ops->release(s->kvb.arg, mark);
+		n = kvb_release_freed(&s->kvb, mark);
 	pthread_mutex_unlock(&s->sync_lock);
 	if (released)
 		*released = n;
@@ -508,7 +508,6 @@ int ofs_store_sync(struct ofs_store *s, pthread_mutex_t *meta_lock, uint64_t *re
 int ofs_store_commit(struct ofs_store *s, pthread_mutex_t *meta_lock, struct meta_inode *cur,
 		     struct kvb_obj *obj)
 {
-	const struct kvb_ops *ops = s->kvb.ops;
 	const uint64_t *pcsums = NULL;
 	struct meta_inode m;
 	struct kvb_map map = { 0 };
@@ -516,7 +515,7 @@ int ofs_store_commit(struct ofs_store *s, pthread_mutex_t *meta_lock, struct met
 	uint64_t csum;
 	int ret;
 
-	ret = ops->obj_commit_prepare(s->kvb.arg, obj, 0, &map, &csum, &pcsums);
+	ret = kvb_obj_commit_prepare(&s->kvb, obj, 0, &map, &csum, &pcsums);
 	if (ret)
 		return ret;
 	if (meta_lock)
@@ -545,7 +544,7 @@ int ofs_store_commit(struct ofs_store *s, pthread_mutex_t *meta_lock, struct met
 		*cur = m;
 	if (meta_lock)
 		pthread_mutex_unlock(meta_lock);
-	ops->obj_commit_done(s->kvb.arg, obj, ret == 0);
+	kvb_obj_commit_done(&s->kvb, obj, ret == 0);
 	return ret;
 }
 
@@ -589,7 +588,7 @@ static int store_verify_unsynced(struct ofs_store *s)
 		struct kvb_map map = { in->bucket, in->page, in->npages, in->size, NULL };
 		uint64_t csum;
 
-		if (s->kvb.ops->checksum(s->kvb.arg, &map, &csum) == 0 && csum == in->csum)
+		if (kvb_checksum(&s->kvb, &map, &csum) == 0 && csum == in->csum)
 			continue;
 		if (in->prev_bucket >= 0 || in->prev_bucket == STORE_PREV_EMPTY) {
 			in->bucket = in->prev_bucket >= 0 ? in->prev_bucket : -1;
@@ -629,7 +628,7 @@ struct store_missing {
 static int store_missing_flush(struct store_missing *m)
 {
 	size_t i;
-	int ret = m->n ? m->s->kvb.ops->probe(m->s->kvb.arg, m->maps, m->n, m->res) : 0;
+	int ret = m->n ? kvb_probe(&m->s->kvb, m->maps, m->n, m->res) : 0;
 
 	for (i = 0; !ret && i < m->n; i++) {
 		if (m->res[i] != -ENOENT)
@@ -671,7 +670,7 @@ static int store_drop_missing(struct ofs_store *s)
 	size_t i;
 	int ret = 0;
 
-	if (!s->kvb.ops->probe)
+	if (!kvb_has_probe(&s->kvb))
 		return 0;
 	m.maps = calloc(STORE_PROBE_BATCH, sizeof(*m.maps));
 	m.inos = calloc(STORE_PROBE_BATCH, sizeof(*m.inos));
@@ -690,17 +689,17 @@ static int store_drop_missing(struct ofs_store *s)
 			ret = 0;
 			continue;
 		}
-		if (!ret && in.bucket >= 0 && s->kvb.ops->remove_prepare) {
+		if (!ret && in.bucket >= 0) {
 			struct kvb_map map = { in.bucket, in.page, in.npages, in.size, NULL };
 
-			ret = s->kvb.ops->remove_prepare(s->kvb.arg, &map);
+			ret = kvb_remove_prepare(&s->kvb, &map);
 		}
 		if (!ret)
 			ret = meta_delete(s->meta, in.ino);
 		if (!ret && in.bucket >= 0) {
 			struct kvb_map map = { in.bucket, in.page, in.npages, in.size, NULL };
 
-			s->kvb.ops->remove(s->kvb.arg, &map);
+			kvb_remove(&s->kvb, &map);
 			s->dropped_missing++;
 		}
 	}
@@ -949,7 +948,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 		ret = -EIO;
 		goto out;
 	}
-	ret = s->kvb.ops->start(s->kvb.arg, s->meta, s->was_clean, s->start_msg,
+	ret = kvb_start(&s->kvb, s->meta, s->was_clean, s->start_msg,
 				sizeof(s->start_msg));
 	if (ret) {
 		snprintf(err, errlen, "cannot start the %s backend: %s", s->backend, s->start_msg);
@@ -1043,7 +1042,7 @@ int ofs_store_close(struct ofs_store *s)
 	if (!ret)
 		ret = meta_begin(s->meta);
 	if (!ret)
-		ret = s->kvb.ops->stop(s->kvb.arg, s->meta);
+		ret = kvb_stop(&s->kvb, s->meta);
 	if (!ret)
 		ret = meta_clean_set(s->meta, 1);
 	if (!ret)

@@ -11,6 +11,7 @@
 #ifndef OFFLOADFS_KVB_H
 #define OFFLOADFS_KVB_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -188,6 +189,189 @@ struct kvb {
 	const struct kvb_ops *ops;
 	void *arg;
 };
+
+/*
+ * Callers go through these wrappers, never through the ops table: an
+ * optional method that a backend leaves NULL is answered here, in one
+ * place (sqlite's os.c over its pMethods).
+ */
+static inline int kvb_start(const struct kvb *k, struct meta *m, int clean, char *msg, size_t msglen)
+{
+	return k->ops->start(k->arg, m, clean, msg, msglen);
+}
+
+static inline int kvb_stop(const struct kvb *k, struct meta *m)
+{
+	return k->ops->stop(k->arg, m);
+}
+
+static inline int kvb_obj_open(const struct kvb *k, const struct kvb_map *c, const char *key,
+			       size_t klen, struct kvb_obj **out)
+{
+	return k->ops->obj_open(k->arg, c, key, klen, out);
+}
+
+static inline ssize_t kvb_obj_write(const struct kvb *k, struct kvb_obj *o, const void *buf, size_t len,
+				    uint64_t off)
+{
+	return k->ops->obj_write(k->arg, o, buf, len, off);
+}
+
+static inline int kvb_obj_truncate(const struct kvb *k, struct kvb_obj *o, uint64_t size)
+{
+	return k->ops->obj_truncate(k->arg, o, size);
+}
+
+/* A backend without reservations has nothing to reserve: its writes find room or fail then. */
+static inline int kvb_obj_reserve(const struct kvb *k, struct kvb_obj *o, uint64_t size)
+{
+	return k->ops->obj_reserve ? k->ops->obj_reserve(k->arg, o, size) : 0;
+}
+
+static inline void kvb_obj_view(const struct kvb *k, struct kvb_obj *o, struct kvb_map *view)
+{
+	k->ops->obj_view(k->arg, o, view);
+}
+
+static inline int kvb_obj_dirty(const struct kvb *k, struct kvb_obj *o)
+{
+	return k->ops->obj_dirty(k->arg, o);
+}
+
+/* Nothing to settle for a backend without lazy copies. */
+static inline int kvb_obj_settle(const struct kvb *k, struct kvb_obj *o, uint64_t off, uint64_t len)
+{
+	return k->ops->obj_settle ? k->ops->obj_settle(k->arg, o, off, len) : 0;
+}
+
+static inline int kvb_obj_commit_prepare(const struct kvb *k, struct kvb_obj *o, int sync,
+					 struct kvb_map *map, uint64_t *csum,
+					 const uint64_t **pcsums)
+{
+	return k->ops->obj_commit_prepare(k->arg, o, sync, map, csum, pcsums);
+}
+
+static inline void kvb_obj_commit_done(const struct kvb *k, struct kvb_obj *o, int ok)
+{
+	k->ops->obj_commit_done(k->arg, o, ok);
+}
+
+static inline void kvb_obj_close(const struct kvb *k, struct kvb_obj *o)
+{
+	k->ops->obj_close(k->arg, o);
+}
+
+static inline ssize_t kvb_read(const struct kvb *k, const struct kvb_map *m, void *buf, size_t len,
+			       uint64_t off)
+{
+	return k->ops->read(k->arg, m, buf, len, off);
+}
+
+static inline int kvb_read_fd(const struct kvb *k, const struct kvb_map *m, uint64_t off, size_t len,
+			      int *fd, off_t *pos)
+{
+	return k->ops->read_fd(k->arg, m, off, len, fd, pos);
+}
+
+static inline int kvb_sync(const struct kvb *k, const struct kvb_map *m)
+{
+	return k->ops->sync(k->arg, m);
+}
+
+static inline int kvb_remove(const struct kvb *k, const struct kvb_map *m)
+{
+	return k->ops->remove(k->arg, m);
+}
+
+/* Nothing to prepare for a backend whose recovery finds the storage by itself. */
+static inline int kvb_remove_prepare(const struct kvb *k, const struct kvb_map *m)
+{
+	return k->ops->remove_prepare ? k->ops->remove_prepare(k->arg, m) : 0;
+}
+
+/* Whether removes need preparing (the work can then be done before taking a lock). */
+static inline int kvb_has_remove_prepare(const struct kvb *k)
+{
+	return k->ops->remove_prepare != NULL;
+}
+
+static inline int kvb_barrier(const struct kvb *k, uint64_t *mark)
+{
+	return k->ops->barrier(k->arg, mark);
+}
+
+static inline uint64_t kvb_release_freed(const struct kvb *k, uint64_t mark)
+{
+	return k->ops->release(k->arg, mark);
+}
+
+static inline ssize_t kvb_read_verified(const struct kvb *k, const struct kvb_map *m,
+					const uint64_t *pcsums, void *buf, size_t len,
+					uint64_t off, uint64_t *bad_page)
+{
+	return k->ops->read_verified(k->arg, m, pcsums, buf, len, off, bad_page);
+}
+
+/* -EOPNOTSUPP from a backend that has no buffers of its own: use kvb_read. */
+static inline ssize_t kvb_read_ref(const struct kvb *k, const struct kvb_map *m, const uint64_t *pcsums,
+				   size_t len, uint64_t off, const void **ptr, void **ref,
+				   uint64_t *bad_page)
+{
+	if (!k->ops->read_ref) {
+		*ptr = NULL;
+		*ref = NULL;
+		return -EOPNOTSUPP;
+	}
+	return k->ops->read_ref(k->arg, m, pcsums, len, off, ptr, ref, bad_page);
+}
+
+static inline void kvb_read_unref(const struct kvb *k, void *ref)
+{
+	if (ref && k->ops->read_unref)
+		k->ops->read_unref(k->arg, ref);
+}
+
+static inline int kvb_statfs(const struct kvb *k, struct kvb_statfs *st)
+{
+	return k->ops->statfs(k->arg, st);
+}
+
+static inline int kvb_describe(const struct kvb *k, const struct kvb_map *m, char *buf, size_t len)
+{
+	return k->ops->describe(k->arg, m, buf, len);
+}
+
+static inline int kvb_checksum(const struct kvb *k, const struct kvb_map *m, uint64_t *csum)
+{
+	return k->ops->checksum(k->arg, m, csum);
+}
+
+static inline void kvb_stats(const struct kvb *k, struct kvb_stats *st)
+{
+	k->ops->stats(k->arg, st);
+}
+
+static inline int kvb_bucket_usage(const struct kvb *k, uint32_t b, uint64_t *used,
+				   uint64_t *free_pages, uint64_t *largest_free)
+{
+	return k->ops->bucket_usage(k->arg, b, used, free_pages, largest_free);
+}
+
+/* -EOPNOTSUPP from a backend whose objects cannot go missing. */
+static inline int kvb_probe(const struct kvb *k, const struct kvb_map *maps, size_t n, int *res)
+{
+	return k->ops->probe ? k->ops->probe(k->arg, maps, n, res) : -EOPNOTSUPP;
+}
+
+static inline int kvb_has_probe(const struct kvb *k)
+{
+	return k->ops->probe != NULL;
+}
+
+static inline const char *kvb_name(const struct kvb *k)
+{
+	return k->ops->name;
+}
 
 /*
  * The pages backend: bucket files under root.  Opens (creating when create

@@ -41,7 +41,7 @@ static uint64_t free_pages(void)
 {
 	struct kvb_statfs st;
 
-	ck_assert_int_eq(kvb.ops->statfs(kvb.arg, &st), 0);
+	ck_assert_int_eq(kvb_statfs(&kvb, &st), 0);
 	ck_assert_uint_eq(st.block_size, PS);
 	return st.blocks_free;
 }
@@ -60,7 +60,7 @@ static void put(struct kvb_obj *o, size_t len, uint64_t off, unsigned seed)
 	char *buf = malloc(len);
 
 	fill(buf, len, seed);
-	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf, len, off), (ssize_t)len);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, buf, len, off), (ssize_t)len);
 	free(buf);
 }
 
@@ -69,17 +69,17 @@ static uint64_t settle(void)
 {
 	uint64_t mark;
 
-	ck_assert_int_eq(kvb.ops->barrier(kvb.arg, &mark), 0);
-	return kvb.ops->release(kvb.arg, mark);
+	ck_assert_int_eq(kvb_barrier(&kvb, &mark), 0);
+	return kvb_release_freed(&kvb, mark);
 }
 
 static void commit(struct kvb_obj *o, struct kvb_map *map, uint64_t *csum)
 {
 	const uint64_t *pcs;
 
-	ck_assert_int_eq(kvb.ops->obj_commit_prepare(kvb.arg, o, 0, map, csum, &pcs), 0);
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, map, csum, &pcs), 0);
 	ck_assert_ptr_nonnull(pcs);
-	kvb.ops->obj_commit_done(kvb.arg, o, 1);
+	kvb_obj_commit_done(&kvb, o, 1);
 	settle();
 }
 
@@ -87,7 +87,7 @@ static void expect(const struct kvb_map *m, const char *want, size_t len)
 {
 	char *got = malloc(len + 1);
 
-	ck_assert_int_eq(kvb.ops->read(kvb.arg, m, got, len + 1, 0), (ssize_t)len);
+	ck_assert_int_eq(kvb_read(&kvb, m, got, len + 1, 0), (ssize_t)len);
 	ck_assert_mem_eq(got, want, len);
 	free(got);
 }
@@ -99,10 +99,10 @@ static struct kvb_map make(const char *key, size_t len, unsigned seed)
 	struct kvb_obj *o;
 	uint64_t csum;
 
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, key, strlen(key), &o), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, key, strlen(key), &o), 0);
 	put(o, len, 0, seed);
 	commit(o, &map, &csum);
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_close(&kvb, o);
 	return map;
 }
 
@@ -124,31 +124,31 @@ START_TEST(test_write_commit_read)
 	const char *key = "k1";
 
 	fill(buf, sizeof(buf), 1);
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, key, 2, &o), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, key, 2, &o), 0);
 	/* Sequential pieces, as cp writes them. */
-	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf, 100, 0), 100);
-	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf + 100, sizeof(buf) - 100, 100),
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, buf, 100, 0), 100);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, buf + 100, sizeof(buf) - 100, 100),
 			 (ssize_t)(sizeof(buf) - 100));
-	ck_assert_int_eq(kvb.ops->obj_dirty(kvb.arg, o), 1);
+	ck_assert_int_eq(kvb_obj_dirty(&kvb, o), 1);
 	commit(o, &map, &csum);
-	ck_assert_int_eq(kvb.ops->obj_dirty(kvb.arg, o), 0);
-	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_int_eq(kvb_obj_dirty(&kvb, o), 0);
+	kvb_obj_close(&kvb, o);
 
 	ck_assert_int_eq(map.bucket, (int32_t)kvb_home_bucket(key, 2, 2));
 	ck_assert_uint_eq(map.npages, 4);
 	ck_assert_uint_eq(map.size, sizeof(buf));
 	ck_assert_uint_eq(csum, XXH3_64bits(buf, sizeof(buf)));
-	ck_assert_int_eq(kvb.ops->checksum(kvb.arg, &map, &csum2), 0);
+	ck_assert_int_eq(kvb_checksum(&kvb, &map, &csum2), 0);
 	ck_assert_uint_eq(csum2, csum);
 	expect(&map, buf, sizeof(buf));
 	ck_assert_uint_eq(free_pages(), before - 4);
-	ck_assert_int_eq(kvb.ops->remove(kvb.arg, &map), 0);
+	ck_assert_int_eq(kvb_remove(&kvb, &map), 0);
 	/* Held until the record change is durable. */
 	ck_assert_uint_eq(free_pages(), before - 4);
 	ck_assert_uint_eq(settle(), 4);
 	ck_assert_uint_eq(free_pages(), before);
 	/* A second remove is a double free: refused at release, counts unchanged. */
-	ck_assert_int_eq(kvb.ops->remove(kvb.arg, &map), 0);
+	ck_assert_int_eq(kvb_remove(&kvb, &map), 0);
 	settle();
 	ck_assert_uint_eq(free_pages(), before);
 }
@@ -163,11 +163,11 @@ START_TEST(test_random_writes_checksum)
 
 	/* Out-of-order writes: the checksum is recomputed from the pages. */
 	fill(buf, sizeof(buf), 9);
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "r", 1, &o), 0);
-	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf + PS, PS, PS), PS);
-	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf, PS, 0), PS);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "r", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, buf + PS, PS, PS), PS);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, buf, PS, 0), PS);
 	commit(o, &map, &csum);
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_close(&kvb, o);
 	ck_assert_uint_eq(csum, XXH3_64bits(buf, sizeof(buf)));
 	expect(&map, buf, sizeof(buf));
 }
@@ -183,11 +183,11 @@ START_TEST(test_hole_reads_zeros)
 	/* The memory backend starts as 0xa5, so a missed zero-fill shows. */
 	memset(want, 0, sizeof(want));
 	memcpy(want + PS, "0123456789", 10);
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "h", 1, &o), 0);
-	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, "0123456789", 10, PS), 10);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "h", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, "0123456789", 10, PS), 10);
 	commit(o, &map, &csum);
-	kvb.ops->obj_close(kvb.arg, o);
-	ck_assert_int_eq(kvb.ops->read(kvb.arg, &map, got, sizeof(got), 0), (ssize_t)sizeof(want));
+	kvb_obj_close(&kvb, o);
+	ck_assert_int_eq(kvb_read(&kvb, &map, got, sizeof(got), 0), (ssize_t)sizeof(want));
 	ck_assert_mem_eq(got, want, sizeof(want));
 	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
 }
@@ -207,10 +207,10 @@ START_TEST(test_extend_in_place_then_move)
 	ck_assert_uint_eq(a.page, 0);
 
 	/* Appending grows the run in place while the next page is free. */
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &a, "a", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &a, "a", 1, &o), 0);
 	put(o, PS, PS, 2);
 	commit(o, &a2, &csum);
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_close(&kvb, o);
 	ck_assert_uint_eq(a2.page, 0);
 	ck_assert_uint_eq(a2.npages, 2);
 	ck_assert_uint_eq(free_pages(), 6);
@@ -218,11 +218,11 @@ START_TEST(test_extend_in_place_then_move)
 	/* Blocked by b, the next append moves the object and frees the old run. */
 	b = make("b", PS, 3);
 	ck_assert_uint_eq(b.page, 2);
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &a2, "a", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &a2, "a", 1, &o), 0);
 	put(o, PS, 2 * PS, 4);
 	ck_assert_uint_eq(free_pages(), 2); /* old run (2) + new run (3) + b (1) */
 	commit(o, &a, &csum);
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_close(&kvb, o);
 	ck_assert_uint_eq(a.page, 3);
 	ck_assert_uint_eq(a.npages, 3);
 	ck_assert_uint_eq(free_pages(), 4);
@@ -244,20 +244,20 @@ START_TEST(test_copy_on_write)
 	c = make("cow", sizeof(old), 5);
 	fill(old, sizeof(old), 5);
 	before = free_pages();
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &c, "cow", 3, &o), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c, "cow", 3, &o), 0);
 	put(o, 10, 100, 6);
 	/* The committed pages are untouched while the overwrite is in progress. */
 	expect(&c, old, sizeof(old));
-	kvb.ops->obj_view(kvb.arg, o, &view);
+	kvb_obj_view(&kvb, o, &view);
 	ck_assert(view.page != c.page || view.bucket != c.bucket);
 	memcpy(neu, old, sizeof(neu));
 	fill(neu + 100, 10, 6);
 	/* A reader of the view settles it first (the copy is lazy). */
-	ck_assert_int_eq(kvb.ops->obj_settle(kvb.arg, o, 0, sizeof(neu)), 0);
+	ck_assert_int_eq(kvb_obj_settle(&kvb, o, 0, sizeof(neu)), 0);
 	expect(&view, neu, sizeof(neu));
 	ck_assert_uint_eq(free_pages(), before - 2);
 	commit(o, &n, &csum);
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_close(&kvb, o);
 	ck_assert_uint_eq(free_pages(), before);
 	expect(&n, neu, sizeof(neu));
 	ck_assert_uint_eq(csum, XXH3_64bits(neu, sizeof(neu)));
@@ -279,7 +279,7 @@ START_TEST(test_lazy_copy_on_write)
 
 	c = make("lazy", sizeof(want), 11);
 	fill(want, sizeof(want), 11);
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &c, "lazy", 4, &o), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c, "lazy", 4, &o), 0);
 	faults.writes = 0;
 	put(o, 4 * PS, 2 * PS, 12);
 	fill(want + 2 * PS, 4 * PS, 12);
@@ -291,44 +291,44 @@ START_TEST(test_lazy_copy_on_write)
 	fill(orig, sizeof(orig), 11);
 	expect(&c, orig, sizeof(orig)); /* the committed run is untouched */
 	/* A reader of 10 bytes of page 0 settles that page only. */
-	ck_assert_int_eq(kvb.ops->obj_settle(kvb.arg, o, 5, 10), 0);
+	ck_assert_int_eq(kvb_obj_settle(&kvb, o, 5, 10), 0);
 	ck_assert_uint_eq(faults.writes, 4);
-	kvb.ops->obj_view(kvb.arg, o, &view);
+	kvb_obj_view(&kvb, o, &view);
 	{
 		char got[PS];
 
-		ck_assert_int_eq(kvb.ops->read(kvb.arg, &view, got, PS, 0), PS);
+		ck_assert_int_eq(kvb_read(&kvb, &view, got, PS, 0), PS);
 		ck_assert_mem_eq(got, want, PS);
 	}
 	w0 = faults.writes;
 	commit(o, &n, &csum);
 	/* Page 1 and page 7, still in the old run: two copies at commit. */
 	ck_assert_uint_eq(faults.writes, w0 + 2);
-	kvb.ops->obj_view(kvb.arg, o, &view);
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_view(&kvb, o, &view);
+	kvb_obj_close(&kvb, o);
 	expect(&n, want, sizeof(want));
 	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
 
 	/* A whole overwrite from 0 copies nothing at all, and hashes as it goes. */
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &n, "lazy", 4, &o), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &n, "lazy", 4, &o), 0);
 	faults.writes = 0;
 	put(o, sizeof(want), 0, 14);
 	fill(want, sizeof(want), 14);
 	commit(o, &n, &csum);
 	ck_assert_uint_eq(faults.writes, 1);
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_close(&kvb, o);
 	expect(&n, want, sizeof(want));
 	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
 
 	/* A truncate fills first: growing after a partial overwrite keeps the old bytes. */
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &n, "lazy", 4, &o), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &n, "lazy", 4, &o), 0);
 	put(o, 10, 0, 15);
 	fill(want, 10, 15);
-	ck_assert_int_eq(kvb.ops->obj_truncate(kvb.arg, o, sizeof(want) - PS), 0);
-	ck_assert_int_eq(kvb.ops->obj_truncate(kvb.arg, o, sizeof(want)), 0);
+	ck_assert_int_eq(kvb_obj_truncate(&kvb, o, sizeof(want) - PS), 0);
+	ck_assert_int_eq(kvb_obj_truncate(&kvb, o, sizeof(want)), 0);
 	memset(want + sizeof(want) - PS, 0, PS);
 	commit(o, &n, &csum);
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_close(&kvb, o);
 	expect(&n, want, sizeof(want));
 }
 END_TEST
@@ -344,18 +344,18 @@ START_TEST(test_abandoned_write_frees_pages)
 	fill(old, PS, 7);
 	before = free_pages();
 	/* Overwrite and append, then drop without committing. */
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &c, "keep", 4, &o), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c, "keep", 4, &o), 0);
 	put(o, 3 * PS, 0, 8);
-	kvb.ops->obj_view(kvb.arg, o, &view);
+	kvb_obj_view(&kvb, o, &view);
 	ck_assert_uint_eq(view.size, 3 * PS);
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_close(&kvb, o);
 	ck_assert_uint_eq(free_pages(), before);
 	expect(&c, old, PS);
 
 	/* Appending in place then dropping frees only the appended pages. */
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &c, "keep", 4, &o), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c, "keep", 4, &o), 0);
 	put(o, PS, PS, 9);
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_close(&kvb, o);
 	ck_assert_uint_eq(free_pages(), before);
 	expect(&c, old, PS);
 }
@@ -372,8 +372,8 @@ START_TEST(test_truncate)
 	fill(want, sizeof(want), 1);
 	before = free_pages();
 	/* Shrink: committed pages stay until the commit, then the tail is freed. */
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &c, "t", 1, &o), 0);
-	ck_assert_int_eq(kvb.ops->obj_truncate(kvb.arg, o, PS + 1), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c, "t", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_truncate(&kvb, o, PS + 1), 0);
 	ck_assert_uint_eq(free_pages(), before);
 	commit(o, &n, &csum);
 	ck_assert_uint_eq(n.npages, 2);
@@ -383,9 +383,9 @@ START_TEST(test_truncate)
 	ck_assert_uint_eq(csum, XXH3_64bits(want, PS + 1));
 
 	/* Grow: the new bytes are zeros, the run is reserved exactly. */
-	ck_assert_int_eq(kvb.ops->obj_truncate(kvb.arg, o, 4 * PS), 0);
+	ck_assert_int_eq(kvb_obj_truncate(&kvb, o, 4 * PS), 0);
 	commit(o, &n, &csum);
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_close(&kvb, o);
 	ck_assert_uint_eq(n.npages, 4);
 	memset(want + PS + 1, 0, sizeof(want) - PS - 1);
 	{
@@ -397,10 +397,10 @@ START_TEST(test_truncate)
 		ck_assert_uint_eq(csum, XXH3_64bits(full, sizeof(full)));
 	}
 	/* To zero: no pages at all. */
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &n, "t", 1, &o), 0);
-	ck_assert_int_eq(kvb.ops->obj_truncate(kvb.arg, o, 0), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &n, "t", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_truncate(&kvb, o, 0), 0);
 	commit(o, &c, &csum);
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_close(&kvb, o);
 	ck_assert_int_eq(c.bucket, -1);
 	ck_assert_uint_eq(free_pages(), 128);
 }
@@ -413,10 +413,10 @@ START_TEST(test_efbig_enospc_spill)
 	char *big = calloc(1, 64 * PS + 1);
 	int i;
 
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "big", 3, &o), 0);
-	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, big, 64 * PS + 1, 0), -EFBIG);
-	ck_assert_int_eq(kvb.ops->obj_truncate(kvb.arg, o, 64 * PS + 1), -EFBIG);
-	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "big", 3, &o), 0);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, big, 64 * PS + 1, 0), -EFBIG);
+	ck_assert_int_eq(kvb_obj_truncate(&kvb, o, 64 * PS + 1), -EFBIG);
+	kvb_obj_close(&kvb, o);
 	ck_assert_uint_eq(free_pages(), 128);
 
 	/* Two whole-bucket objects: the second spills into the other bucket. */
@@ -424,10 +424,10 @@ START_TEST(test_efbig_enospc_spill)
 	m[1] = make("x", 64 * PS, 2);
 	ck_assert_int_ne(m[0].bucket, m[1].bucket);
 	ck_assert_uint_eq(free_pages(), 0);
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "y", 1, &o), 0);
-	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, big, 1, 0), -ENOSPC);
-	kvb.ops->obj_close(kvb.arg, o);
-	ck_assert_int_eq(kvb.ops->remove(kvb.arg, &m[0]), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "y", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, big, 1, 0), -ENOSPC);
+	kvb_obj_close(&kvb, o);
+	ck_assert_int_eq(kvb_remove(&kvb, &m[0]), 0);
 	settle();
 	for (i = 2; i < 4; i++)
 		m[i] = make("z", 32 * PS, (unsigned)i);
@@ -449,22 +449,22 @@ START_TEST(test_failed_write_leaks_nothing)
 	/* The copy of a copy-on-write fails: the error reaches the writer, nothing leaks. */
 	faults.writes = 0;
 	faults.fail_write_at = 1;
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &c, "f", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c, "f", 1, &o), 0);
 	fill(buf, sizeof(buf), 4);
-	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf, 10, 0), -EIO);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, buf, 10, 0), -EIO);
 	ck_assert_uint_eq(free_pages(), before);
 	/* A later write succeeds; dropping it restores the counts. */
-	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
-	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	kvb_obj_close(&kvb, o);
 	ck_assert_uint_eq(free_pages(), before);
 	expect(&c, old, PS);
 
 	/* A new object whose data write fails keeps its pages only until close. */
 	faults.writes = 0;
 	faults.fail_write_at = 1;
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "g", 1, &o), 0);
-	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf, sizeof(buf), 0), -EIO);
-	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "g", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, buf, sizeof(buf), 0), -EIO);
+	kvb_obj_close(&kvb, o);
 	ck_assert_uint_eq(free_pages(), before);
 }
 END_TEST
@@ -479,17 +479,17 @@ START_TEST(test_failed_commit_keeps_old)
 	c = make("fc", PS, 3);
 	fill(old, PS, 3);
 	before = free_pages();
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &c, "fc", 2, &o), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c, "fc", 2, &o), 0);
 	put(o, PS, 0, 4);
 	{
 		const uint64_t *pcs;
 
-		ck_assert_int_eq(kvb.ops->obj_commit_prepare(kvb.arg, o, 1, &n, &csum, &pcs), 0);
+		ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 1, &n, &csum, &pcs), 0);
 	}
 	/* The metadata commit failed: the old object stays, the new run is freed at close. */
-	kvb.ops->obj_commit_done(kvb.arg, o, 0);
-	ck_assert_int_eq(kvb.ops->obj_dirty(kvb.arg, o), 1);
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_commit_done(&kvb, o, 0);
+	ck_assert_int_eq(kvb_obj_dirty(&kvb, o), 1);
+	kvb_obj_close(&kvb, o);
 	ck_assert_uint_eq(free_pages(), before);
 	expect(&c, old, PS);
 }
@@ -506,19 +506,19 @@ START_TEST(test_freed_pages_wait_for_barrier)
 	kvb_release(&kvb);
 	ck_assert_int_eq(kvb_mem_init(&kvb, &g, &faults), 0);
 	a = make("a", 4 * PS, 1);
-	ck_assert_int_eq(kvb.ops->remove(kvb.arg, &a), 0);
+	ck_assert_int_eq(kvb_remove(&kvb, &a), 0);
 	/* Before the barrier the old pages cannot be handed out again. */
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "b", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "b", 1, &o), 0);
 	{
 		char c = 'x';
 
-		ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, &c, 1, 0), -ENOSPC);
+		ck_assert_int_eq(kvb_obj_write(&kvb, o, &c, 1, 0), -ENOSPC);
 		ck_assert_uint_eq(settle(), 4);
-		ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, &c, 1, 0), 1);
+		ck_assert_int_eq(kvb_obj_write(&kvb, o, &c, 1, 0), 1);
 	}
-	ck_assert_int_eq(kvb.ops->obj_commit_prepare(kvb.arg, o, 0, &n, &csum, &pcs), 0);
-	kvb.ops->obj_commit_done(kvb.arg, o, 1);
-	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &n, &csum, &pcs), 0);
+	kvb_obj_commit_done(&kvb, o, 1);
+	kvb_obj_close(&kvb, o);
 	ck_assert_uint_eq(free_pages(), 3);
 }
 END_TEST
@@ -534,11 +534,11 @@ START_TEST(test_page_checksums_and_verified_read)
 
 	fill(buf, sizeof(buf), 11);
 	/* Streamed (sequential) and re-read (random order) give the same sums. */
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "p", 1, &o), 0);
-	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf, 5000, 0), 5000);
-	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf + 5000, sizeof(buf) - 5000, 5000),
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "p", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, buf, 5000, 0), 5000);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, buf + 5000, sizeof(buf) - 5000, 5000),
 			 (ssize_t)(sizeof(buf) - 5000));
-	ck_assert_int_eq(kvb.ops->obj_commit_prepare(kvb.arg, o, 0, &map, &csum, &pcs), 0);
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &map, &csum, &pcs), 0);
 	ck_assert_uint_eq(map.npages, 4);
 	for (i = 0; i < 4; i++) {
 		size_t len = i < 3 ? PS : 100;
@@ -546,36 +546,36 @@ START_TEST(test_page_checksums_and_verified_read)
 		ck_assert_uint_eq(pcs[i], XXH3_64bits(buf + (size_t)i * PS, len));
 	}
 	memcpy(keep, pcs, sizeof(keep));
-	kvb.ops->obj_commit_done(kvb.arg, o, 1);
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_commit_done(&kvb, o, 1);
+	kvb_obj_close(&kvb, o);
 
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "q", 1, &o), 0);
-	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf + PS, sizeof(buf) - PS, PS),
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "q", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, buf + PS, sizeof(buf) - PS, PS),
 			 (ssize_t)(sizeof(buf) - PS));
-	ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf, PS, 0), PS);
-	ck_assert_int_eq(kvb.ops->obj_commit_prepare(kvb.arg, o, 0, &rnd, &csum, &pcs), 0);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, buf, PS, 0), PS);
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &rnd, &csum, &pcs), 0);
 	ck_assert_mem_eq(pcs, keep, sizeof(keep));
-	kvb.ops->obj_commit_done(kvb.arg, o, 1);
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_commit_done(&kvb, o, 1);
+	kvb_obj_close(&kvb, o);
 
 	/* Partial and unaligned verified reads return the right bytes. */
-	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &map, keep, got, 10, PS - 5, &bad), 10);
+	ck_assert_int_eq(kvb_read_verified(&kvb, &map, keep, got, 10, PS - 5, &bad), 10);
 	ck_assert_mem_eq(got, buf + PS - 5, 10);
-	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &map, keep, got, sizeof(got), 0, &bad),
+	ck_assert_int_eq(kvb_read_verified(&kvb, &map, keep, got, sizeof(got), 0, &bad),
 			 (ssize_t)sizeof(buf));
 	ck_assert_mem_eq(got, buf, sizeof(buf));
 	/* A checksum that does not match is an error naming the page, never the bytes. */
 	keep[2] ^= 1;
 	memset(got, 0, sizeof(got));
-	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &map, keep, got, 10, 2 * PS + 3, &bad),
+	ck_assert_int_eq(kvb_read_verified(&kvb, &map, keep, got, 10, 2 * PS + 3, &bad),
 			 -EBADMSG);
 	ck_assert_uint_eq(bad, 2);
 	/* Also when the whole object is read, and checked, in the caller's buffer. */
 	bad = 99;
-	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &map, keep, got, sizeof(got), 0, &bad),
+	ck_assert_int_eq(kvb_read_verified(&kvb, &map, keep, got, sizeof(got), 0, &bad),
 			 -EBADMSG);
 	ck_assert_uint_eq(bad, 2);
-	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &map, keep, got, 10, PS, &bad), 10);
+	ck_assert_int_eq(kvb_read_verified(&kvb, &map, keep, got, 10, PS, &bad), 10);
 }
 END_TEST
 
@@ -605,15 +605,15 @@ START_TEST(test_read_hint_covers_the_object)
 	ck_assert_uint_eq(faults.willneed_len, sizeof(buf));
 
 	/* Parts: from the start, from the middle, verified or not. */
-	ck_assert_int_eq(kvb.ops->read(kvb.arg, &a, got, PS, 0), PS);
-	ck_assert_int_eq(kvb.ops->read(kvb.arg, &a, got, sizeof(got), PS), sizeof(buf) - PS);
-	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &a, pcs, got, 10, 7, &bad), 10);
-	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &a, pcs, got, 10, 2 * PS + 3, &bad), 10);
-	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &b, pcs, got, 0, 0, &bad), 0);
+	ck_assert_int_eq(kvb_read(&kvb, &a, got, PS, 0), PS);
+	ck_assert_int_eq(kvb_read(&kvb, &a, got, sizeof(got), PS), sizeof(buf) - PS);
+	ck_assert_int_eq(kvb_read_verified(&kvb, &a, pcs, got, 10, 7, &bad), 10);
+	ck_assert_int_eq(kvb_read_verified(&kvb, &a, pcs, got, 10, 2 * PS + 3, &bad), 10);
+	ck_assert_int_eq(kvb_read_verified(&kvb, &b, pcs, got, 0, 0, &bad), 0);
 	ck_assert_uint_eq(faults.willneeds, 1);
 
 	/* A verified whole read. */
-	ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &a, pcs, got, sizeof(got), 0, &bad),
+	ck_assert_int_eq(kvb_read_verified(&kvb, &a, pcs, got, sizeof(got), 0, &bad),
 			 (ssize_t)sizeof(buf));
 	ck_assert_mem_eq(got, buf, sizeof(buf));
 	ck_assert_uint_eq(faults.willneeds, 2);
@@ -646,7 +646,7 @@ START_TEST(test_verified_read_stays_in_its_buffer)
 		unsigned char *got = malloc(r[i].len + 64);
 
 		memset(got, 0xa5, r[i].len + 64);
-		ck_assert_int_eq(kvb.ops->read_verified(kvb.arg, &m, pcs, got, r[i].len, r[i].off,
+		ck_assert_int_eq(kvb_read_verified(&kvb, &m, pcs, got, r[i].len, r[i].off,
 							&bad), (ssize_t)r[i].len);
 		ck_assert_mem_eq(got, want + r[i].off, r[i].len);
 		for (j = 0; j < 64; j++)
@@ -662,8 +662,8 @@ static void commit_nosync(struct kvb_obj *o, struct kvb_map *map)
 	const uint64_t *pcs;
 	uint64_t csum;
 
-	ck_assert_int_eq(kvb.ops->obj_commit_prepare(kvb.arg, o, 0, map, &csum, &pcs), 0);
-	kvb.ops->obj_commit_done(kvb.arg, o, 1);
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, map, &csum, &pcs), 0);
+	kvb_obj_commit_done(&kvb, o, 1);
 }
 
 /*
@@ -684,21 +684,21 @@ START_TEST(test_power_cut_keeps_zeroed_growth)
 	ck_assert_int_eq(kvb_mem_init(&kvb, &g, &faults), 0);
 	b = make("b", PS, 1); /* page 0 */
 	a = make("a", PS, 2); /* page 1 */
-	ck_assert_int_eq(kvb.ops->remove(kvb.arg, &a), 0);
-	ck_assert_int_eq(kvb.ops->barrier(kvb.arg, &mark), 0);
-	kvb.ops->release(kvb.arg, mark); /* page 1 free, its old bytes durable */
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &b, "b", 1, &o), 0);
-	ck_assert_int_eq(kvb.ops->obj_truncate(kvb.arg, o, 2 * PS), 0);
-	ck_assert_int_eq(kvb.ops->obj_commit_prepare(kvb.arg, o, 0, &b2, &csum, &pcs), 0);
-	kvb.ops->obj_commit_done(kvb.arg, o, 1);
-	kvb.ops->obj_close(kvb.arg, o);
+	ck_assert_int_eq(kvb_remove(&kvb, &a), 0);
+	ck_assert_int_eq(kvb_barrier(&kvb, &mark), 0);
+	kvb_release_freed(&kvb, mark); /* page 1 free, its old bytes durable */
+	ck_assert_int_eq(kvb_obj_open(&kvb, &b, "b", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_truncate(&kvb, o, 2 * PS), 0);
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &b2, &csum, &pcs), 0);
+	kvb_obj_commit_done(&kvb, o, 1);
+	kvb_obj_close(&kvb, o);
 	ck_assert_uint_eq(b2.page, b.page); /* grown in place, over a's old page */
-	ck_assert_int_eq(kvb.ops->barrier(kvb.arg, &mark), 0);
-	kvb.ops->release(kvb.arg, mark);
+	ck_assert_int_eq(kvb_barrier(&kvb, &mark), 0);
+	kvb_release_freed(&kvb, mark);
 	kvb_mem_power_cut(&kvb);
 	fill(want, PS, 1);
 	memset(want + PS, 0, PS);
-	ck_assert_int_eq(kvb.ops->read(kvb.arg, &b2, got, sizeof(got), 0), (ssize_t)sizeof(got));
+	ck_assert_int_eq(kvb_read(&kvb, &b2, got, sizeof(got), 0), (ssize_t)sizeof(got));
 	ck_assert_mem_eq(got, want, sizeof(want));
 	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
 }
@@ -719,15 +719,15 @@ START_TEST(test_power_cut_keeps_synced_objects)
 	b = make("b", sizeof(wb), 2);
 	fill(wa, sizeof(wa), 1);
 	fill(wb, sizeof(wb), 2);
-	ck_assert_int_eq(kvb.ops->barrier(kvb.arg, &mark), 0);
-	kvb.ops->release(kvb.arg, mark);
+	ck_assert_int_eq(kvb_barrier(&kvb, &mark), 0);
+	kvb_release_freed(&kvb, mark);
 	/* After it, with no barrier: a overwritten, b removed, then c fills the bucket. */
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &a, "a", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &a, "a", 1, &o), 0);
 	put(o, PS, 0, 7);
 	commit_nosync(o, &a2);
-	kvb.ops->obj_close(kvb.arg, o);
-	ck_assert_int_eq(kvb.ops->remove(kvb.arg, &b), 0);
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "c", 1, &o), 0);
+	kvb_obj_close(&kvb, o);
+	ck_assert_int_eq(kvb_remove(&kvb, &b), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "c", 1, &o), 0);
 	{
 		/*
 		 * The bucket is full: a's new run took the last 3 pages, and a's
@@ -737,11 +737,11 @@ START_TEST(test_power_cut_keeps_synced_objects)
 		char *buf = malloc(5 * PS);
 
 		memset(buf, 'c', 5 * PS);
-		ck_assert_int_eq(kvb.ops->obj_write(kvb.arg, o, buf, 5 * PS, 0), -ENOSPC);
+		ck_assert_int_eq(kvb_obj_write(&kvb, o, buf, 5 * PS, 0), -ENOSPC);
 		free(buf);
 	}
 	commit_nosync(o, &c);
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_close(&kvb, o);
 	/*
 	 * Power cut: every write since the barrier is lost, and the metadata
 	 * comes back as of the barrier (a and b as they were).  Their pages
@@ -751,7 +751,7 @@ START_TEST(test_power_cut_keeps_synced_objects)
 	kvb_mem_power_cut(&kvb);
 	expect(&a, wa, sizeof(wa));
 	expect(&b, wb, sizeof(wb));
-	ck_assert_int_eq(kvb.ops->checksum(kvb.arg, &a, &csum), 0);
+	ck_assert_int_eq(kvb_checksum(&kvb, &a, &csum), 0);
 	ck_assert_uint_eq(csum, XXH3_64bits(wa, sizeof(wa)));
 }
 END_TEST
@@ -761,9 +761,9 @@ START_TEST(test_describe)
 	struct kvb_map m = { .bucket = 1, .page = 3, .npages = 1, .size = 10 };
 	char buf[256];
 
-	ck_assert_int_gt(kvb.ops->describe(kvb.arg, &m, buf, sizeof(buf)), 0);
+	ck_assert_int_gt(kvb_describe(&kvb, &m, buf, sizeof(buf)), 0);
 	ck_assert_str_eq(buf, "file_path=/bucket_01.data\noffset=12288\nobject_size=10\n");
-	ck_assert_int_eq(kvb.ops->describe(kvb.arg, &m, buf, 10), -ERANGE);
+	ck_assert_int_eq(kvb_describe(&kvb, &m, buf, 10), -ERANGE);
 }
 END_TEST
 
@@ -839,22 +839,22 @@ START_TEST(test_runs_hold_blocks_until_freed)
 		return;
 	ck_assert_int_eq(kvb_pages_init(&kvb, dir, &g, 1, err, sizeof(err)), 0);
 	ck_assert_uint_eq(bucket_blocks(1), 0);
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "a", 1, &o), 0);
-	ck_assert_int_eq(kvb.ops->obj_truncate(kvb.arg, o, 8 * PS), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "a", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_truncate(&kvb, o, 8 * PS), 0);
 	ck_assert_uint_ge(bucket_blocks(1), 8 * PS);
-	kvb.ops->obj_view(kvb.arg, o, &view);
+	kvb_obj_view(&kvb, o, &view);
 	ck_assert_int_eq(view.npages, 8);
 	/* Dropped uncommitted: its blocks go back at once. */
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_close(&kvb, o);
 	ck_assert_uint_eq(bucket_blocks(1), 0);
 	/* Committed, then removed: the blocks stay until the barrier. */
-	ck_assert_int_eq(kvb.ops->obj_open(kvb.arg, &empty, "a", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "a", 1, &o), 0);
 	put(o, 4 * PS, 0, 1);
 	commit(o, &map, &csum);
-	kvb.ops->obj_commit_done(kvb.arg, o, 1);
-	kvb.ops->obj_close(kvb.arg, o);
+	kvb_obj_commit_done(&kvb, o, 1);
+	kvb_obj_close(&kvb, o);
 	ck_assert_uint_ge(bucket_blocks(1), 4 * PS);
-	ck_assert_int_eq(kvb.ops->remove(kvb.arg, &map), 0);
+	ck_assert_int_eq(kvb_remove(&kvb, &map), 0);
 	ck_assert_uint_ge(bucket_blocks(1), 4 * PS);
 	ck_assert_uint_eq(settle(), 4);
 	ck_assert_uint_eq(bucket_blocks(1), 0);
@@ -887,14 +887,14 @@ START_TEST(test_store_create_snapshot_rebuild)
 		char key[8];
 
 		snprintf(key, sizeof(key), "obj%d", i);
-		ck_assert_int_eq(s.kvb.ops->obj_open(s.kvb.arg, &empty, key, strlen(key), &o), 0);
+		ck_assert_int_eq(kvb_obj_open(&s.kvb, &empty, key, strlen(key), &o), 0);
 		fill(buf, sizeof(buf), (unsigned)i);
-		ck_assert_int_eq(s.kvb.ops->obj_write(s.kvb.arg, o, buf, sizeof(buf), 0),
+		ck_assert_int_eq(kvb_obj_write(&s.kvb, o, buf, sizeof(buf), 0),
 				 (ssize_t)sizeof(buf));
 		{
 			const uint64_t *pcs;
 
-			ck_assert_int_eq(s.kvb.ops->obj_commit_prepare(s.kvb.arg, o, 1, &map, &csum,
+			ck_assert_int_eq(kvb_obj_commit_prepare(&s.kvb, o, 1, &map, &csum,
 								       &pcs),
 					 0);
 		}
@@ -907,10 +907,10 @@ START_TEST(test_store_create_snapshot_rebuild)
 		in.npages = map.npages;
 		in.csum = csum;
 		ck_assert_int_eq(meta_insert(s.meta, &in, key, strlen(key)), 0);
-		s.kvb.ops->obj_commit_done(s.kvb.arg, o, 1);
-		s.kvb.ops->obj_close(s.kvb.arg, o);
+		kvb_obj_commit_done(&s.kvb, o, 1);
+		kvb_obj_close(&s.kvb, o);
 	}
-	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st1), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &st1), 0);
 	ck_assert_uint_eq(st1.blocks, 96);
 	ck_assert_uint_eq(st1.blocks_free, 96 - 6);
 	ck_assert_int_eq(ofs_store_close(&s), 0);
@@ -920,7 +920,7 @@ START_TEST(test_store_create_snapshot_rebuild)
 	ck_assert_int_eq(s.was_clean, 1);
 	ck_assert_ptr_nonnull(strstr(s.start_msg, "snapshot"));
 	ck_assert_uint_eq(s.nfiles, 3);
-	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st2), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &st2), 0);
 	ck_assert_uint_eq(st2.blocks_free, st1.blocks_free);
 	/* Simulate a crash: drop the handles without the clean close. */
 	meta_close(s.meta);
@@ -932,7 +932,7 @@ START_TEST(test_store_create_snapshot_rebuild)
 	ck_assert_msg(ofs_store_open(&s, &cfg, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_int_eq(s.was_clean, 0);
 	ck_assert_ptr_nonnull(strstr(s.start_msg, "rebuilt from 3 mappings"));
-	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st2), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &st2), 0);
 	ck_assert_uint_eq(st2.blocks_free, st1.blocks_free);
 	ck_assert_int_eq(ofs_store_close(&s), 0);
 }

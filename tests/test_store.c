@@ -66,11 +66,11 @@ static struct meta_inode create(struct ofs_store *s, const char *name, size_t le
 	struct kvb_obj *o;
 	char *buf = malloc(len + 1);
 
-	ck_assert_int_eq(s->kvb.ops->obj_open(s->kvb.arg, &empty, name, strlen(name), &o), 0);
+	ck_assert_int_eq(kvb_obj_open(&s->kvb, &empty, name, strlen(name), &o), 0);
 	fill(buf, len, seed);
-	ck_assert_int_eq(s->kvb.ops->obj_write(s->kvb.arg, o, buf, len, 0), (ssize_t)len);
+	ck_assert_int_eq(kvb_obj_write(&s->kvb, o, buf, len, 0), (ssize_t)len);
 	ck_assert_int_eq(ofs_store_commit(s, NULL, &m, o), 0);
-	s->kvb.ops->obj_close(s->kvb.arg, o);
+	kvb_obj_close(&s->kvb, o);
 	free(buf);
 	return m;
 }
@@ -83,12 +83,12 @@ static int overwrite(struct ofs_store *s, struct meta_inode *m, size_t len, unsi
 	char *buf = malloc(len + 1);
 	int ret;
 
-	ck_assert_int_eq(s->kvb.ops->obj_open(s->kvb.arg, &c, "k", 1, &o), 0);
-	ck_assert_int_eq(s->kvb.ops->obj_truncate(s->kvb.arg, o, 0), 0);
+	ck_assert_int_eq(kvb_obj_open(&s->kvb, &c, "k", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_truncate(&s->kvb, o, 0), 0);
 	fill(buf, len, seed);
-	ck_assert_int_eq(s->kvb.ops->obj_write(s->kvb.arg, o, buf, len, 0), (ssize_t)len);
+	ck_assert_int_eq(kvb_obj_write(&s->kvb, o, buf, len, 0), (ssize_t)len);
 	ret = ofs_store_commit(s, NULL, m, o);
-	s->kvb.ops->obj_close(s->kvb.arg, o);
+	kvb_obj_close(&s->kvb, o);
 	free(buf);
 	return ret;
 }
@@ -103,7 +103,7 @@ static void expect_content(struct ofs_store *s, const char *name, size_t len, un
 	ck_assert_uint_eq(m.size, len);
 	map = (struct kvb_map){ m.bucket, m.page, m.npages, m.size, NULL };
 	fill(want, len, seed);
-	ck_assert_int_eq(s->kvb.ops->read(s->kvb.arg, &map, got, len + 1, 0), (ssize_t)len);
+	ck_assert_int_eq(kvb_read(&s->kvb, &map, got, len + 1, 0), (ssize_t)len);
 	ck_assert_mem_eq(got, want, len);
 	free(want);
 	free(got);
@@ -122,7 +122,7 @@ static int inv_one(void *ctx, const struct meta_inode *in)
 	uint64_t csum;
 
 	v->pages += in->npages;
-	if (v->s->kvb.ops->checksum(v->s->kvb.arg, &map, &csum) || csum != in->csum)
+	if (kvb_checksum(&v->s->kvb, &map, &csum) || csum != in->csum)
 		v->bad++;
 	return 0;
 }
@@ -135,7 +135,7 @@ static void check_invariants(struct ofs_store *s)
 
 	ck_assert_int_eq(meta_foreach_mapping(s->meta, inv_one, &v), 0);
 	ck_assert_int_eq(v.bad, 0);
-	ck_assert_int_eq(s->kvb.ops->statfs(s->kvb.arg, &st), 0);
+	ck_assert_int_eq(kvb_statfs(&s->kvb, &st), 0);
 	ck_assert_uint_eq(st.blocks - st.blocks_free, v.pages);
 }
 
@@ -194,17 +194,17 @@ START_TEST(test_failed_metadata_commit)
 	open_store(&s);
 	a = create(&s, "a", 3 * PS + 7, 1);
 	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
-	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &before), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &before), 0);
 	/* The overwrite's record update fails: EIO, old content, nothing leaked. */
 	meta_inject_fault(s.meta, 1);
 	ck_assert_int_eq(overwrite(&s, &a, 5 * PS, 2), -EIO);
-	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &after), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &after), 0);
 	ck_assert_uint_eq(after.blocks_free, before.blocks_free);
 	expect_content(&s, "a", 3 * PS + 7, 1);
 	/* And the next attempt works, freeing the old run at the barrier. */
 	ck_assert_int_eq(overwrite(&s, &a, 5 * PS, 2), 0);
 	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
-	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &after), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &after), 0);
 	ck_assert_uint_eq(after.blocks_free, before.blocks_free + 4 - 5);
 	expect_content(&s, "a", 5 * PS, 2);
 	ck_assert_int_eq(ofs_store_close(&s), 0);
@@ -226,16 +226,16 @@ START_TEST(test_failed_write_in_the_middle)
 	open_store(&s);
 	a = create(&s, "a", 2 * PS, 1);
 	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
-	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &before), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &before), 0);
 	/* A write that cannot fit half way through a growing file: the writer sees
 	 * EFBIG, the pages the earlier writes took are freed at close. */
 	c = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
-	ck_assert_int_eq(s.kvb.ops->obj_open(s.kvb.arg, &c, "a", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_open(&s.kvb, &c, "a", 1, &o), 0);
 	memset(buf, 'z', sizeof(buf));
-	ck_assert_int_eq(s.kvb.ops->obj_write(s.kvb.arg, o, buf, PS, 2 * PS), PS);
-	ck_assert_int_eq(s.kvb.ops->obj_write(s.kvb.arg, o, buf, PS, BS), -EFBIG);
-	s.kvb.ops->obj_close(s.kvb.arg, o);
-	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &after), 0);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o, buf, PS, 2 * PS), PS);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o, buf, PS, BS), -EFBIG);
+	kvb_obj_close(&s.kvb, o);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &after), 0);
 	ck_assert_uint_eq(after.blocks_free, before.blocks_free);
 	expect_content(&s, "a", 2 * PS, 1);
 	ck_assert_int_eq(ofs_store_close(&s), 0);
@@ -259,7 +259,7 @@ START_TEST(test_power_cut_loses_only_unsynced)
 	{
 		struct kvb_map bm = { b.bucket, b.page, b.npages, b.size, NULL };
 
-		ck_assert_int_eq(s.kvb.ops->remove(s.kvb.arg, &bm), 0);
+		ck_assert_int_eq(kvb_remove(&s.kvb, &bm), 0);
 	}
 	for (i = 0; i < 6; i++) {
 		char name[8];
@@ -511,18 +511,18 @@ START_TEST(test_failed_log_sync_holds_releases)
 	a = create(&s, "a", 3 * PS, 1);
 	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
 	ck_assert_int_eq(overwrite(&s, &a, 2 * PS, 2), 0);
-	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &before), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &before), 0);
 
 	fail_log_syncs = 1;
 	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), -EIO);
 	ck_assert_uint_eq(fail_log_syncs, 0);
-	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &st), 0);
 	ck_assert_uint_eq(st.blocks_free, before.blocks_free);
 	/* The next barrier checkpoints first; the database's sync fails. */
 	fail_db_syncs = 1;
 	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), -EIO);
 	ck_assert_uint_eq(fail_db_syncs, 0);
-	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &st), 0);
 	ck_assert_uint_eq(st.blocks_free, before.blocks_free);
 	/*
 	 * Then it works: the database is synced, the log emptied (replayed
@@ -535,7 +535,7 @@ START_TEST(test_failed_log_sync_holds_releases)
 	watch_syncs = 0;
 	ck_assert_uint_ge(db_syncs, 1);
 	ck_assert_int_eq(log_size(), 0);
-	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &st), 0);
 	ck_assert_uint_eq(st.blocks_free, before.blocks_free + 3);
 	/* And the barrier after it needs no checkpoint. */
 	db_syncs = 0;
@@ -588,15 +588,15 @@ START_TEST(test_failure_taken_by_a_checkpoint_meanwhile)
 	a = create(&s, "a", 3 * PS, 1);
 	ck_assert_int_eq(ofs_store_sync(&s, &meta_lock, NULL), 0);
 	ck_assert_int_eq(overwrite(&s, &a, 2 * PS, 2), 0);
-	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &before), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &before), 0);
 	commit_during_sync = &s;
 	ck_assert_int_eq(ofs_store_sync(&s, &meta_lock, NULL), -EIO);
 	ck_assert_ptr_null(commit_during_sync);
-	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &st), 0);
 	ck_assert_uint_eq(st.blocks_free, before.blocks_free);
 	/* The next one empties the log and releases. */
 	ck_assert_int_eq(ofs_store_sync(&s, &meta_lock, NULL), 0);
-	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &st), 0);
 	ck_assert_uint_eq(st.blocks_free, before.blocks_free + 3);
 	expect_content(&s, "a", 2 * PS, 2);
 	ck_assert_int_eq(ofs_store_close(&s), 0);

@@ -136,7 +136,7 @@ static int census_one(void *ctx, const struct meta_inode *in, const char *skey,
 	if (!skey)
 		return 0;
 	c->values++;
-	if (c->s->kvb.ops->checksum(c->s->kvb.arg, &map, &csum) || csum != in->csum)
+	if (kvb_checksum(&c->s->kvb, &map, &csum) || csum != in->csum)
 		c->bad++;
 	return 0;
 }
@@ -163,13 +163,13 @@ static int put(struct ofs_store *s, struct meta_inode *m, const char *key, size_
 	char *buf = malloc(len + 1);
 	int ret;
 
-	ck_assert_int_eq(s->kvb.ops->obj_open(s->kvb.arg, &c, key, strlen(key), &o), 0);
-	ck_assert_int_eq(s->kvb.ops->obj_truncate(s->kvb.arg, o, 0), 0);
+	ck_assert_int_eq(kvb_obj_open(&s->kvb, &c, key, strlen(key), &o), 0);
+	ck_assert_int_eq(kvb_obj_truncate(&s->kvb, o, 0), 0);
 	fill(buf, len, seed);
-	ret = (int)s->kvb.ops->obj_write(s->kvb.arg, o, buf, len, 0);
+	ret = (int)kvb_obj_write(&s->kvb, o, buf, len, 0);
 	if (ret == (int)len)
 		ret = ofs_store_commit(s, &meta_mu, m, o);
-	s->kvb.ops->obj_close(s->kvb.arg, o);
+	kvb_obj_close(&s->kvb, o);
 	free(buf);
 	return ret;
 }
@@ -181,7 +181,7 @@ static void expect(struct ofs_store *s, const struct meta_inode *m, size_t len, 
 
 	ck_assert_uint_eq(m->size, len);
 	fill(want, len, seed);
-	ck_assert_int_eq(s->kvb.ops->read(s->kvb.arg, &map, got, len + 1, 0), (ssize_t)len);
+	ck_assert_int_eq(kvb_read(&s->kvb, &map, got, len + 1, 0), (ssize_t)len);
 	ck_assert_mem_eq(got, want, len);
 	free(want);
 	free(got);
@@ -303,7 +303,7 @@ START_TEST(test_long_key_shortened)
 	key[sizeof(key) - 2] = 'y'; /* the same head, another path */
 	ck_assert_int_eq(put(&s, &b, key, 1000, 2), 0);
 	map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
-	ck_assert_int_gt(s.kvb.ops->describe(s.kvb.arg, &map, desc, sizeof(desc)), 0);
+	ck_assert_int_gt(kvb_describe(&s.kvb, &map, desc, sizeof(desc)), 0);
 	k = strstr(desc, "key=");
 	ck_assert_ptr_nonnull(k);
 	ck_assert_uint_le(strcspn(k + 4, "\n"), 200);
@@ -332,7 +332,7 @@ START_TEST(test_limits)
 	c = new_record(&s, "c");
 	ck_assert_int_eq(put(&s, &a, "t/a", 10 * PS, 1), 0);
 	ck_assert_int_eq(put(&s, &b, "t/b", 10, 2), 0);
-	ck_assert_int_eq(s.kvb.ops->statfs(s.kvb.arg, &st), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &st), 0);
 	ck_assert_uint_eq(st.blocks, 64);
 	ck_assert_uint_eq(st.blocks_free, (64 * PS - 10 * PS - 10) / PS);
 	ck_assert_uint_eq(st.files, 2);
@@ -352,16 +352,16 @@ START_TEST(test_limits)
 
 	/* The writers' memory bound: one file over it, or two that together are. */
 	open_limited(&s, 0, 0, 1 << 20, KVB_UBSIO_KEY_MAX);
-	ck_assert_int_eq(s.kvb.ops->obj_open(s.kvb.arg, &empty, "t/x", 3, &o1), 0);
-	ck_assert_int_eq(s.kvb.ops->obj_write(s.kvb.arg, o1, buf, sizeof(buf), 0),
+	ck_assert_int_eq(kvb_obj_open(&s.kvb, &empty, "t/x", 3, &o1), 0);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o1, buf, sizeof(buf), 0),
 			 (ssize_t)sizeof(buf));
-	ck_assert_int_eq(s.kvb.ops->obj_write(s.kvb.arg, o1, buf, sizeof(buf), sizeof(buf)),
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o1, buf, sizeof(buf), sizeof(buf)),
 			 -EFBIG);
-	ck_assert_int_eq(s.kvb.ops->obj_open(s.kvb.arg, &empty, "t/y", 3, &o2), 0);
-	ck_assert_int_eq(s.kvb.ops->obj_write(s.kvb.arg, o2, buf, sizeof(buf), 0), -ENOMEM);
-	s.kvb.ops->obj_close(s.kvb.arg, o1);
-	ck_assert_int_eq(s.kvb.ops->obj_write(s.kvb.arg, o2, buf, 1000, 0), 1000);
-	s.kvb.ops->obj_close(s.kvb.arg, o2);
+	ck_assert_int_eq(kvb_obj_open(&s.kvb, &empty, "t/y", 3, &o2), 0);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o2, buf, sizeof(buf), 0), -ENOMEM);
+	kvb_obj_close(&s.kvb, o1);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o2, buf, 1000, 0), 1000);
+	kvb_obj_close(&s.kvb, o2);
 	check_invariants(&s);
 	ck_assert_int_eq(ofs_store_close(&s), 0);
 }
@@ -424,8 +424,8 @@ START_TEST(test_unlink_crash_after_record)
 	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
 	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
 	map = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
-	ck_assert_ptr_nonnull(s.kvb.ops->remove_prepare);
-	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	ck_assert(kvb_has_remove_prepare(&s.kvb));
+	ck_assert_int_eq(kvb_remove_prepare(&s.kvb, &map), 0);
 	delete_crash_reopen(&s, a.ino);
 }
 END_TEST
@@ -518,16 +518,16 @@ START_TEST(test_prepare_again_after_journal_reset)
 	char *j1, *j2, *j3, *j4, line[64];
 
 	snprintf(line, sizeof(line), "D %llu ", (unsigned long long)a.page);
-	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	ck_assert_int_eq(kvb_remove_prepare(&s.kvb, &map), 0);
 	j1 = journal_text();
 	ck_assert_msg(strstr(j1, line), "no D line after the first prepare: %s", j1);
-	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	ck_assert_int_eq(kvb_remove_prepare(&s.kvb, &map), 0);
 	j2 = journal_text();
 	ck_assert_str_eq(j1, j2); /* already journalled and synced: nothing written */
 	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0); /* a group commit resets it */
 	j3 = journal_text();
 	ck_assert_msg(!strstr(j3, line), "the journal was not reset: %s", j3);
-	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	ck_assert_int_eq(kvb_remove_prepare(&s.kvb, &map), 0);
 	j4 = journal_text();
 	ck_assert_msg(strstr(j4, line), "no D line after the reset: %s", j4);
 	delete_crash_reopen(&s, a.ino);
@@ -638,7 +638,7 @@ START_TEST(test_group_commit_during_prepare_sync)
 
 	sync_hook_store = &s;
 	sync_hook_armed = 1;
-	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	ck_assert_int_eq(kvb_remove_prepare(&s.kvb, &map), 0);
 	ck_assert_msg(!sync_hook_armed, "the prepare did not sync");
 	ck_assert_msg(!sync_hook_early, "a group commit ran during the prepare's sync");
 	ck_assert_int_eq(pthread_join(sync_hook_thread, NULL), 0);
@@ -695,9 +695,9 @@ START_TEST(test_prepare_holds_off_running_reset)
 	struct kvb_map map = map_of(&a);
 	uint64_t mark;
 
-	ck_assert_int_eq(s.kvb.ops->barrier(s.kvb.arg, &mark), 0);
-	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
-	(void)s.kvb.ops->release(s.kvb.arg, mark);
+	ck_assert_int_eq(kvb_barrier(&s.kvb, &mark), 0);
+	ck_assert_int_eq(kvb_remove_prepare(&s.kvb, &map), 0);
+	(void)kvb_release_freed(&s.kvb, mark);
 	expect_d_line(a.page, "the release emptied the journal after the prepare");
 	delete_crash_reopen(&s, a.ino);
 }
@@ -763,9 +763,9 @@ START_TEST(test_journal_emptied_under_steady_unlinks)
 		a = new_record(&s, name);
 		ck_assert_int_eq(put(&s, &a, key, 2000, (unsigned)i), 0);
 		map = map_of(&a);
-		ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+		ck_assert_int_eq(kvb_remove_prepare(&s.kvb, &map), 0);
 		ck_assert_int_eq(meta_delete(s.meta, a.ino), 0);
-		ck_assert_int_eq(s.kvb.ops->remove(s.kvb.arg, &map), 0);
+		ck_assert_int_eq(kvb_remove(&s.kvb, &map), 0);
 		ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
 	}
 	j = journal_text();
@@ -791,9 +791,9 @@ START_TEST(test_torn_line_then_whole_line)
 
 	journal_write_cut = 3; /* the last key byte's two hex digits and the newline */
 	journal_trunc_fail = 1;
-	ck_assert_int_ne(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	ck_assert_int_ne(kvb_remove_prepare(&s.kvb, &map), 0);
 	ck_assert_msg(!journal_write_cut && !journal_trunc_fail, "the journal was not torn");
-	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	ck_assert_int_eq(kvb_remove_prepare(&s.kvb, &map), 0);
 	delete_crash_reopen(&s, a.ino);
 }
 END_TEST
@@ -830,11 +830,11 @@ START_TEST(test_prepare_after_failed_sync)
 	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
 	map = map_of(&a);
 	snprintf(line, sizeof(line), " %llu ", (unsigned long long)a.page);
-	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	ck_assert_int_eq(kvb_remove_prepare(&s.kvb, &map), 0);
 	ck_assert_int_eq(journal_count(line), 1); /* the put's P line names it, synced */
 	sync_hook_fail = 1; /* b's put: its journal sync fails */
 	ck_assert_int_ne(put(&s, &b, "t/b", 3000, 2), 0);
-	ck_assert_int_eq(s.kvb.ops->remove_prepare(s.kvb.arg, &map), 0);
+	ck_assert_int_eq(kvb_remove_prepare(&s.kvb, &map), 0);
 	ck_assert_int_eq(journal_count(line), 2);
 	delete_crash_reopen(&s, a.ino);
 }
@@ -848,7 +848,7 @@ static void evict(struct ofs_store *s, const struct meta_inode *m)
 	char desc[4096], path[2048], *k;
 	size_t i, n, o = 0;
 
-	ck_assert_int_gt(s->kvb.ops->describe(s->kvb.arg, &map, desc, sizeof(desc)), 0);
+	ck_assert_int_gt(kvb_describe(&s->kvb, &map, desc, sizeof(desc)), 0);
 	k = strstr(desc, "key=");
 	ck_assert_ptr_nonnull(k);
 	k += 4;
@@ -880,7 +880,7 @@ START_TEST(test_missing_value_reads_enoent)
 	ck_assert_int_eq(meta_get(s.meta, m.ino, &m), 0);
 	evict(&s, &m);
 	map = (struct kvb_map){ m.bucket, m.page, m.npages, m.size, NULL };
-	ck_assert_int_eq(s.kvb.ops->read(s.kvb.arg, &map, buf, sizeof(buf), 0), -ENOENT);
+	ck_assert_int_eq(kvb_read(&s.kvb, &map, buf, sizeof(buf), 0), -ENOENT);
 	ck_assert_int_eq(ofs_store_close(&s), 0);
 }
 END_TEST
