@@ -1277,7 +1277,8 @@ static void ofs_undrop(struct ofs *ofs, const struct meta_inode *m, struct kvb_m
 }
 
 /* unlink and rmdir: drop m's name and change its directory's times, in one transaction. */
-static int ofs_drop_entry(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *to_free)
+static int ofs_drop_entry_once(struct ofs *ofs, const struct meta_inode *m,
+			       struct kvb_map *to_free)
 {
 	struct meta *meta = ofs->store.meta;
 	int ret = meta_begin(meta);
@@ -1299,6 +1300,18 @@ static int ofs_drop_entry(struct ofs *ofs, const struct meta_inode *m, struct kv
 			ofs_dir_reload(ofs, m->parent);
 		}
 	}
+	return ret;
+}
+
+/* Drop m's entry, in a transaction with its directory's times.  Under ofs.lock. */
+static int ofs_drop_entry(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *to_free)
+{
+	int ret, tries = 0;
+
+	/* A delete must work on a full disk: once more after making room. */
+	while ((ret = ofs_drop_entry_once(ofs, m, to_free)) == -ENOSPC && !tries++ &&
+	       meta_make_room(ofs->store.meta) == 0)
+		;
 	return ret;
 }
 
@@ -1398,7 +1411,7 @@ static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct meta_inode src, dst;
 	struct ofs_inode *in;
 	int64_t now = ofs_now();
-	int ret, have_dst = 0;
+	int ret, have_dst = 0, tries = 0;
 
 	if (flags & ~(unsigned)RENAME_NOREPLACE) {
 		fuse_reply_err(req, EINVAL);
@@ -1433,7 +1446,11 @@ static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 				ret = meta_has_children(meta, dst.ino) ? -ENOTEMPTY : 0;
 		}
 	}
-	/* Replacing the target and moving the source is one transaction. */
+	/*
+	 * Replacing the target and moving the source is one transaction; on a
+	 * full disk, once more after making room (a rename must work there).
+	 */
+again:
 	if (!ret)
 		ret = meta_begin(meta);
 	if (!ret) {
@@ -1454,6 +1471,10 @@ static void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		if (ret) {
 			ofs_dir_reload(ofs, parent);
 			ofs_dir_reload(ofs, newparent);
+		}
+		if (ret == -ENOSPC && !tries++ && meta_make_room(meta) == 0) {
+			ret = 0;
+			goto again;
 		}
 	}
 	if (!ret) {

@@ -878,6 +878,18 @@ int meta_synced_gen(struct meta *m, uint64_t *gen)
 	return ret == -ENOENT ? 0 : ret;
 }
 
+int meta_make_room(struct meta *m)
+{
+	if (!sqlite3_get_autocommit(m->db))
+		return -EBUSY;
+	if (m->full_hook)
+		m->full_hook(m->full_arg);
+	/* After a failed sync of the log only a barrier's checkpoint may run. */
+	if (__atomic_load_n(&m->log_failed, __ATOMIC_RELAXED))
+		return -EIO;
+	return meta_checkpoint(m);
+}
+
 int meta_checkpoint(struct meta *m)
 {
 	int rc = sqlite3_wal_checkpoint_v2(m->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);

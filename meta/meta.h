@@ -310,6 +310,13 @@ void meta_inject_fault(struct meta *m, unsigned long nth_write);
  * before it is tried once more: the store gives back its reserve there.
  */
 void meta_set_full_hook(struct meta *m, int (*hook)(void *), void *arg);
+/*
+ * A transaction of several statements found the disk full and was rolled
+ * back (sqlite cannot empty the log while one is open): give back the
+ * reserve and empty the log, so that the caller may run it once more.
+ * With no transaction open.  0 when room was made.
+ */
+int meta_make_room(struct meta *m);
 uint64_t meta_changes(struct meta *m);
 
 /* Last sqlite error text, for logs. */
