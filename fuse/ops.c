@@ -881,7 +881,7 @@ static void ofs_op_init(void *userdata, struct fuse_conn_info *conn)
 	 * Every byte reaches the store through this mount, so a changed mtime
 	 * never means the kernel's cached pages are stale: without this the
 	 * kernel dropped the pages a put had just written, and the next get
-	 * went to the daemon (scripts/bench found it).
+	 * went to the daemon.
 	 */
 	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
 	(void)ofs;

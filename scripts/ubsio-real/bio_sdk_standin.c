@@ -1,8 +1,8 @@
 /*
  * bio_sdk_standin.c: a stand-in for Huawei boostio's libbio_sdk.so, the lower
  * SDK that the real UBSIO KV-cache client (libubsio_kvc.so) dlopen()s, so that
- * the real client can be built from its public source and run here.  A check
- * tool (scripts/ubsio-real-check), not production code.
+ * the real client can be built from its public source and run without the
+ * real SDK.  A check tool (scripts/ubsio-real-check), not production code.
  *
  * Source of truth: ubs-io (github jssaxx/ubs-io), `develop` and 7e38ed07.
  * K/ = ubsio-kv/src/csrc/, B/ = ubsio-boostio/src/.

@@ -2,9 +2,9 @@
 # t-stress.sh: four processes hammer the same 40 names at once (create and
 # overwrite, in-place writes with fsync, reads, truncates, renames over each
 # other, unlinks) with the DRAM tier and a fast group commit on.  The daemon
-# must survive (scripts/test also runs this with the ASan/UBSan daemon: it
-# found a use-after-free of an inode touched after its reply), scrub and
-# fsck must be clean, and the clean snapshot must equal the rebuild.
+# must survive (scripts/test also runs this with the ASan/UBSan daemon, which
+# catches an inode touched after the reply that let the kernel forget it),
+# scrub and fsck must be clean, and the clean snapshot must equal the rebuild.
 set -u
 . "$(dirname "$0")/lib.sh"
 
