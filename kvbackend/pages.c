@@ -1025,12 +1025,11 @@ static int pages_clip(const struct pages *p, const struct kvb_map *m, uint64_t o
  * A read of a whole object asks the bucket for exactly that object first.
  * Left to itself, the kernel's readahead turns a 128 KiB read of a bucket
  * file into a 512 KiB one, past the object into its neighbours and holes,
- * which a random get rarely uses: 1,000 cold gets of 3,000 128 KiB objects
- * read 187 KiB each from the disk, 110 KiB with the hint, as many as files
- * per key.  Reads of part of an object (the kernel's READs of an object
- * above the prefill size) keep the readahead: hinting a 2 MiB object at its
- * first READ made those gets 18% slower here.  Advisory: a failure changes
- * nothing but speed.
+ * which a random get rarely uses; with the hint a cold get reads as much as
+ * one file per key would.  Reads of part of an object (the kernel's READs
+ * of an object above the prefill size) keep the readahead, which their
+ * later READs need (docs/benchmarks.md has the figures).  Advisory: a
+ * failure changes nothing but speed.
  */
 static void pages_willneed(struct pages *p, const struct kvb_map *m, uint64_t off, size_t len)
 {
