@@ -185,7 +185,7 @@ ofs_umount
 rm -f "$DISK"/filler*
 check_fsck_clean "after the second mount on the full disk"
 
-# Blocks under a free page (a store written before frees were punched):
+# Blocks under a free page (what a crash between a free and its punch leaves):
 # fsck reports them, --repair punches them.
 dd if=/dev/urandom of="$ROOT/bucket_00.data" bs=64k count=2 seek=$((64 * 16 - 2)) conv=notrunc \
 	status=none
