@@ -361,7 +361,6 @@ static int scrub_run(const char *mnt, const struct kvb_ubsio_config *uc)
 	return sc.bad || sc.errors ? 1 : 0;
 }
 
-
 int ctl_scrub(int argc, char **argv)
 {
 	/* Unset: the daemon's own, from its metrics. */

@@ -256,7 +256,6 @@ static int promote(const char *mnt, int nfiles, char **files)
 	return bad ? 1 : 0;
 }
 
-
 int ctl_stats(int argc, char **argv)
 {
 	const char *mnt = NULL;

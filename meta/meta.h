@@ -20,15 +20,15 @@
  *     full, -EUCLEAN a record or database that is not what it should be,
  *     -EIO anything else that failed;
  *   - one struct meta used by one thread at a time (the caller
- *     serialises), except meta_sync_end and meta_log_failed, which run
- *     beside the others (see there);
+ *     serialises), except meta_sync_end, which runs beside the others
+ *     (see there);
  *   - each write atomic by itself, and the calls between meta_begin and
  *     meta_commit atomic together; a commit visible to every later call
  *     and surviving a crash of the process; every commit surviving power
  *     loss once a later meta_sync (or meta_sync_end) returns;
  *   - inode numbers given by meta_insert, increasing and never reused
- *     (META_ROOT_INO is the root's): readdir resumes after an ino, and a
- *     value's key may hold one;
+ *     (META_ROOT_INO is the root's): readdir resumes after an ino, and
+ *     the kernel may still hold a deleted file's;
  *   - directory link counts kept as rows come and go, and an inode's
  *     xattrs deleted with it, whoever changes the rows;
  *   - its own format version: a store of a version it does not know is

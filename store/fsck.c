@@ -374,7 +374,6 @@ static int fsck_open(const char *root, const char *meta_path, int repair, struct
 	return 0;
 }
 
-
 /*
  * Disk blocks held by pages no object uses (a free whose punch a crash
  * cut short, a store written before frees were punched).  Reported, not a
