@@ -1,11 +1,39 @@
 /*
- * meta: the sqlite metadata store.  The only code that speaks SQL.
+ * meta: the metadata store.  The only code that speaks SQL.
  *
- * Holds the namespace (one row per file or directory), each object's
- * mapping (bucket, first page, page count, size, checksum, state), the store
- * geometry and the clean-unmount bitmap snapshot.  Every function returns 0
- * or a negative errno.  One struct meta is used by one thread at a time (the
- * caller serialises); nothing here knows about FUSE.
+ * This header is the seam between the store and a metadata engine.  The
+ * engine here is sqlite, one database file next to the data (meta.c and
+ * the files beside it); a second one, such as a networked database
+ * shared by several nodes, implements the same functions.  It keeps:
+ *   - the store's settings: geometry, backend, named settings;
+ *   - the namespace: one row per file or directory, found by (parent,
+ *     name), with directory link counts and user xattrs;
+ *   - each object's versions: the current one's mapping (bucket, first
+ *     page, page count, size, checksum, per-page checksums, value key,
+ *     state) and the last durable one that recovery falls back to;
+ *   - the clean-unmount state (flag and bitmap snapshot), and the
+ *     promotion tasks of the DRAM tier.
+ *
+ * What an engine must provide:
+ *   - every function returns 0 (or the documented count) or a negative
+ *     errno: -ENOENT no such row, -EEXIST a name taken, -ENOSPC its disk
+ *     full, -EUCLEAN a record or database that is not what it should be,
+ *     -EIO anything else that failed;
+ *   - one struct meta used by one thread at a time (the caller
+ *     serialises), except meta_sync_end, which runs beside the others
+ *     (see there);
+ *   - each write atomic by itself, and the calls between meta_begin and
+ *     meta_commit atomic together; a commit visible to every later call
+ *     and surviving a crash of the process; every commit surviving power
+ *     loss once a later meta_sync (or meta_sync_end) returns;
+ *   - inode numbers given by meta_insert, increasing and never reused
+ *     (META_ROOT_INO is the root's): readdir resumes after an ino, and
+ *     the kernel may still hold a deleted file's;
+ *   - directory link counts kept as rows come and go, and an inode's
+ *     xattrs deleted with it, whoever changes the rows;
+ *   - its own format version: a store of a version it does not know is
+ *     refused without a write, an older one migrated in whole steps.
+ * Nothing here knows about FUSE.
  */
 #ifndef OFFLOADFS_META_H
 #define OFFLOADFS_META_H
@@ -65,10 +93,13 @@ struct meta_inode {
 	int state;          /* enum meta_state */
 };
 
+/* ---- opening, settings ---- */
+
 /*
  * Open (and with create set, create) the database at path.  A file that is not
  * an offloadfs database, or has another schema version, is refused and never
- * written: err gets a message such as "schema version: found 7, expected 1".
+ * written: err gets a message such as "schema version: found 7, expected 3".
+ * A database of an older schema is migrated to this one.
  * Returns 1 when the database was created by this call, 0 when it existed.
  */
 int meta_open(const char *path, int create, struct meta **out, char *err, size_t errlen);
@@ -78,6 +109,8 @@ int meta_open(const char *path, int create, struct meta **out, char *err, size_t
  */
 #define META_OPEN_NO_MIGRATE 2
 void meta_close(struct meta *m);
+/* The engine's last error text, for logs. */
+const char *meta_errmsg(struct meta *m);
 
 /* Record the geometry and the root directory of a new store. */
 int meta_format(struct meta *m, const struct meta_geom *g, const char *backend,
@@ -92,47 +125,83 @@ int meta_geom_get(struct meta *m, struct meta_geom *g, char *backend, size_t ble
 int meta_setting_get(struct meta *m, const char *name, char *buf, size_t len);
 int meta_setting_set(struct meta *m, const char *name, const char *value);
 
-int meta_clean_get(struct meta *m, int *clean);
-int meta_clean_set(struct meta *m, int clean);
+/* ---- transactions and durability ---- */
 
-/* Explicit transactions around several calls (BEGIN IMMEDIATE). */
+/* Explicit transactions around several calls (no other writer meanwhile). */
 int meta_begin(struct meta *m);
+/* On failure the transaction is rolled back. */
 int meta_commit(struct meta *m);
 void meta_rollback(struct meta *m);
 /*
- * Make every committed transaction durable against power loss (fsync WAL),
- * recording that every commit of generation <= synced_gen is durable.
+ * Make every committed transaction durable against power loss, recording
+ * that every commit of generation <= synced_gen is durable.
  */
 int meta_sync(struct meta *m, uint64_t synced_gen);
 /*
- * The same in two halves, so that the fsync runs without the caller's lock:
- * meta_sync_begin records synced_gen in a commit that does not wait for
- * the disk (called as any other write, under the caller's lock);
- * meta_sync_end then makes it and every commit before it durable.
- * meta_sync_end runs no statement: it syncs the connection's log file
- * through sqlite's own file handle, which sqlite keeps open for the life
- * of the connection in WAL mode, and may run while other threads use the
- * connection (the design relies on this; sqlite's own syncs of that
- * handle, at a checkpoint, only ever clear the same "directory synced"
- * bit).  Calls to it must not overlap one another.
+ * The same in two halves, so that the wait for the disk runs without the
+ * caller's lock: meta_sync_begin records synced_gen in a commit that does
+ * not wait for the disk (called as any other write, under the caller's
+ * lock); meta_sync_end then makes it and every commit before it durable.
+ * meta_sync_end may run while other threads use m (the daemon relies on
+ * this); calls to it must not overlap one another.
  */
 int meta_sync_begin(struct meta *m, uint64_t synced_gen);
 int meta_sync_end(struct meta *m);
 /*
  * A sync of the log failed and no checkpoint has recovered from it yet
- * (the next meta_sync_begin tries).  Set also by a checkpoint inside a
- * commit, which may take the error meta_sync_end's own sync would have
- * seen: ask under the lock that serialises commits, after meta_sync_end.
+ * (the next meta_sync_begin tries): until then no barrier succeeds.  Set
+ * also by a checkpoint inside a commit, which may take the error
+ * meta_sync_end's own sync would have seen: ask under the lock that
+ * serialises commits, after meta_sync_end.
  */
 int meta_log_failed(struct meta *m);
 /* The generation recorded by the last meta_sync (0 if none). */
 int meta_synced_gen(struct meta *m, uint64_t *gen);
-/* Checkpoint the WAL into the database file and truncate it. */
+/* Copy the log into the database and empty it. */
 int meta_checkpoint(struct meta *m);
+/* Count of namespace and object writes so far (not syncs or snapshots): group commit. */
+uint64_t meta_changes(struct meta *m);
+/*
+ * Called (under the caller's lock on m) when a write finds the disk full,
+ * before it is tried once more: the store gives back its reserve there.
+ */
+void meta_set_full_hook(struct meta *m, int (*hook)(void *), void *arg);
+/*
+ * A transaction of several statements found the disk full and was rolled
+ * back (the log cannot be emptied while one is open): give back the
+ * reserve and empty the log, so that the caller may run it once more.
+ * With no transaction open.  0 when room was made.
+ */
+int meta_make_room(struct meta *m);
+
+/* ---- the namespace ---- */
 
 int meta_get(struct meta *m, uint64_t ino, struct meta_inode *out);
 int meta_lookup(struct meta *m, uint64_t parent, const char *name, size_t len,
 		struct meta_inode *out);
+/* Insert in->parent/name; sets in->ino.  -EEXIST when the name is taken. */
+int meta_insert(struct meta *m, struct meta_inode *in, const char *name, size_t len);
+/* Move ino to newparent/name.  -EEXIST when the target name is taken. */
+int meta_move(struct meta *m, uint64_t ino, uint64_t newparent, const char *name, size_t len);
+/* Detach ino from the namespace, keeping its row (unlinked while open). */
+int meta_detach(struct meta *m, uint64_t ino);
+/* Delete ino's row, its xattrs with it. */
+int meta_delete(struct meta *m, uint64_t ino);
+/*
+ * An entry of directory dir was made, removed or renamed: its mtime and
+ * ctime become now; *nlink (may be NULL) gets its link count.
+ */
+int meta_dir_changed(struct meta *m, uint64_t dir, int64_t now, uint32_t *nlink);
+/* 1 when dir has entries, 0 when empty. */
+int meta_has_children(struct meta *m, uint64_t dir);
+/*
+ * Call fn for each entry of dir with ino > after, in ino order, until fn
+ * returns non-zero (that value is returned) or the entries run out (0).
+ */
+typedef int (*meta_dirent_fn)(void *ctx, const struct meta_inode *in,
+			      const char *name, size_t len);
+int meta_readdir(struct meta *m, uint64_t dir, uint64_t after, meta_dirent_fn fn, void *ctx);
+
 /* Name and parent of ino (for building keys); -ENOENT. len gets the length. */
 int meta_name(struct meta *m, uint64_t ino, uint64_t *parent, char *name, size_t *len);
 /*
@@ -154,46 +223,9 @@ int meta_key_len(struct meta *m, uint64_t ino, size_t *len);
  * 0 when it has none: the room a rename of dir must leave for them.
  */
 int meta_subtree_depth(struct meta *m, uint64_t dir, size_t *len);
-/*
- * An entry of directory dir was made, removed or renamed: its mtime and
- * ctime become now; *nlink (may be NULL) gets its link count.
- */
-int meta_dir_changed(struct meta *m, uint64_t dir, int64_t now, uint32_t *nlink);
-/* Insert in->parent/name; sets in->ino.  -EEXIST when the name is taken. */
-int meta_insert(struct meta *m, struct meta_inode *in, const char *name, size_t len);
-/* Write every attribute and the mapping of in->ino. */
-int meta_update(struct meta *m, const struct meta_inode *in);
-/*
- * Record a new committed version: meta_update plus the per-page checksums
- * (XXH3-64 of each page's bytes below size; n = npages).
- */
-/*
- * skey is the key of the version's value in a KV backend (NULL: none, as
- * for the pages backend).  op says what happens to the previous key:
- * META_SKEY_KEEP_PREV when in carries the old version as its prev_*
- * mapping (prev_skey takes the old skey), META_SKEY_REVERT when in is the
- * previous version restored (skey takes prev_skey; the skey argument is
- * ignored).
- */
-enum meta_skey_op { META_SKEY_SET = 0, META_SKEY_KEEP_PREV = 1, META_SKEY_REVERT = 2 };
-#define META_SKEY_MAX 4096
-int meta_commit_object(struct meta *m, const struct meta_inode *in, const uint64_t *pcsums,
-		       uint64_t n, const char *skey, enum meta_skey_op op);
-/*
- * Call fn for every object with a value in a KV backend, in ino order, with
- * the keys of its current and previous versions (either may be NULL), until
- * fn returns non-zero (returned).  -EUCLEAN for a key that is not one.
- */
-typedef int (*meta_value_fn)(void *ctx, const struct meta_inode *in, const char *skey,
-			     const char *prev_skey);
-int meta_foreach_value(struct meta *m, meta_value_fn fn, void *ctx);
-/* The per-page checksums of ino: -ENOENT when none are recorded. */
-int meta_pcsums_get(struct meta *m, uint64_t ino, uint64_t *pcsums, uint64_t n);
-int meta_delete(struct meta *m, uint64_t ino);
-/* Detach ino from the namespace, keeping its row (unlinked while open). */
-int meta_detach(struct meta *m, uint64_t ino);
-/* Move ino to newparent/name.  -EEXIST when the target name is taken. */
-int meta_move(struct meta *m, uint64_t ino, uint64_t newparent, const char *name, size_t len);
+
+/* ---- extended attributes ---- */
+
 /*
  * Extended attributes of the user namespace ("user.x", stored with their
  * full name).  Names are at most META_XATTR_NAME_MAX bytes, values at most
@@ -218,16 +250,27 @@ int meta_xattr_remove(struct meta *m, uint64_t ino, const char *name);
  */
 ssize_t meta_xattr_list(struct meta *m, uint64_t ino, char *buf, size_t cap);
 
-/* 1 when dir has entries, 0 when empty. */
-int meta_has_children(struct meta *m, uint64_t dir);
+/* ---- objects: versions and mappings ---- */
 
+/* Write every attribute and the mapping of in->ino. */
+int meta_update(struct meta *m, const struct meta_inode *in);
 /*
- * Call fn for each entry of dir with ino > after, in ino order, until fn
- * returns non-zero (that value is returned) or the entries run out (0).
+ * Record a new committed version: meta_update plus the per-page checksums
+ * (XXH3-64 of each page's bytes below size; n = npages).
+ *
+ * skey is the key of the version's value in a KV backend (NULL: none, as
+ * for the pages backend).  op says what happens to the previous key:
+ * META_SKEY_KEEP_PREV when in carries the old version as its prev_*
+ * mapping (prev_skey takes the old skey), META_SKEY_REVERT when in is the
+ * previous version restored (skey takes prev_skey; the skey argument is
+ * ignored).
  */
-typedef int (*meta_dirent_fn)(void *ctx, const struct meta_inode *in,
-			      const char *name, size_t len);
-int meta_readdir(struct meta *m, uint64_t dir, uint64_t after, meta_dirent_fn fn, void *ctx);
+enum meta_skey_op { META_SKEY_SET = 0, META_SKEY_KEEP_PREV = 1, META_SKEY_REVERT = 2 };
+#define META_SKEY_MAX 4096
+int meta_commit_object(struct meta *m, const struct meta_inode *in, const uint64_t *pcsums,
+		       uint64_t n, const char *skey, enum meta_skey_op op);
+/* The per-page checksums of ino: -ENOENT when none are recorded. */
+int meta_pcsums_get(struct meta *m, uint64_t ino, uint64_t *pcsums, uint64_t n);
 
 typedef int (*meta_ino_fn)(void *ctx, const struct meta_inode *in);
 /*
@@ -235,13 +278,26 @@ typedef int (*meta_ino_fn)(void *ctx, const struct meta_inode *in);
  * quarantined), in ino order, until fn returns non-zero (returned).
  */
 int meta_foreach_mapping(struct meta *m, meta_ino_fn fn, void *ctx);
-
 /*
- * Recovery after an unclean stop: drop files that were never committed and
- * files that were unlinked while open.  Counts of each are returned.
+ * Call fn for every object with a value in a KV backend, in ino order, with
+ * the keys of its current and previous versions (either may be NULL), until
+ * fn returns non-zero (returned).  -EUCLEAN for a key that is not one.
+ */
+typedef int (*meta_value_fn)(void *ctx, const struct meta_inode *in, const char *skey,
+			     const char *prev_skey);
+int meta_foreach_value(struct meta *m, meta_value_fn fn, void *ctx);
+/* Regular files (objects) in the store. */
+int meta_count_files(struct meta *m, uint64_t *n);
+
+/* ---- recovery after an unclean stop ---- */
+
+/* Rows left by an unclean stop: never committed, and unlinked while open. */
+int meta_count_unsettled(struct meta *m, uint64_t *new_files, uint64_t *orphans);
+/*
+ * Drop files that were never committed and files that were unlinked while
+ * open.  Counts of each are returned.
  */
 int meta_recover(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphans);
-
 /*
  * Call fn for each committed object whose last commit is newer than gen
  * (not known durable).  fn may not change the store; collect and act after.
@@ -250,13 +306,11 @@ int meta_foreach_unsynced(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ct
 /* Forget every previous version (all current versions are durable now). */
 int meta_prev_clear(struct meta *m);
 
-/* Rows left by an unclean stop: never committed, and unlinked while open. */
-int meta_count_unsettled(struct meta *m, uint64_t *new_files, uint64_t *orphans);
+/* ---- the clean-unmount state ---- */
 
-/* Regular files (objects) in the store. */
-int meta_count_files(struct meta *m, uint64_t *n);
-
-/* The clean-unmount bitmap snapshot, one row per bucket. */
+int meta_clean_get(struct meta *m, int *clean);
+int meta_clean_set(struct meta *m, int clean);
+/* The bitmap snapshot, one row per bucket. */
 int meta_bitmap_save(struct meta *m, uint32_t bucket, uint64_t npages,
 		     const uint64_t *words, uint64_t nwords);
 /* -ENOENT when there is no snapshot for bucket, -EINVAL when its size differs. */
@@ -297,29 +351,5 @@ int meta_task_requeue(struct meta *m, uint64_t *n);
 int meta_task_count(struct meta *m, int state, uint64_t *n);
 /* Keep the newest `keep` finished tasks, delete older ones. */
 int meta_task_prune(struct meta *m, uint64_t keep);
-
-/*
- * Fault injection for tests: the nth write statement from now (inserts,
- * updates, deletes, moves; counting from 1) fails with -EIO.  0 disarms.
- */
-void meta_inject_fault(struct meta *m, unsigned long nth_write);
-
-/* Count of namespace and object writes so far (not syncs or snapshots). */
-/*
- * Called (under the caller's lock on m) when a write finds the disk full,
- * before it is tried once more: the store gives back its reserve there.
- */
-void meta_set_full_hook(struct meta *m, int (*hook)(void *), void *arg);
-/*
- * A transaction of several statements found the disk full and was rolled
- * back (sqlite cannot empty the log while one is open): give back the
- * reserve and empty the log, so that the caller may run it once more.
- * With no transaction open.  0 when room was made.
- */
-int meta_make_room(struct meta *m);
-uint64_t meta_changes(struct meta *m);
-
-/* Last sqlite error text, for logs. */
-const char *meta_errmsg(struct meta *m);
 
 #endif

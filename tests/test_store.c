@@ -24,6 +24,7 @@
 #include "helpers.h"
 #include "kvb.h"
 #include "meta.h"
+#include "meta_test.h"
 #include "store.h"
 
 #define PS 4096u

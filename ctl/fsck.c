@@ -1,0 +1,46 @@
+/*
+ * offloadctl fsck ROOT [--meta PATH] [--repair] [--ubsio-*]: its arguments;
+ * the check itself is the store's (store/fsck.h).  Exit 0 only when
+ * clean, 1 when problems were found, 2 when the check could not run.
+ */
+#include "ctl.h"
+
+#include <string.h>
+
+#include "fsck.h"
+#include "store.h"
+
+int ctl_fsck(int argc, char **argv)
+{
+	/* The backend stays the one the store records (backend NULL). */
+	struct ofs_config cfg = {
+		.ubsio = { .device_id = KVB_UBSIO_DEVICE_UNSET,
+			   .new_init = -1,
+			   .buffer_max = OFS_UBSIO_BUFFER_MAX,
+			   .cache_max = OFS_UBSIO_CACHE_MAX,
+			   .key_max = OFS_UBSIO_KEY_MAX },
+	};
+	int repair = 0, i, r;
+
+	for (i = 2; i < argc; i++) {
+		if (!strcmp(argv[i], "--repair")) {
+			repair = 1;
+		} else if (!strcmp(argv[i], "--meta") && i + 1 < argc) {
+			cfg.meta_path = argv[++i];
+		} else if ((r = ctl_ubsio_opt(argc, argv, &i, &cfg.ubsio)) != 0) {
+			if (r < 0)
+				return 2;
+		} else if (argv[i][0] != '-' && !cfg.root) {
+			cfg.root = argv[i];
+		} else {
+			fprintf(stderr, "offloadctl: unknown argument '%s'\n", argv[i]);
+			ctl_usage(stderr);
+			return 2;
+		}
+	}
+	if (!cfg.root) {
+		ctl_usage(stderr);
+		return 2;
+	}
+	return ofs_fsck(&cfg, repair, stdout, stderr);
+}

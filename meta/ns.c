@@ -1,0 +1,270 @@
+/*
+ * ns.c: the namespace: one row per file or directory, found by (parent,
+ * name); names, paths and keys built from it; directory times.  Link
+ * counts of directories are kept by triggers of the schema (meta.c).
+ */
+#include "meta_int.h"
+
+#include <errno.h>
+#include <string.h>
+
+int meta_get(struct meta *m, uint64_t ino, struct meta_inode *out)
+{
+	sqlite3_stmt *s = m->st[ST_GET];
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	return meta_one_inode(s, out);
+}
+
+int meta_lookup(struct meta *m, uint64_t parent, const char *name, size_t len,
+		struct meta_inode *out)
+{
+	sqlite3_stmt *s = m->st[ST_LOOKUP];
+
+	if (len > META_NAME_MAX)
+		return -ENAMETOOLONG;
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)parent);
+	sqlite3_bind_blob(s, 2, name, (int)len, SQLITE_STATIC);
+	return meta_one_inode(s, out);
+}
+
+int meta_name(struct meta *m, uint64_t ino, uint64_t *parent, char *name, size_t *len)
+{
+	sqlite3_stmt *s = m->st[ST_NAME];
+	int rc, ret = 0;
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL) {
+		int n = sqlite3_column_bytes(s, 1);
+		const void *p = sqlite3_column_blob(s, 1);
+
+		*parent = (uint64_t)sqlite3_column_int64(s, 0);
+		if (n > META_NAME_MAX) {
+			ret = -EUCLEAN;
+		} else {
+			if (n)
+				memcpy(name, p, (size_t)n);
+			*len = (size_t)n;
+		}
+	} else {
+		ret = rc == SQLITE_ROW || rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
+	}
+	meta_finish(s);
+	return ret;
+}
+
+int meta_path(struct meta *m, uint64_t ino, int with_tenant, char *buf, size_t cap,
+	      size_t *len, uint64_t *tenant)
+{
+	char name[META_NAME_MAX + 1];
+	size_t pos = cap, n;
+	uint64_t parent;
+	int ret, depth = 0;
+
+	if (cap == 0)
+		return -ENAMETOOLONG;
+	/* Built from the end backwards, one component per level. */
+	buf[--pos] = '\0';
+	if (tenant)
+		*tenant = 0;
+	for (;;) {
+		if (depth++ > 4096)
+			return -ELOOP;
+		ret = meta_name(m, ino, &parent, name, &n);
+		if (ret)
+			return ret;
+		if (parent == META_ROOT_INO && tenant)
+			*tenant = ino;
+		if (parent == META_ROOT_INO && !with_tenant)
+			break;
+		if (n + (pos < cap - 1) > pos)
+			return -ENAMETOOLONG;
+		if (pos < cap - 1)
+			buf[--pos] = '/';
+		pos -= n;
+		memcpy(buf + pos, name, n);
+		ino = parent;
+		if (ino == META_ROOT_INO)
+			break;
+	}
+	*len = cap - 1 - pos;
+	memmove(buf, buf + pos, *len + 1);
+	return 0;
+}
+
+int meta_key_len(struct meta *m, uint64_t ino, size_t *len)
+{
+	sqlite3_stmt *s = m->st[ST_NAME];
+	size_t total = 0;
+	int rc, depth = 0;
+
+	/* Only the lengths, from ino up to its tenant (not counted): nothing copied. */
+	while (ino != META_ROOT_INO) {
+		uint64_t parent;
+		size_t n;
+
+		if (depth++ > META_KEY_MAX)
+			return -ELOOP;
+		sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+		rc = sqlite3_step(s);
+		if (rc != SQLITE_ROW || sqlite3_column_type(s, 0) == SQLITE_NULL) {
+			meta_finish(s);
+			return rc == SQLITE_ROW || rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
+		}
+		parent = (uint64_t)sqlite3_column_int64(s, 0);
+		n = (size_t)sqlite3_column_bytes(s, 1);
+		meta_finish(s);
+		if (parent == META_ROOT_INO)
+			break;
+		total += (total ? 1 : 0) + n;
+		if (total > META_KEY_MAX)
+			return -ENAMETOOLONG;
+		ino = parent;
+	}
+	*len = total;
+	return 0;
+}
+
+int meta_subtree_depth(struct meta *m, uint64_t dir, size_t *len)
+{
+	sqlite3_stmt *s = NULL;
+	int rc;
+
+	*len = 0;
+	/* Walks the whole subtree: only a rename of a directory to a longer key asks. */
+	rc = sqlite3_prepare_v2(m->db,
+				"WITH RECURSIVE sub(ino, len) AS ("
+				" SELECT ino, length(name) FROM inodes WHERE parent = ?1"
+				" UNION ALL SELECT i.ino, sub.len + 1 + length(i.name)"
+				" FROM inodes i JOIN sub ON i.parent = sub.ino)"
+				" SELECT coalesce(max(len), 0) FROM sub",
+				-1, &s, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_int64(s, 1, (sqlite3_int64)dir);
+		rc = sqlite3_step(s);
+		if (rc == SQLITE_ROW) {
+			*len = (size_t)sqlite3_column_int64(s, 0);
+			rc = SQLITE_OK;
+		}
+	}
+	sqlite3_finalize(s);
+	return meta_errno(rc);
+}
+
+int meta_dir_changed(struct meta *m, uint64_t dir, int64_t now, uint32_t *nlink)
+{
+	sqlite3_stmt *s = m->st[ST_DIR_CHANGED];
+	int rc, ret;
+
+	if (meta_fault(m))
+		return -EIO;
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)dir);
+	sqlite3_bind_int64(s, 2, now);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		if (nlink)
+			*nlink = (uint32_t)sqlite3_column_int64(s, 0);
+		/* RETURNING: the change is made once the statement runs to its end. */
+		rc = sqlite3_step(s);
+	}
+	ret = rc == SQLITE_DONE ? 0 : meta_errno(rc);
+	if (!ret && sqlite3_changes(m->db) == 0)
+		ret = -ENOENT;
+	meta_finish(s);
+	return ret;
+}
+
+int meta_insert(struct meta *m, struct meta_inode *in, const char *name, size_t len)
+{
+	sqlite3_stmt *s = m->st[ST_INSERT];
+	int ret;
+
+	if (meta_fault(m))
+		return -EIO;
+
+	if (len == 0 || len > META_NAME_MAX)
+		return len ? -ENAMETOOLONG : -EINVAL;
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)in->parent);
+	sqlite3_bind_blob(s, 2, name, (int)len, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, in->mode);
+	sqlite3_bind_int64(s, 4, in->uid);
+	sqlite3_bind_int64(s, 5, in->gid);
+	sqlite3_bind_int64(s, 6, in->atime);
+	sqlite3_bind_int64(s, 7, in->mtime);
+	sqlite3_bind_int64(s, 8, in->ctime);
+	sqlite3_bind_int64(s, 9, (sqlite3_int64)in->size);
+	sqlite3_bind_int(s, 10, in->bucket);
+	sqlite3_bind_int64(s, 11, (sqlite3_int64)in->page);
+	sqlite3_bind_int64(s, 12, (sqlite3_int64)in->npages);
+	sqlite3_bind_int64(s, 13, (sqlite3_int64)in->csum);
+	sqlite3_bind_int(s, 14, in->state);
+	ret = meta_step_done(m, s);
+	if (!ret)
+		in->ino = (uint64_t)sqlite3_last_insert_rowid(m->db);
+	return ret;
+}
+
+int meta_delete(struct meta *m, uint64_t ino)
+{
+	sqlite3_stmt *s = m->st[ST_DELETE];
+
+	if (meta_fault(m))
+		return -EIO;
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	return meta_changed_one(m, meta_step_done(m, s));
+}
+
+int meta_detach(struct meta *m, uint64_t ino)
+{
+	sqlite3_stmt *s = m->st[ST_DETACH];
+
+	if (meta_fault(m))
+		return -EIO;
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	return meta_changed_one(m, meta_step_done(m, s));
+}
+
+int meta_move(struct meta *m, uint64_t ino, uint64_t newparent, const char *name, size_t len)
+{
+	sqlite3_stmt *s = m->st[ST_MOVE];
+
+	if (meta_fault(m))
+		return -EIO;
+
+	if (len == 0 || len > META_NAME_MAX)
+		return len ? -ENAMETOOLONG : -EINVAL;
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64)newparent);
+	sqlite3_bind_blob(s, 3, name, (int)len, SQLITE_STATIC);
+	return meta_changed_one(m, meta_step_done(m, s));
+}
+
+int meta_has_children(struct meta *m, uint64_t dir)
+{
+	return meta_exists(m, ST_HAS_CHILDREN, dir);
+}
+
+int meta_readdir(struct meta *m, uint64_t dir, uint64_t after, meta_dirent_fn fn, void *ctx)
+{
+	sqlite3_stmt *s = m->st[ST_READDIR];
+	struct meta_inode in;
+	int rc, ret = 0;
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)dir);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64)after);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		meta_row_inode(s, &in);
+		ret = fn(ctx, &in, sqlite3_column_blob(s, INODE_NCOLS),
+			 (size_t)sqlite3_column_bytes(s, INODE_NCOLS));
+		if (ret)
+			break;
+	}
+	if (!ret && rc != SQLITE_DONE)
+		ret = meta_errno(rc);
+	meta_finish(s);
+	return ret;
+}
+

@@ -1,0 +1,196 @@
+/*
+ * sync.c: transactions, the durability barrier and the log.
+ *
+ * WAL with synchronous=NORMAL: a commit reaches the OS before it returns
+ * (it survives a daemon kill -9) without an fsync; meta_sync, or
+ * meta_sync_begin then meta_sync_end, is the point of durability against
+ * power loss.  A failed sync of the log is remembered (log_failed) until
+ * a checkpoint has recovered from it.
+ */
+#include "meta_int.h"
+
+#include <errno.h>
+
+/*
+ * Pages of log before a checkpoint (16 MiB at 4 KiB pages).  A checkpoint
+ * runs inside the commit that fills the log and fsyncs the log and the
+ * database, under the caller's lock: every metadata request waits for
+ * those two fsyncs.  sqlite's default (1,000 pages) ran one every few
+ * hundred commits, which on a ROOT of slow fsyncs costs puts and deletes
+ * much of their rate; a larger log makes each checkpoint, and the put
+ * that runs it, longer.  scripts/bench-slowsync measures the balance.
+ */
+#define META_CKPT_PAGES 4096
+
+/*
+ * sqlite's automatic checkpoint, as sqlite runs it, but with its errors
+ * kept: sqlite drops them, and a failed sync there may be the only report
+ * of lost log pages (the kernel reports a writeback error once per open
+ * file, and this is the handle our own sync uses).  Runs inside whichever
+ * commit filled the log, on its thread.
+ */
+int meta_wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
+{
+	struct meta *m = arg;
+	int rc;
+
+	/*
+	 * Not after a failure: a passive checkpoint leaves the damaged log in
+	 * place, whose replay after a crash would lay its older pages over the
+	 * newer ones copied out; meta_sync_begin's truncating one comes next.
+	 */
+	if (pages < META_CKPT_PAGES || __atomic_load_n(&m->log_failed, __ATOMIC_RELAXED))
+		return SQLITE_OK;
+	rc = sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+	/* Not run (busy, or a statement of ours still reading) is not a failure. */
+	if (rc != SQLITE_OK && rc != SQLITE_BUSY && rc != SQLITE_LOCKED)
+		__atomic_store_n(&m->log_failed, 1, __ATOMIC_RELAXED);
+	return SQLITE_OK;
+}
+
+int meta_begin(struct meta *m)
+{
+	return meta_step_done(m, m->st[ST_BEGIN]);
+}
+
+int meta_commit(struct meta *m)
+{
+	int ret = meta_step_done(m, m->st[ST_COMMIT]);
+
+	if (ret)
+		meta_rollback(m);
+	return ret;
+}
+
+void meta_rollback(struct meta *m)
+{
+	if (!sqlite3_get_autocommit(m->db))
+		meta_step_done(m, m->st[ST_ROLLBACK]);
+}
+
+/* The synced_gen row, in a transaction of its own. */
+static int meta_record_synced_gen(struct meta *m, uint64_t synced_gen)
+{
+	int ret = meta_begin(m);
+
+	if (!ret) {
+		ret = meta_kv_set_int(m, "synced_gen", (sqlite3_int64)synced_gen);
+		if (!ret)
+			ret = meta_commit(m);
+		else
+			meta_rollback(m);
+	}
+	return ret;
+}
+
+int meta_sync_begin(struct meta *m, uint64_t synced_gen)
+{
+	int ret = meta_record_synced_gen(m, synced_gen);
+
+	if (!ret) {
+		/* The log's file, kept for meta_sync_end: it stays open as long as the connection. */
+		sqlite3_file *wal = NULL;
+
+		if (sqlite3_file_control(m->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) !=
+			    SQLITE_OK ||
+		    !wal || !wal->pMethods)
+			ret = -EIO;
+		else
+			m->wal = wal;
+	}
+	/*
+	 * After a failed sync of the log, a later sync that succeeds says
+	 * nothing of the pages the failed one lost, and replay stops at the
+	 * first bad frame: every commit since could be gone.  Until a
+	 * checkpoint has copied every frame into the database, synced it, and
+	 * emptied the log (a synced truncation: a log left in place would be
+	 * replayed after a crash over the newer pages), the barrier fails, so
+	 * nothing is released.  The frames are read back through the page
+	 * cache; one the failed write lost and the kernel has since evicted
+	 * would come back from the disk stale, which this cannot detect.
+	 */
+	if (!ret && __atomic_load_n(&m->log_failed, __ATOMIC_RELAXED)) {
+		/* Exclusive locking: it runs to the end or fails, never busy. */
+		if (sqlite3_wal_checkpoint_v2(m->db, "main", SQLITE_CHECKPOINT_TRUNCATE, NULL,
+					      NULL) != SQLITE_OK ||
+		    m->wal->pMethods->xSync(m->wal, SQLITE_SYNC_NORMAL) != SQLITE_OK)
+			ret = -EIO;
+		else
+			__atomic_store_n(&m->log_failed, 0, __ATOMIC_RELAXED);
+	}
+	return ret;
+}
+
+int meta_log_failed(struct meta *m)
+{
+	return __atomic_load_n(&m->log_failed, __ATOMIC_RELAXED);
+}
+
+/*
+ * Runs no statement: it syncs the connection's log file through sqlite's
+ * own file handle, which sqlite keeps open for the life of the connection
+ * in WAL mode, so it may run while other threads use the connection
+ * (sqlite's own syncs of that handle, at a checkpoint, only ever clear the
+ * same "directory synced" bit).
+ */
+int meta_sync_end(struct meta *m)
+{
+	/*
+	 * sqlite's own sync of the log file, as a commit under
+	 * synchronous=FULL would run it (it also syncs the directory the
+	 * first time, after the log was created).  It covers every frame
+	 * written before it, the synced_gen commit's among them; a checkpoint
+	 * meanwhile syncs the log before it copies frames out.
+	 */
+	if (!m->wal)
+		return -EINVAL;
+	if (m->wal->pMethods->xSync(m->wal, SQLITE_SYNC_NORMAL) == SQLITE_OK)
+		return 0;
+	__atomic_store_n(&m->log_failed, 1, __ATOMIC_RELAXED);
+	return -EIO;
+}
+
+int meta_sync(struct meta *m, uint64_t synced_gen)
+{
+	int ret;
+
+	/*
+	 * A commit under synchronous=FULL fsyncs the WAL, and with it every
+	 * transaction committed before it: one fsync covers them all.
+	 */
+	ret = meta_exec(m, "PRAGMA synchronous=FULL");
+	if (ret)
+		return ret;
+	ret = meta_record_synced_gen(m, synced_gen);
+	meta_exec(m, "PRAGMA synchronous=NORMAL");
+	return ret;
+}
+
+int meta_synced_gen(struct meta *m, uint64_t *gen)
+{
+	sqlite3_int64 v = 0;
+	int ret = meta_kv_get(m, "synced_gen", &v, NULL, 0);
+
+	*gen = ret ? 0 : (uint64_t)v;
+	return ret == -ENOENT ? 0 : ret;
+}
+
+int meta_make_room(struct meta *m)
+{
+	if (!sqlite3_get_autocommit(m->db))
+		return -EBUSY;
+	if (m->full_hook)
+		m->full_hook(m->full_arg);
+	/* After a failed sync of the log only a barrier's checkpoint may run. */
+	if (__atomic_load_n(&m->log_failed, __ATOMIC_RELAXED))
+		return -EIO;
+	return meta_checkpoint(m);
+}
+
+int meta_checkpoint(struct meta *m)
+{
+	int rc = sqlite3_wal_checkpoint_v2(m->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+
+	return meta_errno(rc);
+}
+
