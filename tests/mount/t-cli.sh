@@ -216,8 +216,9 @@ if ofs_mount ""; then
 	check_eq "defaults: 256 bucket files" 256 "$(nbuckets "$ROOT")"
 	check_eq "defaults: bucket_ff.data is 4G (sparse)" 4294967296 "$(stat -c %s "$ROOT/bucket_ff.data")"
 	# 256 x 4 GiB, or what the disk under ROOT can hold when that is less.
-	read -r blocks free bsize <<<"$(stat -f -c '%b %f %S' "$MNT")"
+	# The disk measured first: other writers on it only take from it meanwhile.
 	disk=$(($(stat -f -c '%a * %S' "$ROOT") / 65536))
+	read -r blocks free bsize <<<"$(stat -f -c '%b %f %S' "$MNT")"
 	check_eq "defaults: statfs bsize is the page size" 65536 "$bsize"
 	check_eq "defaults: statfs all free" "$blocks" "$free"
 	check "defaults: statfs blocks: 16777216 pages, or no more than the disk has ($blocks, disk $disk)" \
