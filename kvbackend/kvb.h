@@ -410,7 +410,7 @@ void kvb_mem_power_cut(struct kvb *kvb);
 
 /*
  * The KV backend over Huawei's UBSIO KV-cache client library, loaded with
- * dlopen at init (see kvbackend/ubsio.c and README.md).  Its journal of
+ * dlopen at init (see kvbackend/ubsio/ and README.md).  Its journal of
  * values that may need deleting lives in root; m is the store's metadata,
  * read at init and start only, single-threaded.
  */
