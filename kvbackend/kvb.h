@@ -392,23 +392,6 @@ int kvb_pages_init(struct kvb *kvb, const char *root, const struct kvb_pages_geo
 		   int create, char *err, size_t errlen);
 
 /*
- * The same allocator over in-memory buckets, for unit tests: it can fail
- * the Nth write (fail_write_at, counting from 1) with -EIO, and lose every
- * write since the last sync of its bucket (kvb_mem_power_cut).
- */
-struct kvb_mem_faults {
-	unsigned long fail_write_at;
-	unsigned long writes;
-	/* The read-ahead hints asked for, and the last one (bucket, byte range). */
-	unsigned long willneeds;
-	uint32_t willneed_bucket;
-	uint64_t willneed_off, willneed_len;
-};
-int kvb_mem_init(struct kvb *kvb, const struct kvb_pages_geom *g, struct kvb_mem_faults *faults);
-/* Power cut: every bucket goes back to its bytes as of its last sync. */
-void kvb_mem_power_cut(struct kvb *kvb);
-
-/*
  * The KV backend over Huawei's UBSIO KV-cache client library, loaded with
  * dlopen at init (see kvbackend/ubsio/ and README.md).  Its journal of
  * values that may need deleting lives in root; m is the store's metadata,
