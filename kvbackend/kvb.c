@@ -1,14 +1,33 @@
 /*
- * kvb.c: what every backend, and the tools, share: a key's home bucket,
- * bucket file names, and the escaping of descriptor values.
+ * kvb.c: what every backend, and the tools, share: making a struct kvb, a
+ * key's home bucket, bucket file names, and the escaping of descriptor
+ * values.
  */
 #include "kvb.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 
 #include <xxhash.h>
+
+void kvb_init(struct kvb *kvb, const struct kvb_ops *ops, const struct kvb_admin_ops *admin,
+	      void *arg)
+{
+	/* What no backend may leave out: the wrappers call these unchecked. */
+	assert(ops->obj_open && ops->obj_write && ops->obj_truncate && ops->obj_view &&
+	       ops->obj_dirty && ops->obj_commit_prepare && ops->obj_commit_done &&
+	       ops->obj_close);
+	assert(ops->read && ops->read_verified && ops->remove && ops->barrier && ops->release);
+	/* read_unref releases what read_ref handed out: both or neither. */
+	assert(!ops->read_ref == !ops->read_unref);
+	assert(admin->name && admin->start && admin->stop && admin->statfs && admin->describe &&
+	       admin->checksum && admin->stats && admin->free);
+	kvb->ops = ops;
+	kvb->admin = admin;
+	kvb->arg = arg;
+}
 
 uint32_t kvb_home_bucket(const char *key, size_t len, uint32_t bucket_count)
 {

@@ -429,9 +429,6 @@ void pages_free(void *arg)
 }
 
 static const struct kvb_ops pages_ops = {
-	.name = "pages",
-	.start = pages_start,
-	.stop = pages_stop,
 	.obj_open = pages_obj_open,
 	.obj_write = pages_obj_write,
 	.obj_truncate = pages_obj_truncate,
@@ -444,11 +441,17 @@ static const struct kvb_ops pages_ops = {
 	.obj_close = pages_obj_close,
 	.read = pages_read,
 	.read_fd = pages_read_fd,
+	.read_verified = pages_read_verified,
 	.sync = pages_sync,
 	.remove = pages_remove,
 	.barrier = pages_barrier,
 	.release = pages_release,
-	.read_verified = pages_read_verified,
+};
+
+static const struct kvb_admin_ops pages_admin = {
+	.name = "pages",
+	.start = pages_start,
+	.stop = pages_stop,
 	.statfs = pages_statfs,
 	.describe = pages_describe,
 	.checksum = pages_checksum,
@@ -459,6 +462,5 @@ static const struct kvb_ops pages_ops = {
 
 void pages_attach(struct kvb *kvb, struct pages *p)
 {
-	kvb->ops = &pages_ops;
-	kvb->arg = p;
+	kvb_init(kvb, &pages_ops, &pages_admin, p);
 }

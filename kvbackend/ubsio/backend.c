@@ -36,25 +36,6 @@
 
 #include "meta.h"
 
-static int ubs_read_fd(void *arg, const struct kvb_map *m, uint64_t off, size_t len, int *fd,
-		       off_t *pos)
-{
-	(void)arg;
-	(void)m;
-	(void)off;
-	(void)len;
-	(void)fd;
-	(void)pos;
-	return -EOPNOTSUPP;
-}
-
-static int ubs_sync(void *arg, const struct kvb_map *m)
-{
-	(void)arg;
-	(void)m;
-	return 0;
-}
-
 static int ubs_remove(void *arg, const struct kvb_map *m)
 {
 	struct ubs *u = arg;
@@ -348,17 +329,6 @@ static void ubs_stats(void *arg, struct kvb_stats *st)
 	pthread_mutex_unlock(&u->lock);
 }
 
-static int ubs_bucket_usage(void *arg, uint32_t b, uint64_t *used, uint64_t *free_pages,
-			    uint64_t *largest_free)
-{
-	(void)arg;
-	(void)b;
-	(void)used;
-	(void)free_pages;
-	(void)largest_free;
-	return -ENOENT;
-}
-
 /*
  * The store id in every key this store puts: read from the store's
  * settings, or drawn and recorded at the first start.  Only its uniqueness
@@ -473,10 +443,8 @@ static void ubs_free(void *arg)
 	ubs_lib_unload();
 }
 
+/* A value is in no file and a put is durable when it returns: no read_fd, no sync. */
 static const struct kvb_ops ubs_ops = {
-	.name = "ubsio",
-	.start = ubs_start,
-	.stop = ubs_stop,
 	.obj_open = ubs_obj_open,
 	.obj_write = ubs_obj_write,
 	.obj_truncate = ubs_obj_truncate,
@@ -486,20 +454,24 @@ static const struct kvb_ops ubs_ops = {
 	.obj_commit_done = ubs_obj_commit_done,
 	.obj_close = ubs_obj_close,
 	.read = ubs_read,
-	.read_fd = ubs_read_fd,
-	.sync = ubs_sync,
+	.read_verified = ubs_read_verified,
+	.read_ref = ubs_read_ref,
+	.read_unref = ubs_read_unref,
 	.remove = ubs_remove,
 	.remove_prepare = ubs_remove_prepare,
 	.barrier = ubs_barrier,
 	.release = ubs_release,
-	.read_verified = ubs_read_verified,
-	.read_ref = ubs_read_ref,
-	.read_unref = ubs_read_unref,
+};
+
+/* No buckets: no bucket_usage. */
+static const struct kvb_admin_ops ubs_admin = {
+	.name = "ubsio",
+	.start = ubs_start,
+	.stop = ubs_stop,
 	.statfs = ubs_statfs,
 	.describe = ubs_describe,
 	.checksum = ubs_checksum,
 	.stats = ubs_stats,
-	.bucket_usage = ubs_bucket_usage,
 	.probe = ubs_probe,
 	.free = ubs_free,
 };
@@ -567,8 +539,7 @@ int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_con
 		snprintf(err, errlen, "cannot read the value keys: %s", strerror(-ret));
 		goto fail;
 	}
-	kvb->ops = &ubs_ops;
-	kvb->arg = u;
+	kvb_init(kvb, &ubs_ops, &ubs_admin, u);
 	return 0;
 
 fail:
