@@ -18,24 +18,30 @@
 
 ssize_t io_pread(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off)
 {
-	ssize_t n = p->io->pread(p->dev, b, buf, len, off);
+	ssize_t n;
 
+	assert(b < p->nbuckets);
+	n = p->io->pread(p->dev, b, buf, len, off);
 	pages_count(p, KVB_CALL_READ, n < 0);
 	return n;
 }
 
 ssize_t io_pwrite(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off)
 {
-	ssize_t n = p->io->pwrite(p->dev, b, buf, len, off);
+	ssize_t n;
 
+	assert(b < p->nbuckets);
+	n = p->io->pwrite(p->dev, b, buf, len, off);
 	pages_count(p, KVB_CALL_WRITE, n < 0);
 	return n;
 }
 
 int io_zero(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
 {
-	int ret = p->io->zero(p->dev, b, off, len);
+	int ret;
 
+	assert(b < p->nbuckets);
+	ret = p->io->zero(p->dev, b, off, len);
 	pages_count(p, KVB_CALL_ZERO, ret < 0);
 	/* Zeros are data too: the next barrier must sync them (see pages_write_all). */
 	__atomic_store_n(&p->b[b].dirty, 1, __ATOMIC_RELEASE);
@@ -44,8 +50,10 @@ int io_zero(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
 
 int io_sync(struct pages *p, uint32_t b)
 {
-	int ret = p->io->sync(p->dev, b);
+	int ret;
 
+	assert(b < p->nbuckets);
+	ret = p->io->sync(p->dev, b);
 	pages_count(p, KVB_CALL_SYNC, ret < 0);
 	return ret;
 }
@@ -190,10 +198,10 @@ static int pages_alloc(struct pages **out, const struct kvb_pages_geom *g, char 
 	    g->bucket_size < g->page_size || g->bucket_size % g->page_size ||
 	    g->bucket_count < 1 || g->bucket_count > PAGES_BUCKETS_MAX) {
 		snprintf(err, errlen,
-			 "invalid geometry: page_size %llu (a power of two >= 512), bucket_size "
-			 "%llu (a multiple of page_size), bucket_count %u (1..256)",
-			 (unsigned long long)g->page_size, (unsigned long long)g->bucket_size,
-			 g->bucket_count);
+			 "invalid geometry: page_size %llu (a power of two >= %u), bucket_size "
+			 "%llu (a multiple of page_size), bucket_count %u (1..%u)",
+			 (unsigned long long)g->page_size, PAGES_PAGE_SIZE_MIN,
+			 (unsigned long long)g->bucket_size, g->bucket_count, PAGES_BUCKETS_MAX);
 		return -EINVAL;
 	}
 	p = calloc(1, sizeof(*p));

@@ -32,8 +32,8 @@
 /* Bytes copied or hashed per read of a run. */
 #define PAGES_COPY_CHUNK (1u << 20)
 /* The geometry a store may have (kvb_pages_init_io checks it). */
-#define PAGES_PAGE_SIZE_MIN 512
-#define PAGES_BUCKETS_MAX 256
+#define PAGES_PAGE_SIZE_MIN 512u
+#define PAGES_BUCKETS_MAX 256u
 /* The freed list's first allocation, in runs; it doubles from there. */
 #define PAGES_FREED_INITIAL 64
 /* A hasher's first array of page sums; it doubles from there. */

@@ -36,6 +36,7 @@ static int pages_filled(const struct kvb_obj *o, uint64_t pg)
 static void pages_mark_filled(struct kvb_obj *o, uint64_t pg)
 {
 	if (!pages_filled(o, pg)) {
+		assert(o->unfilled > 0);
 		o->filled[pg / 64] |= 1ULL << (pg % 64);
 		o->unfilled--;
 	}

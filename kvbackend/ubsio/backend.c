@@ -482,9 +482,10 @@ int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_con
 	struct ubs *u;
 	int ret;
 
-	if (!c->page_size || !c->buffer_max || c->key_max < 64 || c->key_max > UBS_KEY_MAX) {
-		snprintf(err, errlen, "ubsio: page_size, kv_buffer_max and a key_max of 64..%d "
-				      "are required", UBS_KEY_MAX);
+	if (!c->page_size || !c->buffer_max || c->key_max < UBS_KEY_MAX_MIN ||
+	    c->key_max > UBS_KEY_MAX) {
+		snprintf(err, errlen, "ubsio: page_size, kv_buffer_max and a key_max of %d..%d "
+				      "are required", UBS_KEY_MAX_MIN, UBS_KEY_MAX);
 		return -EINVAL;
 	}
 	ret = ubs_lib_load(c, err, errlen);

@@ -236,6 +236,7 @@ void ubs_doom_quiet(struct ubs *u, struct ubs_val *v)
 
 static void ubs_doom_remove(struct ubs *u, struct ubs_val *v)
 {
+	assert(v->state == UBS_DOOMED && u->ndoomed > 0);
 	if (v->dprev)
 		v->dprev->dnext = v->dnext;
 	else
@@ -302,6 +303,7 @@ uint64_t ubs_delete_doomed(struct ubs *u, uint64_t mark)
 		for (i = 0; i < n; i++) {
 			struct ubs_val *d = batch[i];
 
+			assert(d->refs > 0);
 			d->refs--;
 			d->deleting = 0;
 			/*
@@ -309,6 +311,7 @@ uint64_t ubs_delete_doomed(struct ubs *u, uint64_t mark)
 			 * already: a put that failed, a replayed journal line).
 			 */
 			if (res[i] == UBS_OK || res[i] == UBS_ENOTFOUND) {
+				assert(u->stored_bytes >= d->size && u->stored_keys > 0);
 				u->stored_bytes -= d->size;
 				u->stored_keys--;
 				u->st.frees++;

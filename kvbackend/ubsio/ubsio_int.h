@@ -33,6 +33,8 @@
  * MAX_BATCH_OP_COUNT): a key of 1..255 bytes, 1..16384 keys a batch call.
  */
 #define UBS_KEY_MAX 255
+/* The least key_max a store may set: room for a path's head, the hash, vid and store id. */
+#define UBS_KEY_MAX_MIN 64
 #define UBS_EXIST_BATCH 16384
 /*
  * Older releases hand BatchGet's values back in pool blocks of their own,

@@ -26,6 +26,7 @@ struct ubs_val *ubs_find(struct ubs *u, uint64_t vid)
 /* Never fails (see htab.h); v->vid must not be in the table. */
 void ubs_insert(struct ubs *u, struct ubs_val *v)
 {
+	assert(!ubs_find(u, v->vid));
 	v->hnode.key = v->vid;
 	htab_insert(&u->tab, &v->hnode);
 }
@@ -64,6 +65,7 @@ void ubs_uncache(struct ubs *u, struct ubs_val *v)
 {
 	if (!v->data)
 		return;
+	assert(!v->refs && u->cached >= v->size);
 	ubs_lru_remove(u, v);
 	free(v->data);
 	v->data = NULL;
@@ -89,6 +91,7 @@ static void ubs_cache_trim(struct ubs *u)
 
 void ubs_val_free(struct ubs *u, struct ubs_val *v)
 {
+	assert(!v->refs);
 	ubs_uncache(u, v);
 	free(v->skey);
 	free(v);
@@ -398,6 +401,7 @@ check:
 
 void ubs_unhold(struct ubs *u, struct ubs_val *v)
 {
+	assert(v->refs > 0);
 	v->refs--;
 	ubs_cache_trim(u);
 }

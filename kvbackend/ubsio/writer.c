@@ -65,6 +65,7 @@ static int ubs_charge(struct ubs *u, struct kvb_obj *o, uint64_t size, uint64_t 
 
 static void ubs_uncharge(struct ubs *u, struct kvb_obj *o)
 {
+	assert(u->working_bytes >= o->charged && u->working_keys >= (uint64_t)o->charged_key);
 	u->working_bytes -= o->charged;
 	u->working_keys -= (uint64_t)o->charged_key;
 	o->charged = 0;
@@ -260,6 +261,7 @@ static void ubs_take_spare(struct ubs *u, struct kvb_obj *o)
 {
 	struct ubs_val *nw = o->spare;
 
+	assert(nw);
 	o->spare = NULL;
 	nw->vid = u->next_vid++;
 	nw->state = UBS_WORKING;
@@ -401,8 +403,11 @@ void ubs_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 	struct ubs_val *w = o->w;
 
 	pthread_mutex_lock(&u->lock);
-	if (o->put_new || o->holding)
+	assert(!(o->put_new && o->holding));
+	if (o->put_new || o->holding) {
+		assert(u->nputting > 0);
 		u->nputting--;
+	}
 	o->holding = 0;
 	if (ok) {
 		/* The record now points at w (or at nothing): the old value goes (journalled). */
@@ -411,6 +416,7 @@ void ubs_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 		o->base = NULL;
 		o->base_size = 0;
 		if (o->put_new) {
+			assert(w->state == UBS_PUTTING);
 			w->state = UBS_COMMITTED;
 			w->obj = NULL;
 			o->base = w;
@@ -440,6 +446,7 @@ void ubs_obj_close(void *arg, struct kvb_obj *o)
 		ubs_val_free(u, o->w);
 	}
 	ubs_uncharge(u, o);
+	assert(u->buffered >= o->cap);
 	u->buffered -= o->cap;
 	pthread_mutex_unlock(&u->lock);
 	free(o->spare);
