@@ -1,8 +1,10 @@
 /*
- * kvb: storage backends behind one ops table.
+ * kvb: storage backends behind a data-path table and an administration
+ * table, called through the kvb_* wrappers below.
  *
- * fuse/ talks to objects only through struct kvb; it never knows whether the
- * bytes live in bucket-file pages or in a distributed KV store.  An object
+ * store/ (and offloadctl) talk to objects only through struct kvb; they
+ * never know whether the bytes live in bucket-file pages (kvbackend/pages/)
+ * or in a distributed KV store (kvbackend/ubsio/).  An object
  * has a committed mapping (what the metadata store records) and, while a
  * writer has it open, a working state (struct kvb_obj) that becomes the
  * committed mapping only through commit_prepare + commit_done.  Everything
@@ -64,17 +66,14 @@ struct kvb_stats {
 	uint64_t calls[KVB_NCALLS], errors[KVB_NCALLS];
 };
 
+/*
+ * A backend is two const tables over one arg: the data path, which the
+ * store calls for every object (writers, reads, removes, the durability
+ * barrier), and administration (mount and unmount, what statfs, metrics,
+ * descriptors, fsck and scrub ask).  Methods marked "may be NULL" are
+ * optional; the wrappers below answer for them.
+ */
 struct kvb_ops {
-	const char *name;
-	/*
-	 * Mount: load the allocation state (the clean snapshot when clean is
-	 * set, else a rebuild from the committed mappings).  msg gets one
-	 * line for the log.
-	 */
-	int (*start)(void *arg, struct meta *m, int clean, char *msg, size_t msglen);
-	/* Clean unmount: sync data and save the allocation state. */
-	int (*stop)(void *arg, struct meta *m);
-
 	/*
 	 * Working state for a writer of the object whose committed mapping is
 	 * c.  key is the object's path below the root, "<tenant>/<key>" (no
@@ -122,13 +121,13 @@ struct kvb_ops {
 	/* Read committed (or viewed) bytes; short at the end of the object. */
 	ssize_t (*read)(void *arg, const struct kvb_map *m, void *buf, size_t len, uint64_t off);
 	/*
-	 * The file descriptor and position holding byte off of m, for
-	 * zero-copy replies of len bytes; -EOPNOTSUPP when the backend has
-	 * none.
+	 * May be NULL.  The file descriptor and position holding byte off of
+	 * m, for zero-copy replies of len bytes; -EOPNOTSUPP when the backend
+	 * has none.
 	 */
 	int (*read_fd)(void *arg, const struct kvb_map *m, uint64_t off, size_t len, int *fd,
 		       off_t *pos);
-	/* Make the bytes of m durable (fsync their bucket). */
+	/* May be NULL (a put is durable when it returns).  Make the bytes of m durable. */
 	int (*sync)(void *arg, const struct kvb_map *m);
 	/* Free the pages of a committed object whose record is gone (at the next barrier). */
 	int (*remove)(void *arg, const struct kvb_map *m);
@@ -165,6 +164,18 @@ struct kvb_ops {
 	ssize_t (*read_ref)(void *arg, const struct kvb_map *m, const uint64_t *pcsums, size_t len,
 			    uint64_t off, const void **ptr, void **ref, uint64_t *bad_page);
 	void (*read_unref)(void *arg, void *ref);
+};
+
+struct kvb_admin_ops {
+	const char *name;
+	/*
+	 * Mount: load the allocation state (the clean snapshot when clean is
+	 * set, else a rebuild from the committed mappings).  msg gets one
+	 * line for the log.
+	 */
+	int (*start)(void *arg, struct meta *m, int clean, char *msg, size_t msglen);
+	/* Clean unmount: sync data and save the allocation state. */
+	int (*stop)(void *arg, struct meta *m);
 	int (*statfs)(void *arg, struct kvb_statfs *st);
 	/* The external descriptor of a committed object (see DESIGN.md). */
 	int (*describe)(void *arg, const struct kvb_map *m, char *buf, size_t len);
@@ -172,7 +183,10 @@ struct kvb_ops {
 	int (*checksum)(void *arg, const struct kvb_map *m, uint64_t *csum);
 	/* A snapshot of the counters. */
 	void (*stats)(void *arg, struct kvb_stats *st);
-	/* Pages used, free and the longest free run of bucket b; -ENOENT past the last. */
+	/*
+	 * May be NULL (no buckets).  Pages used, free and the longest free
+	 * run of bucket b; -ENOENT past the last.
+	 */
 	int (*bucket_usage)(void *arg, uint32_t b, uint64_t *used, uint64_t *free_pages,
 			    uint64_t *largest_free);
 	/*
@@ -182,13 +196,22 @@ struct kvb_ops {
 	 * (could not tell).  Returns 0 or the error that stopped the check.
 	 */
 	int (*probe)(void *arg, const struct kvb_map *maps, size_t n, int *res);
+	/* Release everything: the last call on arg. */
 	void (*free)(void *arg);
 };
 
 struct kvb {
 	const struct kvb_ops *ops;
+	const struct kvb_admin_ops *admin;
 	void *arg;
 };
+
+/*
+ * Make kvb a backend over arg (a backend's init calls it); the methods
+ * that may not be NULL are asserted present in debug builds.
+ */
+void kvb_init(struct kvb *kvb, const struct kvb_ops *ops, const struct kvb_admin_ops *admin,
+	      void *arg);
 
 /*
  * Callers go through these wrappers, never through the ops table: an
@@ -197,12 +220,12 @@ struct kvb {
  */
 static inline int kvb_start(const struct kvb *k, struct meta *m, int clean, char *msg, size_t msglen)
 {
-	return k->ops->start(k->arg, m, clean, msg, msglen);
+	return k->admin->start(k->arg, m, clean, msg, msglen);
 }
 
 static inline int kvb_stop(const struct kvb *k, struct meta *m)
 {
-	return k->ops->stop(k->arg, m);
+	return k->admin->stop(k->arg, m);
 }
 
 static inline int kvb_obj_open(const struct kvb *k, const struct kvb_map *c, const char *key,
@@ -267,15 +290,19 @@ static inline ssize_t kvb_read(const struct kvb *k, const struct kvb_map *m, voi
 	return k->ops->read(k->arg, m, buf, len, off);
 }
 
+/* -EOPNOTSUPP from a backend whose bytes are in no file: use kvb_read. */
 static inline int kvb_read_fd(const struct kvb *k, const struct kvb_map *m, uint64_t off, size_t len,
 			      int *fd, off_t *pos)
 {
+	if (!k->ops->read_fd)
+		return -EOPNOTSUPP;
 	return k->ops->read_fd(k->arg, m, off, len, fd, pos);
 }
 
+/* Nothing to sync for a backend whose writes are durable when they return. */
 static inline int kvb_sync(const struct kvb *k, const struct kvb_map *m)
 {
-	return k->ops->sync(k->arg, m);
+	return k->ops->sync ? k->ops->sync(k->arg, m) : 0;
 }
 
 static inline int kvb_remove(const struct kvb *k, const struct kvb_map *m)
@@ -333,44 +360,47 @@ static inline void kvb_read_unref(const struct kvb *k, void *ref)
 
 static inline int kvb_statfs(const struct kvb *k, struct kvb_statfs *st)
 {
-	return k->ops->statfs(k->arg, st);
+	return k->admin->statfs(k->arg, st);
 }
 
 static inline int kvb_describe(const struct kvb *k, const struct kvb_map *m, char *buf, size_t len)
 {
-	return k->ops->describe(k->arg, m, buf, len);
+	return k->admin->describe(k->arg, m, buf, len);
 }
 
 static inline int kvb_checksum(const struct kvb *k, const struct kvb_map *m, uint64_t *csum)
 {
-	return k->ops->checksum(k->arg, m, csum);
+	return k->admin->checksum(k->arg, m, csum);
 }
 
 static inline void kvb_stats(const struct kvb *k, struct kvb_stats *st)
 {
-	k->ops->stats(k->arg, st);
+	k->admin->stats(k->arg, st);
 }
 
+/* -ENOENT from a backend without buckets: there is no bucket b. */
 static inline int kvb_bucket_usage(const struct kvb *k, uint32_t b, uint64_t *used,
 				   uint64_t *free_pages, uint64_t *largest_free)
 {
-	return k->ops->bucket_usage(k->arg, b, used, free_pages, largest_free);
+	if (!k->admin->bucket_usage)
+		return -ENOENT;
+	return k->admin->bucket_usage(k->arg, b, used, free_pages, largest_free);
 }
 
 /* -EOPNOTSUPP from a backend whose objects cannot go missing. */
 static inline int kvb_probe(const struct kvb *k, const struct kvb_map *maps, size_t n, int *res)
 {
-	return k->ops->probe ? k->ops->probe(k->arg, maps, n, res) : -EOPNOTSUPP;
+	return k->admin->probe ? k->admin->probe(k->arg, maps, n, res) : -EOPNOTSUPP;
 }
 
 static inline int kvb_has_probe(const struct kvb *k)
 {
-	return k->ops->probe != NULL;
+	return k->admin->probe != NULL;
 }
 
 static inline const char *kvb_name(const struct kvb *k)
 {
-	return k->ops->name;
+	return k->admin->name;
 }
 
 /*
@@ -392,25 +422,8 @@ int kvb_pages_init(struct kvb *kvb, const char *root, const struct kvb_pages_geo
 		   int create, char *err, size_t errlen);
 
 /*
- * The same allocator over in-memory buckets, for unit tests: it can fail
- * the Nth write (fail_write_at, counting from 1) with -EIO, and lose every
- * write since the last sync of its bucket (kvb_mem_power_cut).
- */
-struct kvb_mem_faults {
-	unsigned long fail_write_at;
-	unsigned long writes;
-	/* The read-ahead hints asked for, and the last one (bucket, byte range). */
-	unsigned long willneeds;
-	uint32_t willneed_bucket;
-	uint64_t willneed_off, willneed_len;
-};
-int kvb_mem_init(struct kvb *kvb, const struct kvb_pages_geom *g, struct kvb_mem_faults *faults);
-/* Power cut: every bucket goes back to its bytes as of its last sync. */
-void kvb_mem_power_cut(struct kvb *kvb);
-
-/*
  * The KV backend over Huawei's UBSIO KV-cache client library, loaded with
- * dlopen at init (see kvbackend/ubsio.c and README.md).  Its journal of
+ * dlopen at init (see kvbackend/ubsio/ and README.md).  Its journal of
  * values that may need deleting lives in root; m is the store's metadata,
  * read at init and start only, single-threaded.
  */
@@ -464,9 +477,10 @@ int kvb_desc_unescape(char *s);
 
 static inline void kvb_release(struct kvb *kvb)
 {
-	if (kvb->ops)
-		kvb->ops->free(kvb->arg);
+	if (kvb->admin)
+		kvb->admin->free(kvb->arg);
 	kvb->ops = NULL;
+	kvb->admin = NULL;
 	kvb->arg = NULL;
 }
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests for kvbackend/pages.c (over in-memory buckets with fault
+ * Unit tests for kvbackend/pages/ (over in-memory buckets with fault
  * injection, and over real bucket files) and for store/store.c's opening
  * rules.
  */
@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "kvb.h"
+#include "mem_buckets.h"
 #include "meta.h"
 #include "store.h"
 

@@ -1,0 +1,331 @@
+/*
+ * io.c: the bucket I/O of the pages backend.  Every call goes through the
+ * io_* functions here, which count it for metrics; the bytes live where
+ * the backend's struct kvb_pages_io puts them: in the bucket files
+ * (file_io, below) for a mount, elsewhere for tests (pages_io.h).
+ */
+#include "pages_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+ssize_t io_pread(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off)
+{
+	ssize_t n;
+
+	assert(b < p->nbuckets);
+	n = p->io->pread(p->dev, b, buf, len, off);
+	pages_count(p, KVB_CALL_READ, n < 0);
+	return n;
+}
+
+ssize_t io_pwrite(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off)
+{
+	ssize_t n;
+
+	assert(b < p->nbuckets);
+	n = p->io->pwrite(p->dev, b, buf, len, off);
+	pages_count(p, KVB_CALL_WRITE, n < 0);
+	return n;
+}
+
+int io_zero(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
+{
+	int ret;
+
+	assert(b < p->nbuckets);
+	ret = p->io->zero(p->dev, b, off, len);
+	pages_count(p, KVB_CALL_ZERO, ret < 0);
+	/* Zeros are data too: the next barrier must sync them (see pages_write_all). */
+	__atomic_store_n(&p->b[b].dirty, 1, __ATOMIC_RELEASE);
+	return ret;
+}
+
+int io_sync(struct pages *p, uint32_t b)
+{
+	int ret;
+
+	assert(b < p->nbuckets);
+	ret = p->io->sync(p->dev, b);
+	pages_count(p, KVB_CALL_SYNC, ret < 0);
+	return ret;
+}
+
+/* -ENOSPC when the backing filesystem cannot hold the run; 0 when it can or cannot tell. */
+int io_reserve(struct pages *p, uint32_t b, uint64_t page, uint64_t n)
+{
+	int ret;
+
+	if (!p->io->reserve || n == 0)
+		return 0;
+	ret = p->io->reserve(p->dev, b, page * p->page_size, n * p->page_size);
+	pages_count(p, KVB_CALL_ZERO, ret < 0);
+	return ret;
+}
+
+void io_punch(struct pages *p, uint32_t b, uint64_t page, uint64_t n)
+{
+	/* Best effort: a run not punched only costs disk space until fsck --repair. */
+	if (p->io->punch && n)
+		pages_count(p, KVB_CALL_ZERO,
+			    p->io->punch(p->dev, b, page * p->page_size, n * p->page_size) < 0);
+}
+
+/* Advisory: nothing to count, nothing to fail. */
+void io_willneed(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
+{
+	if (p->io->willneed)
+		p->io->willneed(p->dev, b, off, len);
+}
+
+/* ---- file-backed buckets ---- */
+
+static ssize_t file_pread(void *dev, uint32_t b, void *buf, size_t len, uint64_t off)
+{
+	struct pages *p = dev;
+	ssize_t n = pread(p->b[b].fd, buf, len, (off_t)off);
+
+	return n < 0 ? -errno : n;
+}
+
+static ssize_t file_pwrite(void *dev, uint32_t b, const void *buf, size_t len, uint64_t off)
+{
+	struct pages *p = dev;
+	ssize_t n = pwrite(p->b[b].fd, buf, len, (off_t)off);
+
+	return n < 0 ? -errno : n;
+}
+
+static void file_willneed(void *dev, uint32_t b, uint64_t off, uint64_t len)
+{
+	struct pages *p = dev;
+
+	/* The kernel bounds it to the device's readahead size. */
+	(void)posix_fadvise(p->b[b].fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+}
+
+static int file_reserve(void *dev, uint32_t b, uint64_t off, uint64_t len)
+{
+	struct pages *p = dev;
+	struct statvfs v;
+
+	/* The metadata's reserve on a shared filesystem is not ours to fill. */
+	if (p->keep_free && fstatvfs(p->b[b].fd, &v) == 0 &&
+	    (uint64_t)v.f_bavail * v.f_frsize < len + p->keep_free)
+		return -ENOSPC;
+	if (fallocate(p->b[b].fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0)
+		return 0;
+	/* A filesystem without fallocate cannot promise blocks: writes find out. */
+	return errno == ENOSPC ? -ENOSPC : errno == EDQUOT ? -EDQUOT : 0;
+}
+
+static int file_punch(void *dev, uint32_t b, uint64_t off, uint64_t len)
+{
+	struct pages *p = dev;
+
+	return fallocate(p->b[b].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+			 (off_t)len)
+		       ? -errno
+		       : 0;
+}
+
+static int file_zero(void *dev, uint32_t b, uint64_t off, uint64_t len)
+{
+	static const char zeros[65536];
+	struct pages *p = dev;
+
+	/*
+	 * Zeros that keep the range's blocks (it is allocated: io_reserve),
+	 * without writing them.  Without ZERO_RANGE (tmpfs): a hole, then
+	 * the blocks again; without either, written zeros.
+	 */
+	if (fallocate(p->b[b].fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+		      (off_t)len) == 0)
+		return 0;
+	if (errno == ENOSPC)
+		return -ENOSPC;
+	if (fallocate(p->b[b].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+		      (off_t)len) == 0) {
+		/* The blocks just given back, taken again (no keep_free: they were ours). */
+		if (fallocate(p->b[b].fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0 ||
+		    (errno != ENOSPC && errno != EDQUOT))
+			return 0;
+		return -errno;
+	}
+	while (len) {
+		size_t n = len < sizeof(zeros) ? (size_t)len : sizeof(zeros);
+		int ret = pages_write_all(p, b, zeros, n, off);
+
+		if (ret)
+			return ret;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static int file_sync(void *dev, uint32_t b)
+{
+	struct pages *p = dev;
+
+	return fdatasync(p->b[b].fd) ? -errno : 0;
+}
+
+static const struct kvb_pages_io file_io = {
+	.pread = file_pread,
+	.pwrite = file_pwrite,
+	.zero = file_zero,
+	.sync = file_sync,
+	.reserve = file_reserve,
+	.punch = file_punch,
+	.willneed = file_willneed,
+};
+
+/* A backend of geometry g, its buckets not yet given storage. */
+static int pages_alloc(struct pages **out, const struct kvb_pages_geom *g, char *err, size_t errlen)
+{
+	struct pages *p;
+	uint32_t i;
+
+	if (g->page_size < PAGES_PAGE_SIZE_MIN || (g->page_size & (g->page_size - 1)) ||
+	    g->bucket_size < g->page_size || g->bucket_size % g->page_size ||
+	    g->bucket_count < 1 || g->bucket_count > PAGES_BUCKETS_MAX) {
+		snprintf(err, errlen,
+			 "invalid geometry: page_size %llu (a power of two >= %u), bucket_size "
+			 "%llu (a multiple of page_size), bucket_count %u (1..%u)",
+			 (unsigned long long)g->page_size, PAGES_PAGE_SIZE_MIN,
+			 (unsigned long long)g->bucket_size, g->bucket_count, PAGES_BUCKETS_MAX);
+		return -EINVAL;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->page_size = g->page_size;
+	p->bucket_size = g->bucket_size;
+	p->npages = g->bucket_size / g->page_size;
+	p->nbuckets = g->bucket_count;
+	p->keep_free = g->keep_free;
+	pthread_mutex_init(&p->flock, NULL);
+	p->b = calloc(p->nbuckets, sizeof(*p->b));
+	if (!p->b) {
+		free(p);
+		return -ENOMEM;
+	}
+	for (i = 0; i < p->nbuckets; i++) {
+		p->b[i].fd = -1;
+		pthread_mutex_init(&p->b[i].lock, NULL);
+		if (alloc_init(&p->b[i].a, p->npages)) {
+			p->nbuckets = i + 1;
+			pages_free(p);
+			snprintf(err, errlen, "out of memory for bitmaps");
+			return -ENOMEM;
+		}
+	}
+	*out = p;
+	return 0;
+}
+
+int kvb_pages_init(struct kvb *kvb, const char *root, const struct kvb_pages_geom *g,
+		   int create, char *err, size_t errlen)
+{
+	struct pages *p;
+	char path[PATH_MAX], name[32];
+	uint32_t i;
+	int ret, dfd = -1;
+
+	ret = pages_alloc(&p, g, err, errlen);
+	if (ret)
+		return ret;
+	p->io = &file_io;
+	p->dev = p;
+	p->root = realpath(root, NULL);
+	if (p->root)
+		dfd = open(p->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: %s", root, strerror(errno));
+		goto out_free;
+	}
+	for (i = 0; i < p->nbuckets; i++) {
+		struct stat st;
+		int fd;
+
+		kvb_bucket_name(i, name, sizeof(name));
+		snprintf(path, sizeof(path), "%s/%s", p->root, name);
+		/*
+		 * Never O_TRUNC: a bucket file is only ever extended.  Relative to
+		 * ROOT and never through a symbolic link: object bytes go nowhere else.
+		 */
+		fd = openat(dfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0),
+			    0600);
+		if (fd < 0) {
+			ret = -errno;
+			snprintf(err, errlen, "%s: %s%s", path,
+				 errno == ELOOP ? "a symbolic link, refused" : strerror(errno),
+				 errno == ENOENT ? " (bucket file missing from an existing store)" : "");
+			goto out_free;
+		}
+		p->b[i].fd = fd;
+		if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+			ret = -EINVAL;
+			snprintf(err, errlen, "%s: not a regular file", path);
+			goto out_free;
+		}
+		if ((uint64_t)st.st_size < p->bucket_size) {
+			if (!create) {
+				/* Extending would turn lost data into zeros that pass for content. */
+				ret = -EUCLEAN;
+				snprintf(err, errlen,
+					 "%s is %lld bytes, expected %llu: truncated bucket file; "
+					 "run offloadctl fsck",
+					 path, (long long)st.st_size, (unsigned long long)p->bucket_size);
+				goto out_free;
+			}
+			if (ftruncate(fd, (off_t)p->bucket_size)) {
+				ret = -errno;
+				snprintf(err, errlen, "cannot extend %s to %llu bytes: %s", path,
+					 (unsigned long long)p->bucket_size, strerror(errno));
+				goto out_free;
+			}
+		}
+	}
+	close(dfd);
+	pages_attach(kvb, p);
+	return 0;
+
+out_free:
+	if (dfd >= 0)
+		close(dfd);
+	pages_free(p);
+	return ret;
+}
+
+int kvb_pages_init_io(struct kvb *kvb, const struct kvb_pages_geom *g,
+		      const struct kvb_pages_io *io, void *dev, char *err, size_t errlen)
+{
+	struct pages *p;
+	int ret;
+
+	assert(io->pread && io->pwrite && io->zero && io->sync);
+	ret = pages_alloc(&p, g, err, errlen);
+	if (ret)
+		return ret;
+	p->io = io;
+	p->dev = dev;
+	pages_attach(kvb, p);
+	return 0;
+}
+
+void *kvb_pages_io_dev(const struct kvb *kvb)
+{
+	const struct pages *p = kvb->arg;
+
+	return p->dev;
+}

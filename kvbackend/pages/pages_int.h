@@ -1,0 +1,164 @@
+/*
+ * pages_int.h: what the files of the pages backend share, and nothing
+ * outside kvbackend/pages/ includes it.
+ *
+ *   backend.c  the kvb ops on committed objects, mount and unmount (the
+ *              working-state rules are told there)
+ *   writer.c   a writer's working state: write, truncate, reserve, settle,
+ *              commit, with the lazy copy-on-write
+ *   runs.c     page runs (allocation, frees after the barrier), byte I/O
+ *              over runs, and the checksums of a run's bytes
+ *   io.c       the bucket I/O every call goes through (counted for
+ *              metrics), the bucket files, and making a backend
+ *
+ * Lock order: an object's fill_lock, then a bucket's lock.  flock is
+ * never held with a bucket's lock.  The counters are atomics.
+ */
+#ifndef OFFLOADFS_PAGES_INT_H
+#define OFFLOADFS_PAGES_INT_H
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
+#include <xxhash.h>
+
+#include "alloc.h"
+#include "kvb.h"
+#include "pages_io.h"
+
+/* Bytes copied or hashed per read of a run. */
+#define PAGES_COPY_CHUNK (1u << 20)
+/* The geometry a store may have (kvb_pages_init_io checks it). */
+#define PAGES_PAGE_SIZE_MIN 512u
+#define PAGES_BUCKETS_MAX 256u
+/* The freed list's first allocation, in runs; it doubles from there. */
+#define PAGES_FREED_INITIAL 64
+/* A hasher's first array of page sums; it doubles from there. */
+#define PAGES_PCS_INITIAL 16
+
+struct pages_bucket {
+	pthread_mutex_t lock; /* guards a */
+	struct alloc a;
+	int fd;             /* bucket files: the file; -1 over another kvb_pages_io */
+	int dirty;          /* written since the last barrier (atomic) */
+};
+
+/* A committed run whose record is gone: reusable after the next barrier. */
+struct pages_freed {
+	int32_t bucket;
+	uint64_t page, npages;
+};
+
+struct pages {
+	const struct kvb_pages_io *io;
+	void *dev;              /* io's argument: p itself for bucket files */
+	char *root;
+	uint64_t page_size;
+	uint64_t bucket_size;
+	uint64_t npages;
+	uint32_t nbuckets;
+	uint64_t keep_free;     /* bytes of the filesystem allocations leave free */
+	struct pages_bucket *b;
+	struct kvb_stats st;    /* updated with atomics */
+	pthread_mutex_t flock;  /* guards the freed list */
+	struct pages_freed *freed;
+	uint64_t nfreed, freed_cap;
+};
+
+/* Whole-object and per-page XXH3-64 of a byte stream fed in order. */
+struct pages_hasher {
+	XXH3_state_t *whole, *page;
+	uint64_t done;     /* bytes fed */
+	uint64_t *pcs;     /* sums of the completed pages */
+	uint64_t cap;
+};
+
+/* A writer's working state; the caller (store/) keeps one writer per object. */
+struct kvb_obj {
+	struct kvb_map c;  /* committed mapping */
+	struct kvb_map w;  /* working run and size */
+	struct kvb_map pending; /* mapping handed out by commit_prepare */
+	int dirty;
+	/* Sequential writes from 0 are hashed as they arrive; else re-read at commit. */
+	struct pages_hasher h;
+	int hash_ok;
+	uint64_t *pcs;     /* per-page sums handed out by commit_prepare */
+	/* Lazy copy-on-write (see backend.c): src.bucket -1 when none. */
+	struct kvb_map src;
+	uint64_t *filled;  /* bit per page below src.size: the working run holds it */
+	uint64_t unfilled;
+	pthread_mutex_t fill_lock; /* readers settle the view under a shared data lock */
+	size_t klen;
+	char key[];
+};
+
+static inline void pages_count(struct pages *p, enum kvb_call c, int failed)
+{
+	__atomic_add_fetch(&p->st.calls[c], 1, __ATOMIC_RELAXED);
+	if (failed)
+		__atomic_add_fetch(&p->st.errors[c], 1, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t pages_for(const struct pages *p, uint64_t size)
+{
+	return (size + p->page_size - 1) / p->page_size;
+}
+
+static inline uint64_t pages_byte(const struct pages *p, const struct kvb_map *m, uint64_t off)
+{
+	return m->page * p->page_size + off;
+}
+
+/* ---- io.c ---- */
+
+ssize_t io_pread(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off);
+ssize_t io_pwrite(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off);
+int io_zero(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
+int io_sync(struct pages *p, uint32_t b);
+int io_reserve(struct pages *p, uint32_t b, uint64_t page, uint64_t n);
+void io_punch(struct pages *p, uint32_t b, uint64_t page, uint64_t n);
+void io_willneed(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
+
+/* ---- runs.c ---- */
+
+int pages_free_run(struct pages *p, int32_t b, uint64_t page, uint64_t n);
+int pages_free_later(struct pages *p, int32_t b, uint64_t page, uint64_t n);
+int pages_alloc_run(struct pages *p, const char *key, size_t klen, uint64_t n,
+		    struct kvb_map *out);
+int pages_extend_run(struct pages *p, struct kvb_map *m, uint64_t n);
+int pages_write_all(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off);
+int pages_read_all(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off);
+int pages_copy_at(struct pages *p, const struct kvb_map *from, const struct kvb_map *to,
+		  uint64_t off, uint64_t len);
+int hasher_init(struct pages_hasher *h);
+void hasher_release(struct pages_hasher *h);
+int hasher_feed(struct pages_hasher *h, uint64_t ps, const char *buf, size_t len);
+void hasher_result(const struct pages_hasher *h, uint64_t ps, uint64_t *csum, uint64_t *pcs);
+int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum, uint64_t *pcs);
+
+/* ---- writer.c ---- */
+
+int pages_obj_open(void *arg, const struct kvb_map *c, const char *key, size_t klen,
+		   struct kvb_obj **out);
+ssize_t pages_obj_write(void *arg, struct kvb_obj *o, const void *buf, size_t len,
+			uint64_t off);
+int pages_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size);
+int pages_obj_reserve(void *arg, struct kvb_obj *o, uint64_t size);
+void pages_obj_view(void *arg, struct kvb_obj *o, struct kvb_map *view);
+int pages_obj_settle(void *arg, struct kvb_obj *o, uint64_t off, uint64_t len);
+int pages_obj_dirty(void *arg, struct kvb_obj *o);
+int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,
+			     uint64_t *csum, const uint64_t **pcsums);
+void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok);
+void pages_obj_close(void *arg, struct kvb_obj *o);
+
+/* ---- backend.c ---- */
+
+/* Make kvb the pages backend over p (which it then owns). */
+void pages_attach(struct kvb *kvb, struct pages *p);
+void pages_free(void *arg);
+
+#endif

@@ -1,0 +1,474 @@
+/*
+ * writer.c: a writer's working state in the pages backend, by the rules
+ * told at the top of backend.c: a shared or a private run, the lazy copy
+ * of a private run's pages from the old one, and commit.
+ */
+#include "pages_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int pages_shared(const struct kvb_obj *o)
+{
+	return o->w.bucket >= 0 && o->w.bucket == o->c.bucket && o->w.page == o->c.page;
+}
+
+/* Give back the working pages no committed mapping owns. */
+static void pages_drop_working(struct pages *p, struct kvb_obj *o)
+{
+	if (o->w.bucket < 0)
+		return;
+	if (pages_shared(o)) {
+		if (o->w.npages > o->c.npages)
+			pages_free_run(p, o->w.bucket, o->w.page + o->c.npages,
+				       o->w.npages - o->c.npages);
+	} else {
+		pages_free_run(p, o->w.bucket, o->w.page, o->w.npages);
+	}
+}
+
+static int pages_filled(const struct kvb_obj *o, uint64_t pg)
+{
+	return (o->filled[pg / 64] >> (pg % 64)) & 1;
+}
+
+static void pages_mark_filled(struct kvb_obj *o, uint64_t pg)
+{
+	if (!pages_filled(o, pg)) {
+		assert(o->unfilled > 0);
+		o->filled[pg / 64] |= 1ULL << (pg % 64);
+		o->unfilled--;
+	}
+}
+
+static void pages_src_done(struct kvb_obj *o)
+{
+	free(o->filled);
+	o->filled = NULL;
+	o->src = KVB_MAP_EMPTY;
+	o->unfilled = 0;
+}
+
+/* Copy the src bytes of pages [from, to) into the working run. */
+static int pages_fill_range(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t to)
+{
+	uint64_t off = from * p->page_size, end = to * p->page_size;
+
+	if (end > o->src.size)
+		end = o->src.size;
+	return off < end ? pages_copy_at(p, &o->src, &o->w, off, end - off) : 0;
+}
+
+/* Fill page pg from src unless the working run holds it already. */
+static int pages_fill_page(struct pages *p, struct kvb_obj *o, uint64_t pg)
+{
+	int ret;
+
+	if (o->src.bucket < 0 || pg >= pages_for(p, o->src.size) || pages_filled(o, pg))
+		return 0;
+	ret = pages_fill_range(p, o, pg, pg + 1);
+	if (!ret)
+		pages_mark_filled(o, pg);
+	return ret;
+}
+
+/* Fill page pg before a write of [off, end) unless the write covers all its old bytes. */
+static int pages_fill_partial(struct pages *p, struct kvb_obj *o, uint64_t pg, uint64_t off,
+			      uint64_t end)
+{
+	uint64_t start = pg * p->page_size, stop = start + p->page_size;
+
+	if (stop > o->src.size)
+		stop = o->src.size;
+	if (off <= start && end >= stop)
+		return 0;
+	return pages_fill_page(p, o, pg);
+}
+
+/* Fill every page still in src, a run of unfilled pages at a time; then src is done. */
+static int pages_fill_all(struct pages *p, struct kvb_obj *o)
+{
+	uint64_t n, pg = 0;
+	int ret = 0;
+
+	if (o->src.bucket < 0)
+		return 0;
+	n = pages_for(p, o->src.size);
+	while (!ret && pg < n && o->unfilled) {
+		uint64_t end;
+
+		if (pages_filled(o, pg)) {
+			pg++;
+			continue;
+		}
+		for (end = pg; end < n && !pages_filled(o, end); end++)
+			;
+		ret = pages_fill_range(p, o, pg, end);
+		for (; !ret && pg < end; pg++)
+			pages_mark_filled(o, pg);
+	}
+	/*
+	 * The running checksum stays valid: a filled page was never written,
+	 * so it lies above the bytes hashed so far.
+	 */
+	if (!ret)
+		pages_src_done(o);
+	return ret;
+}
+
+/*
+ * Move the working bytes [0, w.size) to a new private run of at least n
+ * pages.  Used for copy-on-write and when a run cannot grow in place.
+ */
+static int pages_move(struct pages *p, struct kvb_obj *o, uint64_t n)
+{
+	struct kvb_map fresh = { 0 };
+	int ret;
+
+	ret = pages_alloc_run(p, o->key, o->klen, n, &fresh);
+	if (ret)
+		return ret;
+	if (o->w.bucket >= 0) {
+		ret = pages_copy_at(p, &o->w, &fresh, 0, o->w.size);
+		if (ret) {
+			pages_free_run(p, fresh.bucket, fresh.page, fresh.npages);
+			return ret;
+		}
+		pages_drop_working(p, o);
+	}
+	fresh.size = o->w.size;
+	o->w = fresh;
+	return 0;
+}
+
+/* Make the working run hold at least size bytes. */
+static int pages_need(struct pages *p, struct kvb_obj *o, uint64_t size)
+{
+	uint64_t n = pages_for(p, size);
+
+	if (size > p->bucket_size)
+		return -EFBIG;
+	if (n == 0 || (o->w.bucket >= 0 && o->w.npages >= n))
+		return 0;
+	if (o->w.bucket >= 0 && o->w.npages > 0 && pages_extend_run(p, &o->w, n) == 0)
+		return 0;
+	return pages_move(p, o, n);
+}
+
+/*
+ * Before modifying bytes below `from`: leave a shared run if they are
+ * committed.  With lazy set, and a shared run that is exactly the committed
+ * one (nothing appended in place), the new run starts unfilled (see the
+ * top); otherwise the bytes are copied now.
+ */
+static int pages_cow(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t size, int lazy)
+{
+	struct kvb_map fresh = { 0 };
+	uint64_t n, np;
+	int ret;
+
+	if (!pages_shared(o) || from >= o->c.size)
+		return 0;
+	n = pages_for(p, size > o->w.size ? size : o->w.size);
+	np = pages_for(p, o->w.size);
+	if (!lazy || o->w.npages != o->c.npages || np == 0)
+		return pages_move(p, o, n ? n : 1);
+	o->filled = calloc((np + 63) / 64, sizeof(*o->filled));
+	if (!o->filled)
+		return -ENOMEM;
+	ret = pages_alloc_run(p, o->key, o->klen, n, &fresh);
+	if (ret) {
+		free(o->filled);
+		o->filled = NULL;
+		return ret;
+	}
+	o->src = o->w;
+	o->unfilled = np;
+	fresh.size = o->w.size;
+	o->w = fresh;
+	return 0;
+}
+
+static int pages_zero_range(struct pages *p, const struct kvb_map *w, uint64_t from, uint64_t to)
+{
+	if (to <= from)
+		return 0;
+	return io_zero(p, (uint32_t)w->bucket, pages_byte(p, w, from), to - from);
+}
+
+int pages_obj_open(void *arg, const struct kvb_map *c, const char *key, size_t klen,
+		   struct kvb_obj **out)
+{
+	const char *slash = memchr(key, '/', klen);
+	struct kvb_obj *o;
+
+	(void)arg;
+	/* The home bucket hashes the key below the tenant directory. */
+	if (slash) {
+		klen -= (size_t)(slash + 1 - key);
+		key = slash + 1;
+	}
+	o = calloc(1, sizeof(*o) + klen + 1);
+	if (!o)
+		return -ENOMEM;
+	if (hasher_init(&o->h)) {
+		free(o);
+		return -ENOMEM;
+	}
+	o->hash_ok = 1;
+	o->c = *c;
+	o->w = *c;
+	o->src = KVB_MAP_EMPTY;
+	pthread_mutex_init(&o->fill_lock, NULL);
+	memcpy(o->key, key, klen);
+	o->klen = klen;
+	*out = o;
+	return 0;
+}
+
+ssize_t pages_obj_write(void *arg, struct kvb_obj *o, const void *buf, size_t len,
+			uint64_t off)
+{
+	struct pages *p = arg;
+	uint64_t end = off + len;
+	int ret, lazy_start;
+
+	if (len == 0)
+		return 0;
+	if (end < off || end > p->bucket_size)
+		return -EFBIG;
+	lazy_start = pages_shared(o);
+	ret = pages_cow(p, o, off < o->w.size ? off : o->w.size, end, 1);
+	lazy_start = lazy_start && !ret && o->src.bucket >= 0;
+	if (!ret)
+		ret = pages_need(p, o, end);
+	if (!ret && off > o->w.size)
+		ret = pages_zero_range(p, &o->w, o->w.size, off);
+	/* Pages still in src that this write covers only in part: their old bytes first. */
+	if (!ret && o->src.bucket >= 0)
+		ret = pages_fill_partial(p, o, off / p->page_size, off, end);
+	if (!ret && o->src.bucket >= 0)
+		ret = pages_fill_partial(p, o, (end - 1) / p->page_size, off, end);
+	if (!ret)
+		ret = pages_write_all(p, (uint32_t)o->w.bucket, buf, len, pages_byte(p, &o->w, off));
+	/* Bytes below the running checksum may have changed even if the write failed. */
+	if (ret && off < o->h.done)
+		o->hash_ok = 0;
+	if (ret && lazy_start) {
+		/* Undo the move this write began: the writer is left as it was, holding nothing new. */
+		pages_free_run(p, o->w.bucket, o->w.page, o->w.npages);
+		o->w = o->src;
+		pages_src_done(o);
+	}
+	if (ret)
+		return ret;
+	if (o->src.bucket >= 0) {
+		uint64_t pg, last = (end - 1) / p->page_size, np = pages_for(p, o->src.size);
+
+		for (pg = off / p->page_size; pg <= last && pg < np; pg++)
+			pages_mark_filled(o, pg);
+		if (!o->unfilled)
+			pages_src_done(o);
+	}
+	if (end > o->w.size)
+		o->w.size = end;
+	/* Sequential writes from 0 keep a running checksum; anything else re-reads. */
+	if (o->hash_ok && off == o->h.done) {
+		if (hasher_feed(&o->h, p->page_size, buf, len))
+			o->hash_ok = 0;
+	} else if (off < o->h.done) {
+		o->hash_ok = 0;
+	}
+	o->dirty = 1;
+	return (ssize_t)len;
+}
+
+int pages_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size)
+{
+	struct pages *p = arg;
+	uint64_t n = pages_for(p, size);
+	int ret;
+
+	if (size > p->bucket_size)
+		return -EFBIG;
+	if (size == o->w.size)
+		return 0;
+	/*
+	 * A shrink needs the working run to hold its bytes (the tail it cuts
+	 * may be refilled later by zeros only).  A grow zero-fills past
+	 * w.size, where no page waits for the source.
+	 */
+	if (size < o->w.size) {
+		ret = pages_fill_all(p, o);
+		if (ret)
+			return ret;
+	}
+	if (size > o->w.size) {
+		ret = pages_cow(p, o, o->w.size, size, 0);
+		if (!ret)
+			ret = pages_need(p, o, size);
+		if (!ret)
+			ret = pages_zero_range(p, &o->w, o->w.size, size);
+		if (ret)
+			return ret;
+	} else {
+		if (size < o->h.done)
+			o->hash_ok = 0;
+		/* Give back what the smaller size no longer needs, but never committed pages. */
+		if (o->w.bucket >= 0) {
+			uint64_t keep = n;
+
+			if (pages_shared(o) && keep < o->c.npages)
+				keep = o->c.npages;
+			if (o->w.npages > keep) {
+				pages_free_run(p, o->w.bucket, o->w.page + keep, o->w.npages - keep);
+				o->w.npages = keep;
+			}
+			if (o->w.npages == 0)
+				o->w = KVB_MAP_EMPTY;
+		}
+	}
+	o->w.size = size;
+	o->dirty = 1;
+	return 0;
+}
+
+int pages_obj_reserve(void *arg, struct kvb_obj *o, uint64_t size)
+{
+	struct pages *p = arg;
+
+	if (size > p->bucket_size)
+		return -EFBIG;
+	/* The run grows (in place, or moves) as for a write; the size stays. */
+	return size > o->w.size ? pages_need(p, o, size) : 0;
+}
+
+void pages_obj_view(void *arg, struct kvb_obj *o, struct kvb_map *view)
+{
+	(void)arg;
+	*view = o->w;
+}
+
+/* Before a reader uses bytes [off, off + len) of the view: their pages filled. */
+int pages_obj_settle(void *arg, struct kvb_obj *o, uint64_t off, uint64_t len)
+{
+	struct pages *p = arg;
+	uint64_t pg, last;
+	int ret = 0;
+
+	if (len == 0)
+		return 0;
+	pthread_mutex_lock(&o->fill_lock);
+	if (o->src.bucket >= 0) {
+		last = (off + len - 1) / p->page_size;
+		for (pg = off / p->page_size; !ret && pg <= last; pg++)
+			ret = pages_fill_page(p, o, pg);
+		if (!ret && !o->unfilled)
+			pages_src_done(o);
+	}
+	pthread_mutex_unlock(&o->fill_lock);
+	return ret;
+}
+
+int pages_obj_dirty(void *arg, struct kvb_obj *o)
+{
+	(void)arg;
+	return o->dirty;
+}
+
+int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,
+			     uint64_t *csum, const uint64_t **pcsums)
+{
+	struct pages *p = arg;
+	uint64_t *pcs;
+	int ret;
+
+	ret = pages_fill_all(p, o);
+	if (ret)
+		return ret;
+	*map = o->w;
+	if (map->size == 0) {
+		*map = KVB_MAP_EMPTY;
+	} else {
+		map->npages = pages_for(p, map->size);
+		if (sync) {
+			ret = io_sync(p, (uint32_t)map->bucket);
+			if (ret)
+				return ret;
+		}
+	}
+	pcs = realloc(o->pcs, (map->npages + 1) * sizeof(*pcs));
+	if (!pcs)
+		return -ENOMEM;
+	o->pcs = pcs;
+	if (o->hash_ok && o->h.done == map->size) {
+		hasher_result(&o->h, p->page_size, csum, pcs);
+	} else {
+		ret = pages_hash_map(p, map, csum, pcs);
+		if (ret)
+			return ret;
+	}
+	*pcsums = pcs;
+	o->pending = *map;
+	return 0;
+}
+
+/*
+ * The pages [keep, owned) of a shared run after a commit: those below the
+ * old committed length were committed (free later), the rest never were.
+ */
+static void pages_free_tail(struct pages *p, const struct kvb_obj *o, uint64_t keep,
+			    uint64_t owned)
+{
+	uint64_t committed_end = o->c.npages < owned ? o->c.npages : owned;
+
+	if (committed_end > keep)
+		pages_free_later(p, o->c.bucket, o->c.page + keep, committed_end - keep);
+	if (owned > committed_end && owned > keep) {
+		uint64_t from = keep > committed_end ? keep : committed_end;
+
+		pages_free_run(p, o->c.bucket, o->c.page + from, owned - from);
+	}
+}
+
+void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
+{
+	struct pages *p = arg;
+	struct kvb_map *n = &o->pending;
+
+	if (!ok)
+		return;
+	/*
+	 * Free every page the old committed run or the working run held that
+	 * the new mapping (always a prefix of the working run) does not.
+	 */
+	if (pages_shared(o)) {
+		uint64_t owned = o->c.npages > o->w.npages ? o->c.npages : o->w.npages;
+
+		if (owned > n->npages)
+			pages_free_tail(p, o, n->npages, owned);
+	} else {
+		pages_free_later(p, o->c.bucket, o->c.page, o->c.npages);
+		if (o->w.bucket >= 0 && o->w.npages > n->npages)
+			pages_free_run(p, o->w.bucket, o->w.page + n->npages,
+				       o->w.npages - n->npages);
+	}
+	o->c = *n;
+	o->w = *n;
+	o->dirty = 0;
+}
+
+void pages_obj_close(void *arg, struct kvb_obj *o)
+{
+	struct pages *p = arg;
+
+	if (!o)
+		return;
+	pages_drop_working(p, o);
+	hasher_release(&o->h);
+	free(o->filled);
+	pthread_mutex_destroy(&o->fill_lock);
+	free(o->pcs);
+	free(o);
+}

@@ -1,0 +1,28 @@
+/*
+ * mem_buckets: the pages backend over buckets in memory, for unit tests
+ * (a struct kvb_pages_io, pages_io.h).  It can fail the Nth write
+ * (fail_write_at, counting from 1) with -EIO, and lose every write since
+ * the last sync of its bucket (kvb_mem_power_cut).
+ */
+#ifndef OFFLOADFS_TESTS_MEM_BUCKETS_H
+#define OFFLOADFS_TESTS_MEM_BUCKETS_H
+
+#include <stdint.h>
+
+#include "kvb.h"
+
+struct kvb_mem_faults {
+	unsigned long fail_write_at;
+	unsigned long writes;
+	/* The read-ahead hints asked for, and the last one (bucket, byte range). */
+	unsigned long willneeds;
+	uint32_t willneed_bucket;
+	uint64_t willneed_off, willneed_len;
+};
+
+/* faults may be NULL; kvb_release frees the buckets with the backend. */
+int kvb_mem_init(struct kvb *kvb, const struct kvb_pages_geom *g, struct kvb_mem_faults *faults);
+/* Power cut: every bucket goes back to its bytes as of its last sync. */
+void kvb_mem_power_cut(struct kvb *kvb);
+
+#endif
