@@ -106,8 +106,9 @@ class Client:
 
 
 class SGLangHiCacheFile(Client):
-    """sgl-project/sglang python/sglang/srt/mem_cache/hicache_storage.py,
-    class HiCacheFile (metadata cache off, its default)."""
+    """sgl-project/sglang python/sglang/srt/mem_cache/hicache_storage.py
+    (commit 001067ff), class HiCacheFile, with its metadata cache off (with it
+    on, exists() answers from memory for the keys it has seen)."""
     name = "sglang"
 
     def setup(self):
@@ -149,8 +150,8 @@ class SGLangHiCacheFile(Client):
 
 
 class LMCacheLocalDisk(Client):
-    """LMCache/LMCache lmcache/v1/storage_backend/local_disk_backend.py,
-    class LocalDiskBackend, use_odirect off (the default)."""
+    """LMCache/LMCache lmcache/v1/storage_backend/local_disk_backend.py
+    (commit 005121ac), class LocalDiskBackend, use_odirect off (the default)."""
     name = "lmcache-disk"
     # contains() looks the key up in self.dict (in memory): no filesystem call
     has_exists = False
@@ -204,8 +205,9 @@ class LMCacheLocalDiskODirect(LMCacheLocalDisk):
 
 
 class LMCacheFS(Client):
-    """LMCache/LMCache lmcache/v1/storage_backend/connector/fs_connector.py,
-    class FSConnector (save_chunk_meta: a 28-byte header before the data)."""
+    """LMCache/LMCache lmcache/v1/storage_backend/connector/fs_connector.py
+    (commit 0219539f), class FSConnector (save_chunk_meta: a 28-byte header
+    before the data)."""
     name = "lmcache-fs"
     META = 28  # METADATA_BYTES_LEN
 
