@@ -408,7 +408,6 @@ int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts opts = { 0 };
-	struct fuse_lowlevel_ops ops;
 	struct fuse_loop_config *loop;
 	struct fuse_session *se = NULL;
 	struct ofs_cli cli = { 0 };
@@ -527,9 +526,8 @@ int main(int argc, char *argv[])
 	ofs.foreground = opts.foreground;
 	pthread_mutex_init(&ofs.lock, NULL);
 	pthread_cond_init(&ofs.kcond, NULL);
-	ofs_init_ops(&ops);
 	/* Unknown -o options are refused here, by name, before anything is touched. */
-	se = fuse_session_new(&args, &ops, sizeof(ops), &ofs);
+	se = fuse_session_new(&args, &ofs_ll_ops, sizeof(ofs_ll_ops), &ofs);
 	if (!se)
 		goto out_args;
 	ofs.se = se;

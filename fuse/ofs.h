@@ -8,6 +8,8 @@
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "dram.h"
 #include "kvb.h"
@@ -116,21 +118,113 @@ static inline pthread_rwlock_t *ofs_rw(struct ofs *ofs, const struct ofs_inode *
 	return &ofs->rw[in->ino & (OFS_NLOCKS - 1)];
 }
 
-/* Bytes in the DRAM tier (0 when off). */
-uint64_t ofs_dram_bytes(struct ofs *ofs);
+static inline struct ofs *ofs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static inline int64_t ofs_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The committed version's mapping. */
+static inline struct kvb_map ofs_committed(const struct meta_inode *m)
+{
+	struct kvb_map map = { .bucket = m->bucket, .page = m->page, .npages = m->npages,
+			       .size = m->size };
+	return map;
+}
+
+/* The committed version as the DRAM tier names it. */
+static inline void ofs_version(const struct meta_inode *m, struct ofs_dram_version *v)
+{
+	v->bucket = m->bucket;
+	v->page = m->page;
+	v->size = m->size;
+	v->csum = m->csum;
+}
+
+/* ino is there for the ops' shape; some bodies only use the inode struct. */
+#define OFS_UNUSED __attribute__((unused))
+
+/* log.c */
+void ofs_log_to_syslog(int on);
+void ofs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* inode.c: the inode table, with the root pinned in it for the whole mount. */
+int ofs_table_init(struct ofs *ofs);
+void ofs_table_release(struct ofs *ofs);
+/* Under ofs.lock. */
+struct ofs_inode *ofs_ifind(struct ofs *ofs, uint64_t ino);
+/* A request's inode, held until ofs_iput (takes ofs.lock). */
+struct ofs_inode *ofs_iget(struct ofs *ofs, fuse_ino_t ino);
+void ofs_iput(struct ofs *ofs, struct ofs_inode *in);
+/* Free what an unlinked inode holds, forget one nobody uses.  Under ofs.lock. */
+void ofs_isettle(struct ofs *ofs, struct ofs_inode *in);
+void ofs_fill_stat(const struct ofs *ofs, const struct ofs_inode *in,
+		   const struct meta_inode *m, struct stat *st);
+/* Count a kernel lookup of m and fill its entry.  Under ofs.lock. */
+int ofs_entry(struct ofs *ofs, const struct meta_inode *m, struct fuse_entry_param *e);
+/* The kernel forgot n lookups of ino.  Under ofs.lock. */
+void ofs_forget_one(struct ofs *ofs, fuse_ino_t ino, uint64_t n);
+
+/* object.c: a writer's working state, its commit and the barrier (under in's rw lock). */
+int ofs_obj_open(struct ofs *ofs, struct ofs_inode *in);
+void ofs_obj_close(struct ofs *ofs, struct ofs_inode *in);
+int ofs_durable(struct ofs *ofs, uint64_t *released);
+int ofs_reclaim(struct ofs *ofs);
+int ofs_commit(struct ofs *ofs, struct ofs_inode *in, int sync);
+int ofs_setattr_size(struct ofs *ofs, struct ofs_inode *in, uint64_t size, int from_fd);
+int ofs_open_writer(struct ofs *ofs, struct ofs_inode *in, int trunc);
+void ofs_poison(struct ofs *ofs, struct ofs_inode *in, int err, uint64_t off, size_t len);
+int ofs_zero_range(struct ofs *ofs, struct ofs_inode *in, uint64_t off, uint64_t end);
+
+/* workers.c: the group-commit thread, its invalidation queues, the promotion worker. */
+int ofs_syncer_start(struct ofs *ofs);
+void ofs_syncer_stop(struct ofs *ofs);
 /* Start/stop the promotion worker; at stop, resident objects are queued to warm the next mount. */
 int ofs_promoter_start(struct ofs *ofs);
 void ofs_promoter_stop(struct ofs *ofs);
+/* Ask the group-commit thread to drop the kernel's cached pages of ino, or a name. */
+void ofs_queue_inval(struct ofs *ofs, uint64_t ino);
+void ofs_queue_inval_entry(struct ofs *ofs, uint64_t parent, const char *name, size_t len);
+/* Under ofs.lock. */
+int ofs_queue_promotion(struct ofs *ofs, struct ofs_inode *in, const char *reason);
+void ofs_promotion_policy(struct ofs *ofs, struct ofs_inode *in);
+/* Bytes in the DRAM tier (0 when off). */
+uint64_t ofs_dram_bytes(struct ofs *ofs);
 
-/* Start and stop the group-commit thread. */
-int ofs_syncer_start(struct ofs *ofs);
-void ofs_syncer_stop(struct ofs *ofs);
+/* read.c: where a read's bytes come from. */
+/*
+ * The bytes of a read, wherever they are: a buffer of ours (own), the
+ * backend's own buffer (ref, given back by ofs_bytes_release), or a range
+ * of a bucket file (fd >= 0), which the reply splices without a copy.
+ */
+struct ofs_bytes {
+	const void *ptr;
+	char *own;
+	void *ref;
+	int fd;
+	off_t pos;
+};
+void ofs_bytes_release(struct ofs *ofs, struct ofs_bytes *b);
+ssize_t ofs_fetch(struct ofs *ofs, struct ofs_inode *in, const struct kvb_map *map, size_t size,
+		  uint64_t off, int quiet, struct ofs_bytes *b);
+struct fuse_bufvec ofs_bytes_vec(const struct ofs_bytes *b, size_t n);
+int ofs_prefill(struct ofs *ofs, struct ofs_inode *in);
 
-void ofs_init_ops(struct fuse_lowlevel_ops *ops);
-/* The inode table, with the root pinned in it for the whole mount. */
-int ofs_table_init(struct ofs *ofs);
-void ofs_table_release(struct ofs *ofs);
-void ofs_log_to_syslog(int on);
-void ofs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* ns.c: names, keys and the namespace transactions. */
+int ofs_check_name(const char *name);
+/* The object key of ino (its path below its tenant).  Under ofs.lock. */
+int ofs_key(struct ofs *ofs, uint64_t ino, char *key, size_t *klen);
+/* Drop m's name (detached while open).  Under ofs.lock. */
+int ofs_drop_name(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *to_free);
+
+/* ll.c: the one table of FUSE operations. */
+extern const struct fuse_lowlevel_ops ofs_ll_ops;
 
 #endif

@@ -1,0 +1,687 @@
+/*
+ * ll.c: the FUSE low-level operations and their one table.
+ *
+ * Each op does its work in helpers that return 0 or a negative errno and
+ * sends exactly one reply at the end.  Nothing may touch an inode after its
+ * reply: the kernel can then release and forget it, and another thread free
+ * it.  Lock order: an inode's rw lock, then ofs.lock; never the other way
+ * round.
+ */
+#include "ll.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void ofs_op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct ofs *ofs = userdata;
+
+	/* 1 MiB requests: a KV block of up to 1 MiB is one write and one read. */
+	conn->max_write = 1u << 20;
+	conn->max_readahead = 1u << 20;
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	/*
+	 * O_TRUNC arrives with the open and truncates the writer's working
+	 * state.  Without it the kernel sends a SETATTR without a file handle,
+	 * which we must treat as truncate(2) and commit at once: a crash before
+	 * the close would then leave the file empty instead of as it was.
+	 */
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/*
+	 * Every byte reaches the store through this mount, so a changed mtime
+	 * never means the kernel's cached pages are stale: without this the
+	 * kernel dropped the pages a put had just written, and the next get
+	 * went to the daemon (scripts/bench found it).
+	 */
+	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
+	(void)ofs;
+}
+
+static void ofs_op_destroy(void *userdata)
+{
+	struct ofs *ofs = userdata;
+	size_t i;
+
+	/*
+	 * Writers still open at unmount (a lazy unmount, an aborted
+	 * connection) were never closed: drop their working state, as a crash
+	 * would, so that only closed or fsynced content is in the snapshot.
+	 */
+	for (i = 0; i < ofs->tabsize; i++) {
+		struct ofs_inode *in = ofs->tab[i], *next;
+
+		for (; in; in = next) {
+			next = in->next;
+			if (in->obj)
+				ofs_obj_close(ofs, in);
+			in->nopen = 0;
+			in->nlookup = 0;
+			pthread_mutex_lock(&ofs->lock);
+			ofs_isettle(ofs, in);
+			pthread_mutex_unlock(&ofs->lock);
+		}
+	}
+}
+
+static void ofs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct fuse_entry_param e;
+	struct meta_inode m;
+	int ret = ofs_check_name(name);
+
+	if (!ret) {
+		pthread_mutex_lock(&ofs->lock);
+		ret = meta_lookup(ofs->store.meta, parent, name, strlen(name), &m);
+		if (!ret)
+			ret = ofs_entry(ofs, &m, &e);
+		pthread_mutex_unlock(&ofs->lock);
+	}
+	if (ret == -ENOENT) {
+		/* A cached miss: we own the namespace, so the kernel may remember it. */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = ofs->timeout;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void ofs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct ofs *ofs = ofs_of(req);
+
+	pthread_mutex_lock(&ofs->lock);
+	ofs_forget_one(ofs, ino, nlookup);
+	pthread_mutex_unlock(&ofs->lock);
+	fuse_reply_none(req);
+}
+
+static void ofs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct ofs *ofs = ofs_of(req);
+	size_t i;
+
+	pthread_mutex_lock(&ofs->lock);
+	for (i = 0; i < count; i++)
+		ofs_forget_one(ofs, forgets[i].ino, forgets[i].nlookup);
+	pthread_mutex_unlock(&ofs->lock);
+	fuse_reply_none(req);
+}
+
+static void ofs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in;
+	struct meta_inode m;
+	struct stat st;
+	int ret = 0;
+
+	(void)fi;
+	pthread_mutex_lock(&ofs->lock);
+	in = ofs_ifind(ofs, ino);
+	if (in)
+		ofs_fill_stat(ofs, in, &in->m, &st);
+	else if (!(ret = meta_get(ofs->store.meta, ino, &m)))
+		ofs_fill_stat(ofs, NULL, &m, &st);
+	pthread_mutex_unlock(&ofs->lock);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_attr(req, &st, ofs->timeout);
+}
+
+static void ofs_do_setattr(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct stat *attr, int to_set,
+			   struct fuse_file_info *fi, struct ofs_inode *in)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct meta_inode m;
+	struct stat st;
+	int64_t now = ofs_now();
+	int ret = 0;
+
+	if (!in) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	pthread_rwlock_wrlock(ofs_rw(ofs, in));
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		ret = ofs_setattr_size(ofs, in, (uint64_t)attr->st_size, fi != NULL);
+	pthread_mutex_lock(&ofs->lock);
+	if (!ret) {
+		m = in->m;
+		if (to_set & FUSE_SET_ATTR_MODE)
+			m.mode = (m.mode & S_IFMT) | (attr->st_mode & 07777);
+		if (to_set & FUSE_SET_ATTR_UID)
+			m.uid = attr->st_uid;
+		if (to_set & FUSE_SET_ATTR_GID)
+			m.gid = attr->st_gid;
+		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+			m.atime = now;
+		else if (to_set & FUSE_SET_ATTR_ATIME)
+			m.atime = (int64_t)attr->st_atim.tv_sec * 1000000000 + attr->st_atim.tv_nsec;
+		if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+			m.mtime = now;
+		else if (to_set & FUSE_SET_ATTR_MTIME)
+			m.mtime = (int64_t)attr->st_mtim.tv_sec * 1000000000 + attr->st_mtim.tv_nsec;
+		else if (to_set & FUSE_SET_ATTR_SIZE)
+			m.mtime = now;
+		if (to_set & FUSE_SET_ATTR_CTIME)
+			m.ctime = (int64_t)attr->st_ctim.tv_sec * 1000000000 + attr->st_ctim.tv_nsec;
+		else
+			m.ctime = now;
+		ret = meta_update(ofs->store.meta, &m);
+		if (!ret)
+			in->m = m;
+		ofs_fill_stat(ofs, in, &in->m, &st);
+	}
+	pthread_mutex_unlock(&ofs->lock);
+	pthread_rwlock_unlock(ofs_rw(ofs, in));
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_attr(req, &st, ofs->timeout);
+}
+
+static void ofs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			   struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+
+	ofs_do_setattr(req, ino, attr, to_set, fi, in);
+	ofs_iput(ofs, in);
+}
+
+static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_file_info *fi, struct ofs_inode *in)
+{
+	struct ofs *ofs = ofs_of(req);
+	/* O_RDONLY|O_TRUNC truncates too (Linux does; the kernel checked write access). */
+	int writer = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC), ret = 0,
+	    prefill;
+
+	if (!in) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	if (S_ISDIR(in->m.mode)) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	/*
+	 * Counted open before the working state exists: an unlink from now on
+	 * detaches the record instead of deleting it and freeing the pages
+	 * this writer may append to.  A record already deleted cannot take a
+	 * commit any more.
+	 */
+	pthread_mutex_lock(&ofs->lock);
+	if (in->unlinked == 1)
+		ret = -ENOENT;
+	else
+		in->nopen++;
+	/* Every open waits for a prefill in progress: see ofs_prefill. */
+	while (!ret && in->kfresh == 2)
+		pthread_cond_wait(&ofs->kcond, &ofs->lock);
+	prefill = !ret && !writer && in->kfresh == 1 && ofs->prefill_max;
+	in->kfresh = prefill ? 2 : 0;
+	pthread_mutex_unlock(&ofs->lock);
+	if (prefill) {
+		/* A value the backend has lost is a file that is gone. */
+		ret = ofs_prefill(ofs, in);
+		pthread_mutex_lock(&ofs->lock);
+		in->kfresh = 0;
+		pthread_cond_broadcast(&ofs->kcond);
+		if (ret) {
+			in->nopen--;
+			ofs_isettle(ofs, in);
+		}
+		pthread_mutex_unlock(&ofs->lock);
+	}
+	if (!ret && writer) {
+		ret = ofs_open_writer(ofs, in, fi->flags & O_TRUNC);
+		if (ret) {
+			pthread_mutex_lock(&ofs->lock);
+			in->nopen--;
+			ofs_isettle(ofs, in);
+			pthread_mutex_unlock(&ofs->lock);
+		}
+	}
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	pthread_mutex_lock(&ofs->lock);
+	if (!writer) {
+		OFS_COUNT(ofs->metrics.objects_read, 1);
+		ofs_promotion_policy(ofs, in);
+	}
+	pthread_mutex_unlock(&ofs->lock);
+	fi->fh = (uint64_t)writer;
+	/* Every write goes through this mount, so the kernel's cache stays right. */
+	fi->keep_cache = 1;
+	/* A reader's close has nothing to commit: no FLUSH round trip for it. */
+	fi->noflush = !writer;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* The opener was interrupted: undo as release would. */
+		pthread_rwlock_wrlock(ofs_rw(ofs, in));
+		if (writer && --in->nwriters == 0)
+			ofs_obj_close(ofs, in);
+		pthread_rwlock_unlock(ofs_rw(ofs, in));
+		pthread_mutex_lock(&ofs->lock);
+		in->nopen--;
+		ofs_isettle(ofs, in);
+		pthread_mutex_unlock(&ofs->lock);
+	}
+}
+
+static void ofs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+
+	ofs_do_open(req, ino, fi, in);
+	ofs_iput(ofs, in);
+}
+
+static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, off_t off,
+			struct fuse_file_info *fi, struct ofs_inode *in)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct kvb_map map;
+	pthread_rwlock_t *lk;
+	uint64_t t0 = ofs_now_ns();
+	int settle;
+
+	(void)fi;
+	if (!in) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	/*
+	 * Once the reply is sent the kernel may release and forget the inode
+	 * and another thread free it: after the reply only the stripe lock,
+	 * which is never freed, may be touched.
+	 */
+	lk = ofs_rw(ofs, in);
+	pthread_rwlock_rdlock(lk);
+	if (in->obj)
+		kvb_obj_view(&ofs->store.kvb, in->obj, &map);
+	else
+		map = ofs_committed(&in->m);
+	if ((uint64_t)off < map.size && size > map.size - (uint64_t)off)
+		size = (size_t)(map.size - (uint64_t)off);
+	/* A writer's run may still be filling lazily (copy-on-write): the pages read first. */
+	if ((uint64_t)off < map.size && in->obj &&
+	    (settle = kvb_obj_settle(&ofs->store.kvb, in->obj, (uint64_t)off, size))) {
+		fuse_reply_err(req, -settle);
+	} else if ((uint64_t)off >= map.size) {
+		fuse_reply_buf(req, NULL, 0);
+	} else {
+		struct ofs_bytes b;
+		ssize_t n = ofs_fetch(ofs, in, &map, size, (uint64_t)off, 0, &b);
+
+		if (n < 0) {
+			/* An open file whose value is lost: its bytes cannot be read. */
+			fuse_reply_err(req, n == -ENOENT ? EIO : (int)-n);
+		} else if (b.fd >= 0) {
+			struct fuse_bufvec bv = ofs_bytes_vec(&b, (size_t)n);
+
+			OFS_COUNT(ofs->metrics.bytes_read, (size_t)n);
+			fuse_reply_data(req, &bv, 0);
+		} else {
+			OFS_COUNT(ofs->metrics.bytes_read, (size_t)n);
+			fuse_reply_buf(req, b.ptr, (size_t)n);
+		}
+		ofs_bytes_release(ofs, &b);
+	}
+	pthread_rwlock_unlock(lk);
+	ofs_hist_observe(&ofs->metrics.read_lat, ofs_now_ns() - t0);
+}
+
+static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+
+	ofs_do_read(req, ino, size, off, fi, in);
+	ofs_iput(ofs, in);
+}
+
+static void ofs_do_write(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, const char *buf, size_t size, off_t off,
+			 struct fuse_file_info *fi, struct ofs_inode *in)
+{
+	struct ofs *ofs = ofs_of(req);
+	uint64_t t0 = ofs_now_ns();
+	ssize_t n;
+	int low = 0;
+
+	(void)fi;
+	if (!in) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	pthread_rwlock_wrlock(ofs_rw(ofs, in));
+	if (!in->obj)
+		n = -EBADF;
+	else if (in->werr)
+		n = in->werr;
+	else if ((low = ofs_store_meta_low(&ofs->store)))
+		n = -ENOSPC; /* its commit could not be recorded */
+	else
+		n = kvb_obj_write(&ofs->store.kvb, in->obj, buf, size,
+						 (uint64_t)off);
+	if (n == -ENOSPC && in->obj && !in->werr && !low && ofs_reclaim(ofs))
+		n = kvb_obj_write(&ofs->store.kvb, in->obj, buf, size,
+						 (uint64_t)off);
+	if (n < 0 && in->obj && !in->werr)
+		ofs_poison(ofs, in, (int)n, (uint64_t)off, size);
+	if (n > 0) {
+		int64_t now = ofs_now();
+
+		pthread_mutex_lock(&ofs->lock);
+		in->m.mtime = in->m.ctime = now;
+		pthread_mutex_unlock(&ofs->lock);
+		OFS_COUNT(ofs->metrics.bytes_written, (uint64_t)n);
+	}
+	pthread_rwlock_unlock(ofs_rw(ofs, in));
+	ofs_hist_observe(&ofs->metrics.write_lat, ofs_now_ns() - t0);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+static void ofs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+			 struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+
+	ofs_do_write(req, ino, buf, size, off, fi, in);
+	ofs_iput(ofs, in);
+}
+
+static void ofs_do_flush(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_file_info *fi, struct ofs_inode *in)
+{
+	struct ofs *ofs = ofs_of(req);
+	int ret = 0;
+
+	if (in && fi->fh) {
+		pthread_rwlock_wrlock(ofs_rw(ofs, in));
+		ret = ofs_commit(ofs, in, 0);
+		/*
+		 * The last writer's close failed: its bytes are dropped, as it was
+		 * told, rather than committed by a retry at release, and the
+		 * kernel is made to forget the pages that held them.  Writers
+		 * still open keep the state they share.  A poisoned state
+		 * (ofs_poison) stays until release: this may be the close of
+		 * one of several descriptors of the open file, and every later
+		 * flush, fsync and the release must fail too.
+		 */
+		if (ret && in->werr)
+			ofs_queue_inval(ofs, ino);
+		else if (ret && in->nwriters == 1) {
+			ofs_obj_close(ofs, in);
+			if (ofs_obj_open(ofs, in))
+				ofs_log("inode %llu: no working state after a failed close",
+					(unsigned long long)ino);
+			ofs_queue_inval(ofs, ino);
+		}
+		pthread_rwlock_unlock(ofs_rw(ofs, in));
+	}
+	fuse_reply_err(req, -ret);
+}
+
+static void ofs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+
+	ofs_do_flush(req, ino, fi, in);
+	ofs_iput(ofs, in);
+}
+
+static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_file_info *fi, struct ofs_inode *in)
+{
+	struct ofs *ofs = ofs_of(req);
+	int ret;
+
+	if (!in) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	if (fi->fh) {
+		pthread_rwlock_wrlock(ofs_rw(ofs, in));
+		/* mmap writes can arrive after the last flush. */
+		ret = ofs_commit(ofs, in, 0);
+		if (ret)
+			ofs_log("inode %llu: commit at release failed: %s; its last committed "
+				"content stays", (unsigned long long)ino, strerror(-ret));
+		if (--in->nwriters == 0) {
+			ofs_obj_close(ofs, in);
+			/* The kernel still caches the bytes that were just dropped. */
+			if (ret)
+				ofs_queue_inval(ofs, ino);
+		}
+		pthread_rwlock_unlock(ofs_rw(ofs, in));
+	}
+	/*
+	 * The last close of an unlinked file deletes its record (ofs_isettle):
+	 * its key goes to the journal first, outside ofs.lock, as an unlink's
+	 * does (ofs_prepare_drop); the prepare under the lock is then free.
+	 */
+	/* A relaxed read as a hint, so other releases take no extra lock. */
+	if (kvb_has_remove_prepare(&ofs->store.kvb) &&
+	    __atomic_load_n(&in->unlinked, __ATOMIC_RELAXED) == 2) {
+		struct kvb_map map = KVB_MAP_EMPTY;
+
+		pthread_mutex_lock(&ofs->lock);
+		if (in->unlinked == 2 && in->nopen == 1)
+			map = ofs_committed(&in->m);
+		pthread_mutex_unlock(&ofs->lock);
+		if (map.bucket >= 0)
+			(void)kvb_remove_prepare(&ofs->store.kvb, &map);
+	}
+	pthread_mutex_lock(&ofs->lock);
+	in->nopen--;
+	ofs_isettle(ofs, in);
+	pthread_mutex_unlock(&ofs->lock);
+	fuse_reply_err(req, 0);
+}
+
+static void ofs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+
+	ofs_do_release(req, ino, fi, in);
+	ofs_iput(ofs, in);
+}
+
+static void ofs_do_fsync(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, int datasync, struct fuse_file_info *fi, struct ofs_inode *in)
+{
+	struct ofs *ofs = ofs_of(req);
+	int ret = -ESTALE;
+
+	(void)datasync;
+	(void)fi;
+	if (in) {
+		pthread_rwlock_wrlock(ofs_rw(ofs, in));
+		ret = ofs_commit(ofs, in, 1);
+		pthread_rwlock_unlock(ofs_rw(ofs, in));
+	}
+	fuse_reply_err(req, -ret);
+}
+
+static void ofs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+
+	ofs_do_fsync(req, ino, datasync, fi, in);
+	ofs_iput(ofs, in);
+}
+
+static void ofs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			    struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	int ret;
+
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	ret = ofs_durable(ofs, NULL);
+	fuse_reply_err(req, -ret);
+}
+
+#define OFS_FALLOC_MODES (FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)
+
+/*
+ * Mode 0 grows the file (the run reserved, the new bytes zeros).  KEEP_SIZE
+ * reserves the run past the end while the file is open for writing (a
+ * commit keeps what the size needs).  PUNCH_HOLE and ZERO_RANGE write
+ * zeros: a file is one contiguous run, so a hole keeps its pages.
+ */
+static void ofs_do_fallocate(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, int mode, off_t off, off_t len,
+			     struct fuse_file_info *fi, struct ofs_inode *in)
+{
+	struct ofs *ofs = ofs_of(req);
+	int zero = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE), keep = mode & FALLOC_FL_KEEP_SIZE;
+	struct kvb_map view;
+	uint64_t end;
+	int ret = 0;
+
+	(void)fi;
+	/* As the kernel has it: a hole keeps the size, and is not also a zeroed range. */
+	if ((mode & ~OFS_FALLOC_MODES) || zero == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE) ||
+	    ((mode & FALLOC_FL_PUNCH_HOLE) && !keep)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	if (!in || off < 0 || len <= 0) {
+		fuse_reply_err(req, in ? EINVAL : ESTALE);
+		return;
+	}
+	end = (uint64_t)off + (uint64_t)len;
+	if (end > (uint64_t)INT64_MAX) {
+		fuse_reply_err(req, EFBIG);
+		return;
+	}
+	pthread_rwlock_wrlock(ofs_rw(ofs, in));
+	if (!in->obj) {
+		ret = -EBADF;
+	} else {
+		kvb_obj_view(&ofs->store.kvb, in->obj, &view);
+		if (zero)
+			ret = ofs_zero_range(ofs, in, (uint64_t)off, end < view.size ? end : view.size);
+		if (!ret && end > view.size && !keep) {
+			ret = kvb_obj_truncate(&ofs->store.kvb, in->obj, end);
+			if (ret == -ENOSPC && ofs_reclaim(ofs))
+				ret = kvb_obj_truncate(&ofs->store.kvb, in->obj, end);
+		} else if (!ret && end > view.size && !zero) {
+			ret = kvb_obj_reserve(&ofs->store.kvb, in->obj, end);
+			if (ret == -ENOSPC && ofs_reclaim(ofs))
+				ret = kvb_obj_reserve(&ofs->store.kvb, in->obj, end);
+		}
+		/* Content changed: mtime and ctime, as a write's. */
+		if (!ret && (zero || (end > view.size && !keep))) {
+			pthread_mutex_lock(&ofs->lock);
+			in->m.mtime = in->m.ctime = ofs_now();
+			pthread_mutex_unlock(&ofs->lock);
+		}
+	}
+	pthread_rwlock_unlock(ofs_rw(ofs, in));
+	fuse_reply_err(req, -ret);
+}
+
+static void ofs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			     struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in = ofs_iget(ofs, ino);
+
+	ofs_do_fallocate(req, ino, mode, off, len, fi, in);
+	ofs_iput(ofs, in);
+}
+
+static void ofs_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct kvb_statfs ks = { 0 };
+	struct statvfs st;
+	int ret;
+
+	(void)ino;
+	ret = kvb_statfs(&ofs->store.kvb, &ks);
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	memset(&st, 0, sizeof(st));
+	st.f_bsize = ks.block_size;
+	st.f_frsize = ks.block_size;
+	st.f_blocks = ks.blocks;
+	/* Nothing new fits while the metadata's disk is short (ofs_store_meta_low). */
+	if (ofs_store_meta_low(&ofs->store))
+		ks.blocks_free = 0;
+	st.f_bfree = ks.blocks_free;
+	st.f_bavail = ks.blocks_free;
+	pthread_mutex_lock(&ofs->lock);
+	st.f_files = ofs->store.nfiles;
+	pthread_mutex_unlock(&ofs->lock);
+	if (ks.files) {
+		/* A backend key limit (kv_max_keys): files are what it allows. */
+		st.f_files = ks.files;
+		st.f_ffree = ks.files_free;
+	} else {
+		/* Objects are rows, not preallocated inodes: the free count is what the rows allow. */
+		st.f_ffree = UINT32_MAX;
+		st.f_files += st.f_ffree;
+	}
+	st.f_favail = st.f_ffree;
+	st.f_namemax = META_NAME_MAX;
+	fuse_reply_statfs(req, &st);
+}
+
+const struct fuse_lowlevel_ops ofs_ll_ops = {
+	.init = ofs_op_init,
+	.destroy = ofs_op_destroy,
+	.lookup = ofs_op_lookup,
+	.forget = ofs_op_forget,
+	.forget_multi = ofs_op_forget_multi,
+	.getattr = ofs_op_getattr,
+	.setattr = ofs_op_setattr,
+	.mknod = ofs_op_mknod,
+	.mkdir = ofs_op_mkdir,
+	.symlink = ofs_op_symlink,
+	.link = ofs_op_link,
+	.unlink = ofs_op_unlink,
+	.rmdir = ofs_op_rmdir,
+	.rename = ofs_op_rename,
+	.open = ofs_op_open,
+	.create = ofs_op_create,
+	.read = ofs_op_read,
+	.write = ofs_op_write,
+	.flush = ofs_op_flush,
+	.release = ofs_op_release,
+	.fsync = ofs_op_fsync,
+	.fsyncdir = ofs_op_fsyncdir,
+	.fallocate = ofs_op_fallocate,
+	.readdir = ofs_op_readdir,
+	.readdirplus = ofs_op_readdirplus,
+	.statfs = ofs_op_statfs,
+	.getxattr = ofs_op_getxattr,
+	.listxattr = ofs_op_listxattr,
+	.setxattr = ofs_op_setxattr,
+	.removexattr = ofs_op_removexattr,
+};

@@ -1,0 +1,221 @@
+/*
+ * xattr.c: extended attributes.  user.* names are the user's, kept in the
+ * metadata; user.offload.* are ours, read-only and read by name: the
+ * descriptor, the checksum, the live metrics (root), and promote, which
+ * queues a promotion to the DRAM tier when set.
+ */
+#include "ll.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#define DESCRIPTOR_XATTR "user.offload.descriptor"
+#define CHECKSUM_XATTR "user.offload.checksum"
+#define PROMOTE_XATTR "user.offload.promote"
+#define METRICS_XATTR "user.offload.metrics"
+/* Names under it are ours; every other user.* name is kept for its owner (meta). */
+#define OURS_XATTR_PREFIX "user.offload."
+
+/* A user xattr the store keeps: user.*, but for our own names. */
+static int ofs_user_xattr(const char *name)
+{
+	return !strncmp(name, "user.", 5) &&
+	       strncmp(name, OURS_XATTR_PREFIX, sizeof(OURS_XATTR_PREFIX) - 1);
+}
+
+static void ofs_get_user_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct ofs *ofs = ofs_of(req);
+	char *buf = NULL;
+	ssize_t n;
+
+	if (size > META_XATTR_SIZE_MAX)
+		size = META_XATTR_SIZE_MAX;
+	if (size && !(buf = malloc(size))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&ofs->lock);
+	n = meta_xattr_get(ofs->store.meta, ino, name, buf, size);
+	pthread_mutex_unlock(&ofs->lock);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+/*
+ * Set or remove (value NULL) a user xattr of ino, and its ctime, in one
+ * transaction.  Under ofs.lock.
+ */
+static int ofs_change_user_xattr(struct ofs *ofs, fuse_ino_t ino, const char *name,
+				 const char *value, size_t size, int flags)
+{
+	struct meta *meta = ofs->store.meta;
+	struct ofs_inode *in = ofs_ifind(ofs, ino);
+	struct meta_inode m;
+	int ret;
+
+	/* The kernel holds the inode: in the table, unless its record is gone. */
+	if (!in || in->unlinked == 1)
+		return -ESTALE;
+	ret = meta_begin(meta);
+	if (ret)
+		return ret;
+	ret = value ? meta_xattr_set(meta, ino, name, value, size, flags)
+		    : meta_xattr_remove(meta, ino, name);
+	if (!ret) {
+		m = in->m;
+		m.ctime = ofs_now();
+		ret = meta_update(meta, &m);
+	}
+	if (!ret)
+		ret = meta_commit(meta);
+	else
+		meta_rollback(meta);
+	if (!ret)
+		in->m.ctime = m.ctime;
+	return ret;
+}
+
+void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in;
+	char buf[3 * 4096 + 128]; /* a descriptor's escaped path or key: up to 3 bytes each */
+	int ret = -ENODATA, desc = !strcmp(name, DESCRIPTOR_XATTR);
+
+	if (ino == META_ROOT_INO && !strcmp(name, METRICS_XATTR)) {
+		/* The live metrics, for offloadctl stats. */
+		size_t len = 0;
+		char *text = ofs_metrics_render(ofs, &len);
+
+		if (!text)
+			fuse_reply_err(req, ENOMEM);
+		else if (size == 0)
+			fuse_reply_xattr(req, len);
+		else if (size < len)
+			fuse_reply_err(req, ERANGE);
+		else
+			fuse_reply_buf(req, text, len);
+		free(text);
+		return;
+	}
+	if (ofs_user_xattr(name)) {
+		ofs_get_user_xattr(req, ino, name, size);
+		return;
+	}
+	/* Anything else (security.capability on every write) is answered at once. */
+	if (!desc && strcmp(name, CHECKSUM_XATTR)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	pthread_mutex_lock(&ofs->lock);
+	in = ofs_ifind(ofs, ino);
+	/* Only committed content has a descriptor another process can trust. */
+	if (in && S_ISREG(in->m.mode) && in->m.state == META_COMMITTED) {
+		struct kvb_map map = ofs_committed(&in->m);
+
+		if (desc)
+			ret = kvb_describe(&ofs->store.kvb, &map, buf,
+							   sizeof(buf));
+		else
+			ret = snprintf(buf, sizeof(buf), "%016llx", (unsigned long long)in->m.csum);
+	}
+	pthread_mutex_unlock(&ofs->lock);
+	if (ret < 0)
+		fuse_reply_err(req, -ret);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)ret);
+	else if (size < (size_t)ret)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, (size_t)ret);
+}
+
+/*
+ * The user's xattrs only.  Ours are read by name and not listed, as CephFS
+ * does with its virtual ones: copy tools (cp --preserve=xattr, rsync -X)
+ * would otherwise copy a descriptor that names another file's pages, or
+ * fail removing ours from a copy.
+ */
+void ofs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct ofs *ofs = ofs_of(req);
+	char *buf = size ? malloc(size) : NULL;
+	ssize_t n = -ENOMEM;
+
+	if (!size || buf) {
+		pthread_mutex_lock(&ofs->lock);
+		n = meta_xattr_list(ofs->store.meta, ino, buf, size);
+		pthread_mutex_unlock(&ofs->lock);
+	}
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			    size_t size, int flags)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in;
+	int ret;
+
+	if (ofs_user_xattr(name)) {
+		if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) {
+			ret = -EINVAL;
+		} else {
+			pthread_mutex_lock(&ofs->lock);
+			ret = ofs_change_user_xattr(ofs, ino, name, value, size,
+						    (flags & XATTR_CREATE ? META_XATTR_CREATE : 0) |
+						    (flags & XATTR_REPLACE ? META_XATTR_REPLACE : 0));
+			pthread_mutex_unlock(&ofs->lock);
+		}
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	/* Our own names are read-only; other namespaces are not kept. */
+	if (strcmp(name, PROMOTE_XATTR)) {
+		fuse_reply_err(req, strncmp(name, OURS_XATTR_PREFIX, sizeof(OURS_XATTR_PREFIX) - 1)
+					    ? ENOTSUP
+					    : EPERM);
+		return;
+	}
+	/* setfattr -n user.offload.promote -v 1 FILE: queue a promotion to DRAM. */
+	if (size != 1 || value[0] != '1') {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	pthread_mutex_lock(&ofs->lock);
+	in = ofs_ifind(ofs, ino);
+	ret = in ? ofs_queue_promotion(ofs, in, "request") : -ESTALE;
+	pthread_mutex_unlock(&ofs->lock);
+	fuse_reply_err(req, -ret);
+}
+
+void ofs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct ofs *ofs = ofs_of(req);
+	int ret;
+
+	if (ofs_user_xattr(name)) {
+		pthread_mutex_lock(&ofs->lock);
+		ret = ofs_change_user_xattr(ofs, ino, name, NULL, 0, 0);
+		pthread_mutex_unlock(&ofs->lock);
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	fuse_reply_err(req, strcmp(name, DESCRIPTOR_XATTR) && strcmp(name, CHECKSUM_XATTR) ? ENODATA
+											     : EPERM);
+}
