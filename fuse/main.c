@@ -279,7 +279,7 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 			}
 			*(uint64_t *)((char *)&cfg->ubsio + o[i].off) = v;
 		}
-		/* Neither option: the Init the store was last mounted with (store.c). */
+		/* Neither option: the Init the store was last mounted with (store/config.c). */
 		cfg->ubsio.new_init = cli->ubsio_ssd_size ? 1 : cli->ubsio_old_init ? 0 : -1;
 		if (cli->ubsio_ssd_size && cli->ubsio_old_init) {
 			fprintf(stderr, "offloadfs: ubsio_ssd_size and ubsio_old_init exclude "
@@ -315,7 +315,7 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 		}
 		cfg->ubsio.key_max = (uint32_t)v;
 	}
-	/* The check a store's recorded geometry gets too (store.c, offloadctl fsck). */
+	/* The check a store's recorded geometry gets too (store/config.c, offloadctl fsck). */
 	if (ofs_geom_valid(&cfg->geom, err, sizeof(err))) {
 		fprintf(stderr, "offloadfs: %s\n", err);
 		return -1;

@@ -47,7 +47,7 @@ void ofs_obj_close(struct ofs *ofs, struct ofs_inode *in)
 	kvb_obj_close(&ofs->store.kvb, obj);
 }
 
-/* The durability barrier (store.c), under our metadata lock. */
+/* The durability barrier (store/sync.c), under our metadata lock. */
 int ofs_durable(struct ofs *ofs, uint64_t *released)
 {
 	int ret = ofs_store_sync(&ofs->store, &ofs->lock, released);

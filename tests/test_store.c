@@ -1,5 +1,5 @@
 /*
- * Crash-consistency tests of a whole store (store/store.c over real bucket
+ * Crash-consistency tests of a whole store (store/ over real bucket
  * files and a real database): failed metadata commits, and power cuts
  * simulated by restoring the files as they were at the last barrier.
  *
