@@ -1,7 +1,7 @@
 /*
  * inode.c: the inode table (the inodes the kernel knows or has open), a
  * request's hold on one, and the attributes and entries replied for them.
- * The table, the counts and an inode's fields are under ofs.lock but for
+ * The table, the counts and an inode's fields are under store.lock but for
  * those annotated otherwise (ofs.h).
  */
 #include "ofs.h"
@@ -64,7 +64,7 @@ static struct ofs_inode *ofs_iget_from(struct ofs *ofs, const struct meta_inode 
 	if (!in)
 		return NULL;
 	in->ino = m->ino;
-	in->m = *m;
+	in->o.m = *m;
 	s = ofs_slot(ofs, in->ino);
 	in->next = ofs->tab[s];
 	ofs->tab[s] = in;
@@ -81,7 +81,7 @@ static void ofs_iremove(struct ofs *ofs, struct ofs_inode *in)
 	if (*pp)
 		*pp = in->next;
 	ofs->tabcount--;
-	free(in->pcs);
+	free(in->o.pcs);
 	free(in);
 }
 
@@ -89,10 +89,6 @@ int ofs_table_init(struct ofs *ofs)
 {
 	struct meta_inode root;
 	struct ofs_inode *in;
-	int i;
-
-	for (i = 0; i < OFS_NLOCKS; i++)
-		pthread_rwlock_init(&ofs->rw[i], NULL);
 	ofs->tabsize = 1024;
 	ofs->tab = calloc(ofs->tabsize, sizeof(*ofs->tab));
 	if (!ofs->tab || meta_get(ofs->store.meta, META_ROOT_INO, &root))
@@ -113,7 +109,7 @@ void ofs_table_release(struct ofs *ofs)
 			struct ofs_inode *in = ofs->tab[i];
 
 			ofs->tab[i] = in->next;
-					free(in->pcs);
+					free(in->o.pcs);
 			free(in);
 		}
 	}
@@ -130,24 +126,24 @@ struct ofs_inode *ofs_iget(struct ofs *ofs, fuse_ino_t ino)
 {
 	struct ofs_inode *in;
 
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	in = ofs_ifind(ofs, ino);
 	if (in)
 		in->busy++;
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	return in;
 }
 
 /*
  * Free what an unlinked inode still holds once nothing has it open, and
- * forget it once the kernel does too.  Under ofs.lock.
+ * forget it once the kernel does too.  Under store.lock.
  */
 void ofs_isettle(struct ofs *ofs, struct ofs_inode *in)
 {
 	struct ofs_store *s = &ofs->store;
 
 	if (in->nopen == 0 && in->unlinked == 2) {
-		struct kvb_map map = ofs_committed(&in->m);
+		struct kvb_map map = ofs_committed(&in->o.m);
 		int ret = map.bucket >= 0 ? kvb_remove_prepare(&s->kvb, &map) : 0;
 
 		if (!ret)
@@ -168,10 +164,10 @@ void ofs_iput(struct ofs *ofs, struct ofs_inode *in)
 {
 	if (!in)
 		return;
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	in->busy--;
 	ofs_isettle(ofs, in);
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 }
 
 void ofs_fill_stat(const struct ofs *ofs, const struct ofs_inode *in,
@@ -179,10 +175,10 @@ void ofs_fill_stat(const struct ofs *ofs, const struct ofs_inode *in,
 {
 	uint64_t size = m->size, npages = m->npages;
 
-	if (in && in->obj) {
+	if (in && in->o.obj) {
 		struct kvb_map view;
 
-		kvb_obj_view(&ofs->store.kvb, in->obj, &view);
+		kvb_obj_view(&ofs->store.kvb, in->o.obj, &view);
 		size = view.size;
 		npages = view.bucket >= 0 ? view.npages : 0;
 	}
@@ -205,7 +201,7 @@ void ofs_fill_stat(const struct ofs *ofs, const struct ofs_inode *in,
 	st->st_ctim.tv_nsec = m->ctime % 1000000000;
 }
 
-/* Count a kernel lookup of m and fill its entry.  Under ofs.lock. */
+/* Count a kernel lookup of m and fill its entry.  Under store.lock. */
 int ofs_entry(struct ofs *ofs, const struct meta_inode *m, struct fuse_entry_param *e)
 {
 	struct ofs_inode *in = ofs_iget_from(ofs, m);
@@ -219,7 +215,7 @@ int ofs_entry(struct ofs *ofs, const struct meta_inode *m, struct fuse_entry_par
 	e->ino = in->ino;
 	e->attr_timeout = ofs->timeout;
 	e->entry_timeout = ofs->timeout;
-	ofs_fill_stat(ofs, in, &in->m, &e->attr);
+	ofs_fill_stat(ofs, in, &in->o.m, &e->attr);
 	return 0;
 }
 

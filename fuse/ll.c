@@ -4,7 +4,7 @@
  * Each op does its work in helpers that return 0 or a negative errno and
  * sends exactly one reply at the end.  Nothing may touch an inode after its
  * reply: the kernel can then release and forget it, and another thread free
- * it.  Lock order: an inode's rw lock, then ofs.lock; never the other way
+ * it.  Lock order: an inode's rw lock, then store.lock; never the other way
  * round.
  */
 #include "ll.h"
@@ -57,13 +57,13 @@ static void ofs_op_destroy(void *userdata)
 
 		for (; in; in = next) {
 			next = in->next;
-			if (in->obj)
-				ofs_obj_close(ofs, in);
+			if (in->o.obj)
+				ofs_object_close(&ofs->store, &in->o);
 			in->nopen = 0;
 			in->nlookup = 0;
-			pthread_mutex_lock(&ofs->lock);
+			pthread_mutex_lock(&ofs->store.lock);
 			ofs_isettle(ofs, in);
-			pthread_mutex_unlock(&ofs->lock);
+			pthread_mutex_unlock(&ofs->store.lock);
 		}
 	}
 }
@@ -76,11 +76,11 @@ static void ofs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int ret = ofs_check_name(name);
 
 	if (!ret) {
-		pthread_mutex_lock(&ofs->lock);
+		pthread_mutex_lock(&ofs->store.lock);
 		ret = meta_lookup(ofs->store.meta, parent, name, strlen(name), &m);
 		if (!ret)
 			ret = ofs_entry(ofs, &m, &e);
-		pthread_mutex_unlock(&ofs->lock);
+		pthread_mutex_unlock(&ofs->store.lock);
 	}
 	if (ret == -ENOENT) {
 		/* A cached miss: we own the namespace, so the kernel may remember it. */
@@ -99,9 +99,9 @@ static void ofs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	struct ofs *ofs = ofs_of(req);
 
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	ofs_forget_one(ofs, ino, nlookup);
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	fuse_reply_none(req);
 }
 
@@ -110,10 +110,10 @@ static void ofs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget
 	struct ofs *ofs = ofs_of(req);
 	size_t i;
 
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	for (i = 0; i < count; i++)
 		ofs_forget_one(ofs, forgets[i].ino, forgets[i].nlookup);
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	fuse_reply_none(req);
 }
 
@@ -126,17 +126,56 @@ static void ofs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 	int ret = 0;
 
 	(void)fi;
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	in = ofs_ifind(ofs, ino);
 	if (in)
-		ofs_fill_stat(ofs, in, &in->m, &st);
+		ofs_fill_stat(ofs, in, &in->o.m, &st);
 	else if (!(ret = meta_get(ofs->store.meta, ino, &m)))
 		ofs_fill_stat(ofs, NULL, &m, &st);
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
 		fuse_reply_attr(req, &st, ofs->timeout);
+}
+
+/*
+ * truncate(2) and ftruncate(2): a file without a writer is held like an
+ * open one for a working state of its own, committed at once.
+ */
+static int ofs_setattr_size(struct ofs *ofs, struct ofs_inode *in, uint64_t size, int from_fd)
+{
+	int temporary = !in->o.obj, ret;
+
+	if (S_ISDIR(in->o.m.mode))
+		return -EISDIR;
+	if (temporary) {
+		/* Held like an open file: a concurrent unlink must detach, not free. */
+		pthread_mutex_lock(&ofs->store.lock);
+		ret = in->unlinked == 1 ? -ENOENT : 0;
+		if (!ret)
+			in->nopen++;
+		pthread_mutex_unlock(&ofs->store.lock);
+		if (ret)
+			return ret;
+		ret = ofs_object_open(&ofs->store, &in->o);
+		if (ret)
+			goto out;
+	}
+	ret = ofs_object_truncate(&ofs->store, &in->o, size);
+	/* truncate(2) by path holds once it returns; ftruncate joins its writer's commit. */
+	if (!ret && (!from_fd || temporary))
+		ret = ofs_object_commit(&ofs->store, &in->o, 0);
+	if (temporary)
+		ofs_object_close(&ofs->store, &in->o);
+out:
+	if (temporary) {
+		pthread_mutex_lock(&ofs->store.lock);
+		in->nopen--;
+		ofs_isettle(ofs, in);
+		pthread_mutex_unlock(&ofs->store.lock);
+	}
+	return ret;
 }
 
 static void ofs_do_setattr(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct stat *attr, int to_set,
@@ -155,9 +194,9 @@ static void ofs_do_setattr(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct sta
 	pthread_rwlock_wrlock(ofs_rw(ofs, in));
 	if (to_set & FUSE_SET_ATTR_SIZE)
 		ret = ofs_setattr_size(ofs, in, (uint64_t)attr->st_size, fi != NULL);
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	if (!ret) {
-		m = in->m;
+		m = in->o.m;
 		if (to_set & FUSE_SET_ATTR_MODE)
 			m.mode = (m.mode & S_IFMT) | (attr->st_mode & 07777);
 		if (to_set & FUSE_SET_ATTR_UID)
@@ -180,10 +219,10 @@ static void ofs_do_setattr(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct sta
 			m.ctime = now;
 		ret = meta_update(ofs->store.meta, &m);
 		if (!ret)
-			in->m = m;
-		ofs_fill_stat(ofs, in, &in->m, &st);
+			in->o.m = m;
+		ofs_fill_stat(ofs, in, &in->o.m, &st);
 	}
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	pthread_rwlock_unlock(ofs_rw(ofs, in));
 	if (ret)
 		fuse_reply_err(req, -ret);
@@ -212,7 +251,7 @@ static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_f
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	if (S_ISDIR(in->m.mode)) {
+	if (S_ISDIR(in->o.m.mode)) {
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
@@ -222,48 +261,48 @@ static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_f
 	 * this writer may append to.  A record already deleted cannot take a
 	 * commit any more.
 	 */
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	if (in->unlinked == 1)
 		ret = -ENOENT;
 	else
 		in->nopen++;
 	/* Every open waits for a prefill in progress: see ofs_prefill. */
 	while (!ret && in->kfresh == 2)
-		pthread_cond_wait(&ofs->kcond, &ofs->lock);
+		pthread_cond_wait(&ofs->kcond, &ofs->store.lock);
 	prefill = !ret && !writer && in->kfresh == 1 && ofs->prefill_max;
 	in->kfresh = prefill ? 2 : 0;
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	if (prefill) {
 		/* A value the backend has lost is a file that is gone. */
 		ret = ofs_prefill(ofs, in);
-		pthread_mutex_lock(&ofs->lock);
+		pthread_mutex_lock(&ofs->store.lock);
 		in->kfresh = 0;
 		pthread_cond_broadcast(&ofs->kcond);
 		if (ret) {
 			in->nopen--;
 			ofs_isettle(ofs, in);
 		}
-		pthread_mutex_unlock(&ofs->lock);
+		pthread_mutex_unlock(&ofs->store.lock);
 	}
 	if (!ret && writer) {
-		ret = ofs_open_writer(ofs, in, fi->flags & O_TRUNC);
+		ret = ofs_object_open_writer(&ofs->store, &in->o, fi->flags & O_TRUNC);
 		if (ret) {
-			pthread_mutex_lock(&ofs->lock);
+			pthread_mutex_lock(&ofs->store.lock);
 			in->nopen--;
 			ofs_isettle(ofs, in);
-			pthread_mutex_unlock(&ofs->lock);
+			pthread_mutex_unlock(&ofs->store.lock);
 		}
 	}
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	if (!writer) {
-		OFS_COUNT(ofs->metrics.objects_read, 1);
+		OFS_COUNT(ofs->store.metrics.objects_read, 1);
 		ofs_promotion_policy(ofs, in);
 	}
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	fi->fh = (uint64_t)writer;
 	/* Every write goes through this mount, so the kernel's cache stays right. */
 	fi->keep_cache = 1;
@@ -272,13 +311,13 @@ static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_f
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* The opener was interrupted: undo as release would. */
 		pthread_rwlock_wrlock(ofs_rw(ofs, in));
-		if (writer && --in->nwriters == 0)
-			ofs_obj_close(ofs, in);
+		if (writer && --in->o.nwriters == 0)
+			ofs_object_close(&ofs->store, &in->o);
 		pthread_rwlock_unlock(ofs_rw(ofs, in));
-		pthread_mutex_lock(&ofs->lock);
+		pthread_mutex_lock(&ofs->store.lock);
 		in->nopen--;
 		ofs_isettle(ofs, in);
-		pthread_mutex_unlock(&ofs->lock);
+		pthread_mutex_unlock(&ofs->store.lock);
 	}
 }
 
@@ -312,15 +351,15 @@ static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, 
 	 */
 	lk = ofs_rw(ofs, in);
 	pthread_rwlock_rdlock(lk);
-	if (in->obj)
-		kvb_obj_view(&ofs->store.kvb, in->obj, &map);
+	if (in->o.obj)
+		kvb_obj_view(&ofs->store.kvb, in->o.obj, &map);
 	else
-		map = ofs_committed(&in->m);
+		map = ofs_committed(&in->o.m);
 	if ((uint64_t)off < map.size && size > map.size - (uint64_t)off)
 		size = (size_t)(map.size - (uint64_t)off);
 	/* A writer's run may still be filling lazily (copy-on-write): the pages read first. */
-	if ((uint64_t)off < map.size && in->obj &&
-	    (settle = kvb_obj_settle(&ofs->store.kvb, in->obj, (uint64_t)off, size))) {
+	if ((uint64_t)off < map.size && in->o.obj &&
+	    (settle = kvb_obj_settle(&ofs->store.kvb, in->o.obj, (uint64_t)off, size))) {
 		fuse_reply_err(req, -settle);
 	} else if ((uint64_t)off >= map.size) {
 		fuse_reply_buf(req, NULL, 0);
@@ -334,16 +373,16 @@ static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, 
 		} else if (b.fd >= 0) {
 			struct fuse_bufvec bv = ofs_bytes_vec(&b, (size_t)n);
 
-			OFS_COUNT(ofs->metrics.bytes_read, (size_t)n);
+			OFS_COUNT(ofs->store.metrics.bytes_read, (size_t)n);
 			fuse_reply_data(req, &bv, 0);
 		} else {
-			OFS_COUNT(ofs->metrics.bytes_read, (size_t)n);
+			OFS_COUNT(ofs->store.metrics.bytes_read, (size_t)n);
 			fuse_reply_buf(req, b.ptr, (size_t)n);
 		}
-		ofs_bytes_release(ofs, &b);
+		ofs_bytes_release(&ofs->store, &b);
 	}
 	pthread_rwlock_unlock(lk);
-	ofs_hist_observe(&ofs->metrics.read_lat, ofs_now_ns() - t0);
+	ofs_hist_observe(&ofs->store.metrics.read_lat, ofs_now_ns() - t0);
 }
 
 static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -362,7 +401,6 @@ static void ofs_do_write(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, const char *
 	struct ofs *ofs = ofs_of(req);
 	uint64_t t0 = ofs_now_ns();
 	ssize_t n;
-	int low = 0;
 
 	(void)fi;
 	if (!in) {
@@ -370,30 +408,9 @@ static void ofs_do_write(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, const char *
 		return;
 	}
 	pthread_rwlock_wrlock(ofs_rw(ofs, in));
-	if (!in->obj)
-		n = -EBADF;
-	else if (in->werr)
-		n = in->werr;
-	else if ((low = ofs_store_meta_low(&ofs->store)))
-		n = -ENOSPC; /* its commit could not be recorded */
-	else
-		n = kvb_obj_write(&ofs->store.kvb, in->obj, buf, size,
-						 (uint64_t)off);
-	if (n == -ENOSPC && in->obj && !in->werr && !low && ofs_reclaim(ofs))
-		n = kvb_obj_write(&ofs->store.kvb, in->obj, buf, size,
-						 (uint64_t)off);
-	if (n < 0 && in->obj && !in->werr)
-		ofs_poison(ofs, in, (int)n, (uint64_t)off, size);
-	if (n > 0) {
-		int64_t now = ofs_now();
-
-		pthread_mutex_lock(&ofs->lock);
-		in->m.mtime = in->m.ctime = now;
-		pthread_mutex_unlock(&ofs->lock);
-		OFS_COUNT(ofs->metrics.bytes_written, (uint64_t)n);
-	}
+	n = ofs_object_write(&ofs->store, &in->o, buf, size, (uint64_t)off);
 	pthread_rwlock_unlock(ofs_rw(ofs, in));
-	ofs_hist_observe(&ofs->metrics.write_lat, ofs_now_ns() - t0);
+	ofs_hist_observe(&ofs->store.metrics.write_lat, ofs_now_ns() - t0);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
@@ -417,7 +434,7 @@ static void ofs_do_flush(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_
 
 	if (in && fi->fh) {
 		pthread_rwlock_wrlock(ofs_rw(ofs, in));
-		ret = ofs_commit(ofs, in, 0);
+		ret = ofs_object_commit(&ofs->store, &in->o, 0);
 		/*
 		 * The last writer's close failed: its bytes are dropped, as it was
 		 * told, rather than committed by a retry at release, and the
@@ -427,11 +444,11 @@ static void ofs_do_flush(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_
 		 * one of several descriptors of the open file, and every later
 		 * flush, fsync and the release must fail too.
 		 */
-		if (ret && in->werr)
+		if (ret && in->o.werr)
 			ofs_queue_inval(ofs, ino);
-		else if (ret && in->nwriters == 1) {
-			ofs_obj_close(ofs, in);
-			if (ofs_obj_open(ofs, in))
+		else if (ret && in->o.nwriters == 1) {
+			ofs_object_close(&ofs->store, &in->o);
+			if (ofs_object_open(&ofs->store, &in->o))
 				ofs_log("inode %llu: no working state after a failed close",
 					(unsigned long long)ino);
 			ofs_queue_inval(ofs, ino);
@@ -462,12 +479,12 @@ static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fus
 	if (fi->fh) {
 		pthread_rwlock_wrlock(ofs_rw(ofs, in));
 		/* mmap writes can arrive after the last flush. */
-		ret = ofs_commit(ofs, in, 0);
+		ret = ofs_object_commit(&ofs->store, &in->o, 0);
 		if (ret)
 			ofs_log("inode %llu: commit at release failed: %s; its last committed "
 				"content stays", (unsigned long long)ino, strerror(-ret));
-		if (--in->nwriters == 0) {
-			ofs_obj_close(ofs, in);
+		if (--in->o.nwriters == 0) {
+			ofs_object_close(&ofs->store, &in->o);
 			/* The kernel still caches the bytes that were just dropped. */
 			if (ret)
 				ofs_queue_inval(ofs, ino);
@@ -476,7 +493,7 @@ static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fus
 	}
 	/*
 	 * The last close of an unlinked file deletes its record (ofs_isettle):
-	 * its key goes to the journal first, outside ofs.lock, as an unlink's
+	 * its key goes to the journal first, outside store.lock, as an unlink's
 	 * does (ofs_prepare_drop); the prepare under the lock is then free.
 	 */
 	/* A relaxed read as a hint, so other releases take no extra lock. */
@@ -484,17 +501,17 @@ static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fus
 	    __atomic_load_n(&in->unlinked, __ATOMIC_RELAXED) == 2) {
 		struct kvb_map map = KVB_MAP_EMPTY;
 
-		pthread_mutex_lock(&ofs->lock);
+		pthread_mutex_lock(&ofs->store.lock);
 		if (in->unlinked == 2 && in->nopen == 1)
-			map = ofs_committed(&in->m);
-		pthread_mutex_unlock(&ofs->lock);
+			map = ofs_committed(&in->o.m);
+		pthread_mutex_unlock(&ofs->store.lock);
 		if (map.bucket >= 0)
 			(void)kvb_remove_prepare(&ofs->store.kvb, &map);
 	}
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	in->nopen--;
 	ofs_isettle(ofs, in);
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	fuse_reply_err(req, 0);
 }
 
@@ -516,7 +533,7 @@ static void ofs_do_fsync(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, int datasync
 	(void)fi;
 	if (in) {
 		pthread_rwlock_wrlock(ofs_rw(ofs, in));
-		ret = ofs_commit(ofs, in, 1);
+		ret = ofs_object_commit(&ofs->store, &in->o, 1);
 		pthread_rwlock_unlock(ofs_rw(ofs, in));
 	}
 	fuse_reply_err(req, -ret);
@@ -540,7 +557,7 @@ static void ofs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	(void)ino;
 	(void)datasync;
 	(void)fi;
-	ret = ofs_durable(ofs, NULL);
+	ret = ofs_store_barrier(&ofs->store, NULL);
 	fuse_reply_err(req, -ret);
 }
 
@@ -550,16 +567,15 @@ static void ofs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
  * Mode 0 grows the file (the run reserved, the new bytes zeros).  KEEP_SIZE
  * reserves the run past the end while the file is open for writing (a
  * commit keeps what the size needs).  PUNCH_HOLE and ZERO_RANGE write
- * zeros: a file is one contiguous run, so a hole keeps its pages.
+ * zeros (ofs_object_fallocate).
  */
 static void ofs_do_fallocate(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, int mode, off_t off, off_t len,
 			     struct fuse_file_info *fi, struct ofs_inode *in)
 {
 	struct ofs *ofs = ofs_of(req);
 	int zero = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE), keep = mode & FALLOC_FL_KEEP_SIZE;
-	struct kvb_map view;
 	uint64_t end;
-	int ret = 0;
+	int ret;
 
 	(void)fi;
 	/* As the kernel has it: a hole keeps the size, and is not also a zeroed range. */
@@ -578,28 +594,7 @@ static void ofs_do_fallocate(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, int mode
 		return;
 	}
 	pthread_rwlock_wrlock(ofs_rw(ofs, in));
-	if (!in->obj) {
-		ret = -EBADF;
-	} else {
-		kvb_obj_view(&ofs->store.kvb, in->obj, &view);
-		if (zero)
-			ret = ofs_zero_range(ofs, in, (uint64_t)off, end < view.size ? end : view.size);
-		if (!ret && end > view.size && !keep) {
-			ret = kvb_obj_truncate(&ofs->store.kvb, in->obj, end);
-			if (ret == -ENOSPC && ofs_reclaim(ofs))
-				ret = kvb_obj_truncate(&ofs->store.kvb, in->obj, end);
-		} else if (!ret && end > view.size && !zero) {
-			ret = kvb_obj_reserve(&ofs->store.kvb, in->obj, end);
-			if (ret == -ENOSPC && ofs_reclaim(ofs))
-				ret = kvb_obj_reserve(&ofs->store.kvb, in->obj, end);
-		}
-		/* Content changed: mtime and ctime, as a write's. */
-		if (!ret && (zero || (end > view.size && !keep))) {
-			pthread_mutex_lock(&ofs->lock);
-			in->m.mtime = in->m.ctime = ofs_now();
-			pthread_mutex_unlock(&ofs->lock);
-		}
-	}
+	ret = ofs_object_fallocate(&ofs->store, &in->o, mode, (uint64_t)off, end);
 	pthread_rwlock_unlock(ofs_rw(ofs, in));
 	fuse_reply_err(req, -ret);
 }
@@ -636,9 +631,9 @@ static void ofs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 		ks.blocks_free = 0;
 	st.f_bfree = ks.blocks_free;
 	st.f_bavail = ks.blocks_free;
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	st.f_files = ofs->store.nfiles;
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	if (ks.files) {
 		/* A backend key limit (kv_max_keys): files are what it allows. */
 		st.f_files = ks.files;

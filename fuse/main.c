@@ -453,7 +453,7 @@ int main(int argc, char *argv[])
 			goto out_args;
 		}
 	}
-	ofs.verify = cli.verify != 2;
+	cfg.verify = cli.verify != 2;
 	ofs.sync_ms = 1000;
 	if (cli.sync_ms) {
 		uint64_t v;
@@ -469,7 +469,7 @@ int main(int argc, char *argv[])
 		}
 		ofs.sync_ms = (unsigned)v;
 	}
-	if (cli.dram && ofs_parse_size(cli.dram, &ofs.dram_capacity)) {
+	if (cli.dram && ofs_parse_size(cli.dram, &cfg.dram_capacity)) {
 		fprintf(stderr, "offloadfs: invalid dram '%s': a size such as 512M or 4G\n", cli.dram);
 		goto out_args;
 	}
@@ -489,7 +489,7 @@ int main(int argc, char *argv[])
 	if (ofs_uint_opt("promote_after", cli.promote_after, &ofs.promote_after) ||
 	    ofs_uint_opt("promote_window", cli.promote_window, &ofs.promote_window))
 		goto out_args;
-	if (ofs.promote_after && !ofs.dram_capacity) {
+	if (ofs.promote_after && !cfg.dram_capacity) {
 		fprintf(stderr, "offloadfs: promote_after needs a DRAM tier (-o dram=SIZE)\n");
 		goto out_args;
 	}
@@ -507,10 +507,6 @@ int main(int argc, char *argv[])
 	ofs.metrics_path = cli.metrics;
 	if (cli.metrics && ofs_metrics_path_check(cli.metrics))
 		goto out_args;
-	if (ofs.dram_capacity && ofs_dram_init(&ofs.dram, ofs.dram_capacity)) {
-		fprintf(stderr, "offloadfs: out of memory\n");
-		goto out_args;
-	}
 	/* The kernel enforces modes and owners: we store them, it checks them. */
 	fsname = ofs_fsname_opt(cli.root);
 	if (!fsname || fuse_opt_add_arg(&args, fsname) == -1)
@@ -524,7 +520,6 @@ int main(int argc, char *argv[])
 	if (ofs_root_outside(cli.root, opts.mountpoint))
 		goto out_args;
 	ofs.foreground = opts.foreground;
-	pthread_mutex_init(&ofs.lock, NULL);
 	pthread_cond_init(&ofs.kcond, NULL);
 	/* Unknown -o options are refused here, by name, before anything is touched. */
 	se = fuse_session_new(&args, &ofs_ll_ops, sizeof(ofs_ll_ops), &ofs);
@@ -618,8 +613,6 @@ out_args:
 	free(cli.metrics);
 	free(cli.prefill);
 	free(cli.data_group);
-	if (ofs.dram_capacity)
-		ofs_dram_release(&ofs.dram);
 	free(opts.mountpoint);
 	free(fsname);
 	fuse_opt_free_args(&args);

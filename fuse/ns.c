@@ -2,7 +2,7 @@
  * ns.c: the namespace: names and keys, create, mkdir, unlink, rmdir,
  * rename with their directories' times in one metadata transaction
  * (retried once after meta_make_room on a full disk), and readdir.
- * Under ofs.lock unless said otherwise.
+ * Under store.lock unless said otherwise.
  */
 #include "ll.h"
 
@@ -26,7 +26,7 @@ int ofs_check_name(const char *name)
  * Whether a name of namelen bytes in dir keeps its key (the path below its
  * tenant) within META_KEY_MAX, with deeper bytes more below it (the path
  * of a directory's deepest descendant).  A tenant's name is no part of its
- * keys.  Under ofs.lock.
+ * keys.  Under store.lock.
  */
 static int ofs_check_key(struct ofs *ofs, uint64_t dir, size_t namelen, size_t deeper)
 {
@@ -54,7 +54,7 @@ static int ofs_check_key(struct ofs *ofs, uint64_t dir, size_t namelen, size_t d
 /*
  * An entry of dir was made, removed or renamed: its mtime and ctime become
  * now, in the store and in the table's copy, with the link count the store
- * keeps.  Under ofs.lock, inside the change's transaction; if that fails,
+ * keeps.  Under store.lock, inside the change's transaction; if that fails,
  * ofs_dir_reload.
  */
 static int ofs_dir_changed(struct ofs *ofs, uint64_t dir, int64_t now)
@@ -64,15 +64,15 @@ static int ofs_dir_changed(struct ofs *ofs, uint64_t dir, int64_t now)
 	int ret = meta_dir_changed(ofs->store.meta, dir, now, &nlink);
 
 	if (!ret && (d = ofs_ifind(ofs, dir))) {
-		d->m.mtime = d->m.ctime = now;
-		d->m.nlink = nlink;
+		d->o.m.mtime = d->o.m.ctime = now;
+		d->o.m.nlink = nlink;
 	}
 	return ret;
 }
 
 /*
  * The table's copy of dir's times and link count as the store has them,
- * after a transaction that changed its entries failed.  Under ofs.lock.
+ * after a transaction that changed its entries failed.  Under store.lock.
  */
 static void ofs_dir_reload(struct ofs *ofs, uint64_t dir)
 {
@@ -80,15 +80,15 @@ static void ofs_dir_reload(struct ofs *ofs, uint64_t dir)
 	struct meta_inode m;
 
 	if (d && meta_get(ofs->store.meta, dir, &m) == 0) {
-		d->m.mtime = m.mtime;
-		d->m.ctime = m.ctime;
-		d->m.nlink = m.nlink;
+		d->o.m.mtime = m.mtime;
+		d->o.m.ctime = m.ctime;
+		d->o.m.nlink = m.nlink;
 	}
 }
 
 /*
  * The object key of ino: its path below its tenant directory.  Under
- * ofs.lock.  An unlinked inode has no path; it keeps the key it had.
+ * store.lock.  An unlinked inode has no path; it keeps the key it had.
  */
 int ofs_key(struct ofs *ofs, uint64_t ino, char *key, size_t *klen)
 {
@@ -115,7 +115,7 @@ static int ofs_tenant(struct ofs *ofs, uint64_t dir, uint64_t *tenant)
 	return 0;
 }
 
-/* Insert a new file or directory under parent.  Under ofs.lock. */
+/* Insert a new file or directory under parent.  Under store.lock. */
 static int ofs_new_inode(struct ofs *ofs, fuse_req_t req, fuse_ino_t parent, const char *name,
 			 mode_t mode, int state, struct meta_inode *m)
 {
@@ -132,7 +132,7 @@ static int ofs_new_inode(struct ofs *ofs, fuse_req_t req, fuse_ino_t parent, con
 	/* The kernel holds a lookup on the parent: its attributes are in the table. */
 	pdir = ofs_ifind(ofs, parent);
 	if (pdir)
-		dir = pdir->m;
+		dir = pdir->o.m;
 	else if ((ret = meta_get(ofs->store.meta, parent, &dir)))
 		return ret;
 	if (!S_ISDIR(dir.mode))
@@ -175,11 +175,11 @@ static void ofs_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	struct meta_inode m;
 	int ret;
 
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	ret = ofs_new_inode(ofs, req, parent, name, mode, META_COMMITTED, &m);
 	if (!ret)
 		ret = ofs_entry(ofs, &m, &e);
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -221,9 +221,9 @@ void ofs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *
 
 /*
  * The backend's remove_prepare for what dropping parent/name would delete,
- * before the caller takes ofs.lock to drop it: on ubsio it syncs the
+ * before the caller takes store.lock to drop it: on ubsio it syncs the
  * journal (on a shared ROOT, a network round trip), which must not stall
- * every other request behind ofs.lock.  ofs_drop_name prepares again under
+ * every other request behind store.lock.  ofs_drop_name prepares again under
  * the lock, which then costs nothing unless the mapping changed or the
  * journal was reset in between.  Harmless when the drop does not happen:
  * a journalled key that a record still names is kept.
@@ -236,21 +236,21 @@ static void ofs_prepare_drop(struct ofs *ofs, uint64_t parent, const char *name)
 
 	if (!kvb_has_remove_prepare(&ofs->store.kvb))
 		return;
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	if (meta_lookup(ofs->store.meta, parent, name, strlen(name), &m) == 0 &&
 	    S_ISREG(m.mode)) {
 		in = ofs_ifind(ofs, m.ino);
 		if (!in || in->nopen == 0)
-			map = ofs_committed(in ? &in->m : &m);
+			map = ofs_committed(in ? &in->o.m : &m);
 	}
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	if (map.bucket >= 0)
 		(void)kvb_remove_prepare(&ofs->store.kvb, &map); /* errors: again under the lock */
 }
 
 /*
  * Drop m's name: detach it while it is open, else delete it and return
- * the storage to free in to_free.  Under ofs.lock.
+ * the storage to free in to_free.  Under store.lock.
  */
 int ofs_drop_name(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *to_free)
 {
@@ -258,14 +258,14 @@ int ofs_drop_name(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *t
 	int ret;
 
 	*to_free = KVB_MAP_EMPTY;
-	if (ofs->dram_capacity)
-		ofs_dram_drop(&ofs->dram, m->ino);
+	if (ofs->store.dram_capacity)
+		ofs_dram_drop(&ofs->store.dram, m->ino);
 	if (in && in->nopen > 0) {
 		ret = meta_detach(ofs->store.meta, m->ino);
 		if (!ret)
 			in->unlinked = 2;
 	} else {
-		struct kvb_map map = ofs_committed(in ? &in->m : m);
+		struct kvb_map map = ofs_committed(in ? &in->o.m : m);
 
 		ret = map.bucket >= 0 ? kvb_remove_prepare(&ofs->store.kvb, &map) : 0;
 		if (!ret)
@@ -281,7 +281,7 @@ int ofs_drop_name(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *t
 	return ret;
 }
 
-/* Undo the in-memory side of ofs_drop_name when its transaction failed. Under ofs.lock. */
+/* Undo the in-memory side of ofs_drop_name when its transaction failed. Under store.lock. */
 static void ofs_undrop(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *to_free)
 {
 	struct ofs_inode *d = ofs_ifind(ofs, m->ino);
@@ -320,7 +320,7 @@ static int ofs_drop_entry_once(struct ofs *ofs, const struct meta_inode *m,
 	return ret;
 }
 
-/* Drop m's entry, in a transaction with its directory's times.  Under ofs.lock. */
+/* Drop m's entry, in a transaction with its directory's times.  Under store.lock. */
 static int ofs_drop_entry(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *to_free)
 {
 	int ret, tries = 0;
@@ -340,7 +340,7 @@ void ofs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int ret;
 
 	ofs_prepare_drop(ofs, parent, name);
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	ret = meta_lookup(ofs->store.meta, parent, name, strlen(name), &m);
 	if (!ret && S_ISDIR(m.mode))
 		ret = -EISDIR;
@@ -348,7 +348,7 @@ void ofs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		ret = ofs_drop_entry(ofs, &m, &to_free);
 	if (!ret && to_free.bucket >= 0)
 		kvb_remove(&ofs->store.kvb, &to_free);
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	fuse_reply_err(req, -ret);
 }
 
@@ -359,7 +359,7 @@ void ofs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct meta_inode m;
 	int ret;
 
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	ret = meta_lookup(ofs->store.meta, parent, name, strlen(name), &m);
 	if (!ret && !S_ISDIR(m.mode))
 		ret = -ENOTDIR;
@@ -369,7 +369,7 @@ void ofs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		ret = -ENOTEMPTY;
 	if (!ret)
 		ret = ofs_drop_entry(ofs, &m, &to_free);
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	fuse_reply_err(req, -ret);
 }
 
@@ -395,7 +395,7 @@ static int ofs_rename_check(struct ofs *ofs, fuse_ino_t parent, fuse_ino_t newpa
 /*
  * A rename must leave every key it moves within META_KEY_MAX: src's own,
  * and for a directory those of its descendants, which it lengthens by as
- * much as its own (walked only then).  Under ofs.lock.
+ * much as its own (walked only then).  Under store.lock.
  */
 static int ofs_rename_key_check(struct ofs *ofs, fuse_ino_t newparent, const char *newname,
 				const struct meta_inode *src)
@@ -435,10 +435,10 @@ void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return;
 	}
 	ret = ofs_check_name(newname);
-	/* The target a rename replaces, prepared outside ofs.lock as unlink's. */
+	/* The target a rename replaces, prepared outside store.lock as unlink's. */
 	if (!ret && !(flags & RENAME_NOREPLACE))
 		ofs_prepare_drop(ofs, newparent, newname);
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	if (!ret)
 		ret = meta_lookup(meta, parent, name, strlen(name), &src);
 	if (!ret)
@@ -497,8 +497,8 @@ again:
 	if (!ret) {
 		in = ofs_ifind(ofs, src.ino);
 		if (in) {
-			in->m.parent = newparent;
-			in->m.ctime = now;
+			in->o.m.parent = newparent;
+			in->o.m.ctime = now;
 		}
 		if (S_ISDIR(src.mode))
 			ofs->dir_renames++; /* the keys below it changed length */
@@ -506,14 +506,14 @@ again:
 			kvb_remove(&ofs->store.kvb, &to_free);
 	}
 out:
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	fuse_reply_err(req, -ret);
 }
 
 /*
  * A create that failed after its entry was made, or whose caller was gone
  * before the reply, takes the entry back: a failed create leaves no name.
- * Not once another opener committed content to it.  Under ofs.lock.
+ * Not once another opener committed content to it.  Under store.lock.
  */
 static void ofs_unmake(struct ofs *ofs, uint64_t ino)
 {
@@ -552,7 +552,7 @@ void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 		fuse_reply_err(req, ENOSPC);
 		return;
 	}
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	/* Never committed until its first close or fsync: recovery drops it. */
 	ret = ofs_new_inode(ofs, req, parent, name, S_IFREG | (mode & 07777), META_NEW, &m);
 	if (!ret) {
@@ -565,16 +565,16 @@ void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 		in->kfresh = 0; /* its writer's bytes go through the kernel's cache */
 		in->nopen++;
 	}
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	if (!ret) {
-		ret = ofs_open_writer(ofs, in, 0);
+		ret = ofs_object_open_writer(&ofs->store, &in->o, 0);
 		if (ret) {
-			pthread_mutex_lock(&ofs->lock);
+			pthread_mutex_lock(&ofs->store.lock);
 			in->nopen--;
 			ofs_unmake(ofs, m.ino);
 			in->nlookup--;
 			ofs_isettle(ofs, in);
-			pthread_mutex_unlock(&ofs->lock);
+			pthread_mutex_unlock(&ofs->store.lock);
 		}
 	}
 	if (ret) {
@@ -586,15 +586,15 @@ void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		/* The creator was interrupted: the kernel has neither the entry nor the file. */
 		pthread_rwlock_wrlock(ofs_rw(ofs, in));
-		if (--in->nwriters == 0)
-			ofs_obj_close(ofs, in);
+		if (--in->o.nwriters == 0)
+			ofs_object_close(&ofs->store, &in->o);
 		pthread_rwlock_unlock(ofs_rw(ofs, in));
-		pthread_mutex_lock(&ofs->lock);
+		pthread_mutex_lock(&ofs->store.lock);
 		in->nopen--;
 		ofs_unmake(ofs, m.ino);
 		in->nlookup--;
 		ofs_isettle(ofs, in);
-		pthread_mutex_unlock(&ofs->lock);
+		pthread_mutex_unlock(&ofs->store.lock);
 	}
 }
 
@@ -610,7 +610,7 @@ struct ofs_dirbuf {
  * Add an entry: 1 when the buffer is full (the entry is not added), 0, or
  * -errno.  m: the entry's inode, NULL for "." and "..", which readdirplus
  * sends without attributes (the kernel neither counts nor caches them).
- * Under ofs.lock.
+ * Under store.lock.
  */
 static int ofs_dirbuf_add(struct ofs_dirbuf *d, const char *name, const struct meta_inode *m,
 			  uint64_t ino, mode_t mode, off_t next)
@@ -665,7 +665,7 @@ static void ofs_do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	ret = meta_get(ofs->store.meta, ino, &dir);
 	if (!ret && !S_ISDIR(dir.mode))
 		ret = -ENOTDIR;
@@ -680,7 +680,7 @@ static void ofs_do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		ret = 0; /* the buffer is full */
 	else if (ret < 0 && d.used > 0 && plus)
 		ret = 0; /* the entries in it are counted as looked up: send them */
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else

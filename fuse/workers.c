@@ -71,7 +71,7 @@ static void ofs_send_invals(struct ofs *ofs)
  */
 static void ofs_watch_space(struct ofs *ofs)
 {
-	int did = ofs_store_space(&ofs->store, &ofs->lock, 0);
+	int did = ofs_store_space(&ofs->store, &ofs->store.lock, 0);
 
 	if (did & OFS_SPACE_RELEASED)
 		ofs_log("the disk holding %s is nearly full: its %llu KiB reserve given back "
@@ -106,9 +106,9 @@ static void *ofs_syncer(void *arg)
 		if (ofs->stopping)
 			break;
 		pthread_mutex_unlock(&ofs->slock);
-		pthread_mutex_lock(&ofs->lock);
+		pthread_mutex_lock(&ofs->store.lock);
 		changes = meta_changes(ofs->store.meta);
-		pthread_mutex_unlock(&ofs->lock);
+		pthread_mutex_unlock(&ofs->store.lock);
 		ofs_send_invals(ofs);
 		/*
 		 * Group commit: one barrier covers every commit, create, rename
@@ -116,7 +116,7 @@ static void *ofs_syncer(void *arg)
 		 */
 		if (ofs->sync_ms && changes != seen) {
 			seen = changes;
-			ofs_durable(ofs, NULL);
+			ofs_store_barrier(&ofs->store, NULL);
 		}
 		ofs_watch_space(ofs);
 		/* The textfile collector's file, every few seconds. */
@@ -167,13 +167,8 @@ void ofs_syncer_stop(struct ofs *ofs)
 		ofs_metrics_write(ofs, ofs->metrics_path);
 }
 
-uint64_t ofs_dram_bytes(struct ofs *ofs)
-{
-	return ofs->dram_capacity ? ofs_dram_used(&ofs->dram) : 0;
-}
-
 /*
- * Queue a promotion of in's committed version.  Under ofs.lock.  Nothing to
+ * Queue a promotion of in's committed version.  Under store.lock.  Nothing to
  * do for an empty object, one already queued, or (but for the warm-up
  * queued at unmount) one already resident.
  */
@@ -186,12 +181,12 @@ int ofs_queue_promotion(struct ofs *ofs, struct ofs_inode *in, const char *reaso
 	size_t klen = 0;
 	int ret;
 
-	if (!ofs->dram_capacity)
+	if (!ofs->store.dram_capacity)
 		return -EOPNOTSUPP;
-	if (!S_ISREG(in->m.mode) || in->m.state != META_COMMITTED)
+	if (!S_ISREG(in->o.m.mode) || in->o.m.state != META_COMMITTED)
 		return -EINVAL;
-	ofs_version(&in->m, &v);
-	if (in->m.size == 0 || (!warmup && ofs_dram_has(&ofs->dram, in->ino, &v)))
+	ofs_version(&in->o.m, &v);
+	if (in->o.m.size == 0 || (!warmup && ofs_dram_has(&ofs->store.dram, in->ino, &v)))
 		return 0;
 	ret = meta_task_pending(ofs->store.meta, in->ino);
 	if (ret)
@@ -201,14 +196,14 @@ int ofs_queue_promotion(struct ofs *ofs, struct ofs_inode *in, const char *reaso
 	if (meta_path(ofs->store.meta, in->ino, 1, t.key, sizeof(t.key), &klen, NULL))
 		t.key[0] = '\0';
 	snprintf(t.reason, sizeof(t.reason), "%s", reason);
-	t.size = in->m.size;
-	t.bucket = in->m.bucket;
-	t.page = in->m.page;
-	t.csum = in->m.csum;
+	t.size = in->o.m.size;
+	t.bucket = in->o.m.bucket;
+	t.page = in->o.m.page;
+	t.csum = in->o.m.csum;
 	ret = meta_task_add(ofs->store.meta, &t);
 	if (ret)
 		return ret;
-	OFS_COUNT(ofs->metrics.promotions_queued, 1);
+	OFS_COUNT(ofs->store.metrics.promotions_queued, 1);
 	pthread_mutex_lock(&ofs->slock);
 	pthread_cond_signal(&ofs->pcond);
 	pthread_mutex_unlock(&ofs->slock);
@@ -221,13 +216,13 @@ static int ofs_current(struct ofs *ofs, uint64_t ino, struct meta_inode *m)
 	struct ofs_inode *in;
 	int ret = 0;
 
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	in = ofs_ifind(ofs, ino);
 	if (in)
-		*m = in->m;
+		*m = in->o.m;
 	else
 		ret = meta_get(ofs->store.meta, ino, m);
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	return ret;
 }
 
@@ -261,33 +256,33 @@ static void ofs_promote_one(struct ofs *ofs, const struct meta_task *t)
 		if (!ret && m.csum == t->csum && m.bucket == t->bucket && m.page == t->page) {
 			state = META_TASK_FAILED;
 			why = "its pages do not match its checksum";
-			OFS_COUNT(ofs->metrics.checksum_failures, 1);
+			OFS_COUNT(ofs->store.metrics.checksum_failures, 1);
 		} else {
 			state = META_TASK_DROPPED;
 			why = "overwritten while being read";
 		}
 	} else {
-		ret = ofs_dram_insert(&ofs->dram, t->ino, &v, buf, &evicted);
+		ret = ofs_dram_insert(&ofs->store.dram, t->ino, &v, buf, &evicted);
 		buf = NULL;
 		if (ret) {
 			state = META_TASK_FAILED;
 			why = ret == -E2BIG ? "larger than the DRAM tier" : strerror(-ret);
 		}
-		OFS_COUNT(ofs->metrics.dram_evictions, evicted);
+		OFS_COUNT(ofs->store.metrics.dram_evictions, evicted);
 	}
 	free(buf);
 	if (state == META_TASK_DONE)
-		OFS_COUNT(ofs->metrics.promotions_done, 1);
+		OFS_COUNT(ofs->store.metrics.promotions_done, 1);
 	else if (state == META_TASK_DROPPED)
-		OFS_COUNT(ofs->metrics.promotions_dropped, 1);
+		OFS_COUNT(ofs->store.metrics.promotions_dropped, 1);
 	else
-		OFS_COUNT(ofs->metrics.promotions_failed, 1);
-	pthread_mutex_lock(&ofs->lock);
+		OFS_COUNT(ofs->store.metrics.promotions_failed, 1);
+	pthread_mutex_lock(&ofs->store.lock);
 	ret = meta_task_finish(ofs->store.meta, t->id, state, why);
 	if (ret)
 		ofs_log("promotion task %llu: cannot record its end: %s",
 			(unsigned long long)t->id, meta_errmsg(ofs->store.meta));
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 }
 
 static void *ofs_promoter_main(void *arg)
@@ -305,11 +300,11 @@ static void *ofs_promoter_main(void *arg)
 			break;
 		}
 		pthread_mutex_unlock(&ofs->slock);
-		pthread_mutex_lock(&ofs->lock);
+		pthread_mutex_lock(&ofs->store.lock);
 		ret = meta_task_claim(ofs->store.meta, &t);
 		if (ret == 0 && ++ran % 256 == 0)
 			meta_task_prune(ofs->store.meta, 4096);
-		pthread_mutex_unlock(&ofs->lock);
+		pthread_mutex_unlock(&ofs->store.lock);
 		if (ret == 0) {
 			ofs_promote_one(ofs, &t);
 			continue;
@@ -333,12 +328,12 @@ int ofs_promoter_start(struct ofs *ofs)
 {
 	uint64_t n = 0;
 
-	if (!ofs->dram_capacity)
+	if (!ofs->store.dram_capacity)
 		return 0;
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	/* Tasks a crash interrupted run again. */
 	meta_task_requeue(ofs->store.meta, &n);
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	if (pthread_create(&ofs->promoter, NULL, ofs_promoter_main, ofs))
 		return -EAGAIN;
 	ofs->promoter_running = 1;
@@ -356,8 +351,8 @@ void ofs_promoter_stop(struct ofs *ofs)
 	pthread_join(ofs->promoter, NULL);
 	ofs->promoter_running = 0;
 	/* What was in DRAM is queued again: the next mount warms itself back up. */
-	inos = ofs_dram_list(&ofs->dram, &n);
-	pthread_mutex_lock(&ofs->lock);
+	inos = ofs_dram_list(&ofs->store.dram, &n);
+	pthread_mutex_lock(&ofs->store.lock);
 	for (i = 0; inos && i < n; i++) {
 		struct meta_inode m;
 		struct ofs_inode tmp = { 0 };
@@ -365,10 +360,10 @@ void ofs_promoter_stop(struct ofs *ofs)
 		if (meta_get(ofs->store.meta, inos[i], &m))
 			continue;
 		tmp.ino = m.ino;
-		tmp.m = m;
+		tmp.o.m = m;
 		ofs_queue_promotion(ofs, &tmp, "warmup");
 	}
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	free(inos);
 }
 
@@ -377,7 +372,7 @@ void ofs_promotion_policy(struct ofs *ofs, struct ofs_inode *in)
 {
 	int64_t now = ofs_now();
 
-	if (!ofs->dram_capacity || !ofs->promote_after || in->m.state != META_COMMITTED)
+	if (!ofs->store.dram_capacity || !ofs->promote_after || in->o.m.state != META_COMMITTED)
 		return;
 	if (now - in->window_start > (int64_t)ofs->promote_window * 1000000000LL) {
 		in->window_start = now;

@@ -38,9 +38,9 @@ static void ofs_get_user_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	n = meta_xattr_get(ofs->store.meta, ino, name, buf, size);
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else if (size == 0)
@@ -52,7 +52,7 @@ static void ofs_get_user_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 /*
  * Set or remove (value NULL) a user xattr of ino, and its ctime, in one
- * transaction.  Under ofs.lock.
+ * transaction.  Under store.lock.
  */
 static int ofs_change_user_xattr(struct ofs *ofs, fuse_ino_t ino, const char *name,
 				 const char *value, size_t size, int flags)
@@ -71,7 +71,7 @@ static int ofs_change_user_xattr(struct ofs *ofs, fuse_ino_t ino, const char *na
 	ret = value ? meta_xattr_set(meta, ino, name, value, size, flags)
 		    : meta_xattr_remove(meta, ino, name);
 	if (!ret) {
-		m = in->m;
+		m = in->o.m;
 		m.ctime = ofs_now();
 		ret = meta_update(meta, &m);
 	}
@@ -80,7 +80,7 @@ static int ofs_change_user_xattr(struct ofs *ofs, fuse_ino_t ino, const char *na
 	else
 		meta_rollback(meta);
 	if (!ret)
-		in->m.ctime = m.ctime;
+		in->o.m.ctime = m.ctime;
 	return ret;
 }
 
@@ -116,19 +116,19 @@ void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t si
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	in = ofs_ifind(ofs, ino);
 	/* Only committed content has a descriptor another process can trust. */
-	if (in && S_ISREG(in->m.mode) && in->m.state == META_COMMITTED) {
-		struct kvb_map map = ofs_committed(&in->m);
+	if (in && S_ISREG(in->o.m.mode) && in->o.m.state == META_COMMITTED) {
+		struct kvb_map map = ofs_committed(&in->o.m);
 
 		if (desc)
 			ret = kvb_describe(&ofs->store.kvb, &map, buf,
 							   sizeof(buf));
 		else
-			ret = snprintf(buf, sizeof(buf), "%016llx", (unsigned long long)in->m.csum);
+			ret = snprintf(buf, sizeof(buf), "%016llx", (unsigned long long)in->o.m.csum);
 	}
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	if (ret < 0)
 		fuse_reply_err(req, -ret);
 	else if (size == 0)
@@ -152,9 +152,9 @@ void ofs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	ssize_t n = -ENOMEM;
 
 	if (!size || buf) {
-		pthread_mutex_lock(&ofs->lock);
+		pthread_mutex_lock(&ofs->store.lock);
 		n = meta_xattr_list(ofs->store.meta, ino, buf, size);
-		pthread_mutex_unlock(&ofs->lock);
+		pthread_mutex_unlock(&ofs->store.lock);
 	}
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
@@ -176,11 +176,11 @@ void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 		if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) {
 			ret = -EINVAL;
 		} else {
-			pthread_mutex_lock(&ofs->lock);
+			pthread_mutex_lock(&ofs->store.lock);
 			ret = ofs_change_user_xattr(ofs, ino, name, value, size,
 						    (flags & XATTR_CREATE ? META_XATTR_CREATE : 0) |
 						    (flags & XATTR_REPLACE ? META_XATTR_REPLACE : 0));
-			pthread_mutex_unlock(&ofs->lock);
+			pthread_mutex_unlock(&ofs->store.lock);
 		}
 		fuse_reply_err(req, -ret);
 		return;
@@ -197,10 +197,10 @@ void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	in = ofs_ifind(ofs, ino);
 	ret = in ? ofs_queue_promotion(ofs, in, "request") : -ESTALE;
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 	fuse_reply_err(req, -ret);
 }
 
@@ -210,9 +210,9 @@ void ofs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	int ret;
 
 	if (ofs_user_xattr(name)) {
-		pthread_mutex_lock(&ofs->lock);
+		pthread_mutex_lock(&ofs->store.lock);
 		ret = ofs_change_user_xattr(ofs, ino, name, NULL, 0, 0);
-		pthread_mutex_unlock(&ofs->lock);
+		pthread_mutex_unlock(&ofs->store.lock);
 		fuse_reply_err(req, -ret);
 		return;
 	}

@@ -278,6 +278,10 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	s->lock_fd = -1;
 	s->reserve_fd = -1;
 	pthread_mutex_init(&s->sync_lock, NULL);
+	pthread_mutex_init(&s->lock, NULL);
+	for (int i = 0; i < OFS_NLOCKS; i++)
+		pthread_rwlock_init(&s->rw[i], NULL);
+	s->verify = cfg->verify;
 	if (!cfg->root) {
 		snprintf(err, errlen, "no ROOT given");
 		return -EINVAL;
@@ -459,6 +463,14 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	if (s->reserve_fd < 0)
 		store_reserve_open(s, 1);
 	ofs_store_space(s, NULL, 0);
+	if (cfg->dram_capacity) {
+		ret = ofs_dram_init(&s->dram, cfg->dram_capacity);
+		if (ret) {
+			snprintf(err, errlen, "the DRAM tier: %s", strerror(-ret));
+			goto out;
+		}
+		s->dram_capacity = cfg->dram_capacity;
+	}
 	return 0;
 
 out:
@@ -510,6 +522,9 @@ void ofs_store_crash(struct ofs_store *s)
 	free(s->root);
 	free(s->meta_path);
 	s->root = s->meta_path = NULL;
+	if (s->dram_capacity)
+		ofs_dram_release(&s->dram);
+	s->dram_capacity = 0;
 }
 
 int ofs_store_close(struct ofs_store *s)

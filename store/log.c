@@ -1,7 +1,7 @@
 /*
  * log.c: the daemon's log: stderr in the foreground, syslog once detached.
  */
-#include "ofs.h"
+#include "log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
