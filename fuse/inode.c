@@ -1,8 +1,9 @@
 /*
- * inode.c: the inode table (the inodes the kernel knows or has open), a
- * request's hold on one, and the attributes and entries replied for them.
- * The table, the counts and an inode's fields are under store.lock but for
- * those annotated otherwise (ofs.h).
+ * inode.c: the inodes the kernel knows or has open: each embeds the
+ * store's object and sits in the store's object table (ofs_object_find).
+ * A request's hold on one, the kernel's lookup counts, and the attributes
+ * and entries replied for them.  Under store.lock but for the fields
+ * annotated otherwise (ofs.h, object.h).
  */
 #include "ofs.h"
 
@@ -10,77 +11,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t ofs_slot(const struct ofs *ofs, uint64_t ino)
+/* The inode embedding o. */
+static struct ofs_inode *ofs_inode_of(struct ofs_object *o)
 {
-	return (size_t)((ino * 0x9e3779b97f4a7c15ULL) >> 20) & (ofs->tabsize - 1);
+	return o ? (struct ofs_inode *)(void *)((char *)o - offsetof(struct ofs_inode, o)) : NULL;
 }
 
 struct ofs_inode *ofs_ifind(struct ofs *ofs, uint64_t ino)
 {
-	struct ofs_inode *in;
-
-	for (in = ofs->tab[ofs_slot(ofs, ino)]; in; in = in->next)
-		if (in->ino == ino)
-			return in;
-	return NULL;
-}
-
-static int ofs_igrow(struct ofs *ofs)
-{
-	size_t oldsize = ofs->tabsize, i;
-	struct ofs_inode **old = ofs->tab, **tab;
-
-	tab = calloc(oldsize * 2, sizeof(*tab));
-	if (!tab)
-		return -ENOMEM;
-	ofs->tab = tab;
-	ofs->tabsize = oldsize * 2;
-	for (i = 0; i < oldsize; i++) {
-		struct ofs_inode *in = old[i], *next;
-
-		for (; in; in = next) {
-			size_t s = ofs_slot(ofs, in->ino);
-
-			next = in->next;
-			in->next = tab[s];
-			tab[s] = in;
-		}
-	}
-	free(old);
-	return 0;
+	return ofs_inode_of(ofs_object_find(&ofs->store, ino));
 }
 
 /* The table's inode for m->ino, created from m when absent. */
 static struct ofs_inode *ofs_iget_from(struct ofs *ofs, const struct meta_inode *m)
 {
 	struct ofs_inode *in = ofs_ifind(ofs, m->ino);
-	size_t s;
 
 	if (in)
 		return in;
-	if (ofs->tabcount >= ofs->tabsize && ofs_igrow(ofs))
-		return NULL;
 	in = calloc(1, sizeof(*in));
 	if (!in)
 		return NULL;
-	in->ino = m->ino;
 	in->o.m = *m;
-	s = ofs_slot(ofs, in->ino);
-	in->next = ofs->tab[s];
-	ofs->tab[s] = in;
-	ofs->tabcount++;
+	ofs_object_insert(&ofs->store, &in->o);
 	return in;
 }
 
-static void ofs_iremove(struct ofs *ofs, struct ofs_inode *in)
+static void ofs_ifree(struct ofs_inode *in)
 {
-	struct ofs_inode **pp = &ofs->tab[ofs_slot(ofs, in->ino)];
-
-	while (*pp && *pp != in)
-		pp = &(*pp)->next;
-	if (*pp)
-		*pp = in->next;
-	ofs->tabcount--;
 	free(in->o.pcs);
 	free(in);
 }
@@ -89,9 +47,8 @@ int ofs_table_init(struct ofs *ofs)
 {
 	struct meta_inode root;
 	struct ofs_inode *in;
-	ofs->tabsize = 1024;
-	ofs->tab = calloc(ofs->tabsize, sizeof(*ofs->tab));
-	if (!ofs->tab || meta_get(ofs->store.meta, META_ROOT_INO, &root))
+
+	if (meta_get(ofs->store.meta, META_ROOT_INO, &root))
 		return -ENOMEM;
 	in = ofs_iget_from(ofs, &root);
 	if (!in)
@@ -102,19 +59,22 @@ int ofs_table_init(struct ofs *ofs)
 
 void ofs_table_release(struct ofs *ofs)
 {
-	size_t i;
+	struct ofs_object *o;
 
-	for (i = 0; ofs->tab && i < ofs->tabsize; i++) {
-		while (ofs->tab[i]) {
-			struct ofs_inode *in = ofs->tab[i];
-
-			ofs->tab[i] = in->next;
-					free(in->o.pcs);
-			free(in);
+	if (!ofs->store.objects)
+		return;
+	pthread_mutex_lock(&ofs->store.lock);
+	while ((o = ofs_object_pop(&ofs->store))) {
+		if (o->obj) {
+			pthread_mutex_unlock(&ofs->store.lock);
+			ofs_object_close(&ofs->store, o);
+			pthread_mutex_lock(&ofs->store.lock);
 		}
+		o->nopen = 0;
+		ofs_object_settle(&ofs->store, o);
+		ofs_ifree(ofs_inode_of(o));
 	}
-	free(ofs->tab);
-	ofs->tab = NULL;
+	pthread_mutex_unlock(&ofs->store.lock);
 }
 
 /*
@@ -140,24 +100,11 @@ struct ofs_inode *ofs_iget(struct ofs *ofs, fuse_ino_t ino)
  */
 void ofs_isettle(struct ofs *ofs, struct ofs_inode *in)
 {
-	struct ofs_store *s = &ofs->store;
-
-	if (in->nopen == 0 && in->unlinked == 2) {
-		struct kvb_map map = ofs_committed(&in->o.m);
-		int ret = map.bucket >= 0 ? kvb_remove_prepare(&s->kvb, &map) : 0;
-
-		if (!ret)
-			ret = meta_delete(s->meta, in->ino);
-
-		if (ret)
-			ofs_log("cannot delete unlinked inode %llu: %s (recovered at next mount)",
-				(unsigned long long)in->ino, meta_errmsg(s->meta));
-		else if (map.bucket >= 0)
-			kvb_remove(&s->kvb, &map);
-		in->unlinked = 1;
+	ofs_object_settle(&ofs->store, &in->o);
+	if (in->o.nopen == 0 && in->nlookup == 0 && in->busy == 0 && in->o.m.ino != META_ROOT_INO) {
+		ofs_object_remove(&ofs->store, &in->o);
+		ofs_ifree(in);
 	}
-	if (in->nopen == 0 && in->nlookup == 0 && in->busy == 0 && in->ino != META_ROOT_INO)
-		ofs_iremove(ofs, in);
 }
 
 void ofs_iput(struct ofs *ofs, struct ofs_inode *in)
@@ -187,7 +134,7 @@ void ofs_fill_stat(const struct ofs *ofs, const struct ofs_inode *in,
 	st->st_mode = m->mode;
 	/* A directory's count (2 + subdirectories) is kept by the store. */
 	st->st_nlink = S_ISDIR(m->mode) ? (m->nlink >= 2 ? m->nlink : 2)
-					: (in && in->unlinked ? 0 : 1);
+					: (in && in->o.unlinked ? 0 : 1);
 	st->st_uid = m->uid;
 	st->st_gid = m->gid;
 	st->st_size = (off_t)size;
@@ -212,7 +159,7 @@ int ofs_entry(struct ofs *ofs, const struct meta_inode *m, struct fuse_entry_par
 		in->kfresh = 1; /* a new kernel inode: none of its pages are cached */
 	in->nlookup++;
 	memset(e, 0, sizeof(*e));
-	e->ino = in->ino;
+	e->ino = in->o.m.ino;
 	e->attr_timeout = ofs->timeout;
 	e->entry_timeout = ofs->timeout;
 	ofs_fill_stat(ofs, in, &in->o.m, &e->attr);

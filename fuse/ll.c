@@ -45,27 +45,15 @@ static void ofs_op_init(void *userdata, struct fuse_conn_info *conn)
 static void ofs_op_destroy(void *userdata)
 {
 	struct ofs *ofs = userdata;
-	size_t i;
 
 	/*
 	 * Writers still open at unmount (a lazy unmount, an aborted
 	 * connection) were never closed: drop their working state, as a crash
-	 * would, so that only closed or fsynced content is in the snapshot.
+	 * would, so that only closed or fsynced content is in the snapshot;
+	 * records of unlinked files still open are deleted.  The kernel
+	 * forgets everything: the table is emptied.
 	 */
-	for (i = 0; i < ofs->tabsize; i++) {
-		struct ofs_inode *in = ofs->tab[i], *next;
-
-		for (; in; in = next) {
-			next = in->next;
-			if (in->o.obj)
-				ofs_object_close(&ofs->store, &in->o);
-			in->nopen = 0;
-			in->nlookup = 0;
-			pthread_mutex_lock(&ofs->store.lock);
-			ofs_isettle(ofs, in);
-			pthread_mutex_unlock(&ofs->store.lock);
-		}
-	}
+	ofs_table_release(ofs);
 }
 
 static void ofs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -152,9 +140,9 @@ static int ofs_setattr_size(struct ofs *ofs, struct ofs_inode *in, uint64_t size
 	if (temporary) {
 		/* Held like an open file: a concurrent unlink must detach, not free. */
 		pthread_mutex_lock(&ofs->store.lock);
-		ret = in->unlinked == 1 ? -ENOENT : 0;
+		ret = in->o.unlinked == 1 ? -ENOENT : 0;
 		if (!ret)
-			in->nopen++;
+			in->o.nopen++;
 		pthread_mutex_unlock(&ofs->store.lock);
 		if (ret)
 			return ret;
@@ -171,7 +159,7 @@ static int ofs_setattr_size(struct ofs *ofs, struct ofs_inode *in, uint64_t size
 out:
 	if (temporary) {
 		pthread_mutex_lock(&ofs->store.lock);
-		in->nopen--;
+		in->o.nopen--;
 		ofs_isettle(ofs, in);
 		pthread_mutex_unlock(&ofs->store.lock);
 	}
@@ -262,10 +250,10 @@ static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_f
 	 * commit any more.
 	 */
 	pthread_mutex_lock(&ofs->store.lock);
-	if (in->unlinked == 1)
+	if (in->o.unlinked == 1)
 		ret = -ENOENT;
 	else
-		in->nopen++;
+		in->o.nopen++;
 	/* Every open waits for a prefill in progress: see ofs_prefill. */
 	while (!ret && in->kfresh == 2)
 		pthread_cond_wait(&ofs->kcond, &ofs->store.lock);
@@ -279,7 +267,7 @@ static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_f
 		in->kfresh = 0;
 		pthread_cond_broadcast(&ofs->kcond);
 		if (ret) {
-			in->nopen--;
+			in->o.nopen--;
 			ofs_isettle(ofs, in);
 		}
 		pthread_mutex_unlock(&ofs->store.lock);
@@ -288,7 +276,7 @@ static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_f
 		ret = ofs_object_open_writer(&ofs->store, &in->o, fi->flags & O_TRUNC);
 		if (ret) {
 			pthread_mutex_lock(&ofs->store.lock);
-			in->nopen--;
+			in->o.nopen--;
 			ofs_isettle(ofs, in);
 			pthread_mutex_unlock(&ofs->store.lock);
 		}
@@ -315,7 +303,7 @@ static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_f
 			ofs_object_close(&ofs->store, &in->o);
 		pthread_rwlock_unlock(ofs_rw(ofs, in));
 		pthread_mutex_lock(&ofs->store.lock);
-		in->nopen--;
+		in->o.nopen--;
 		ofs_isettle(ofs, in);
 		pthread_mutex_unlock(&ofs->store.lock);
 	}
@@ -498,18 +486,18 @@ static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fus
 	 */
 	/* A relaxed read as a hint, so other releases take no extra lock. */
 	if (kvb_has_remove_prepare(&ofs->store.kvb) &&
-	    __atomic_load_n(&in->unlinked, __ATOMIC_RELAXED) == 2) {
+	    __atomic_load_n(&in->o.unlinked, __ATOMIC_RELAXED) == 2) {
 		struct kvb_map map = KVB_MAP_EMPTY;
 
 		pthread_mutex_lock(&ofs->store.lock);
-		if (in->unlinked == 2 && in->nopen == 1)
+		if (in->o.unlinked == 2 && in->o.nopen == 1)
 			map = ofs_committed(&in->o.m);
 		pthread_mutex_unlock(&ofs->store.lock);
 		if (map.bucket >= 0)
 			(void)kvb_remove_prepare(&ofs->store.kvb, &map);
 	}
 	pthread_mutex_lock(&ofs->store.lock);
-	in->nopen--;
+	in->o.nopen--;
 	ofs_isettle(ofs, in);
 	pthread_mutex_unlock(&ofs->store.lock);
 	fuse_reply_err(req, 0);

@@ -580,6 +580,7 @@ out_store:
 	/* destroy() drops unclosed writers before the snapshot is taken. */
 	fuse_session_destroy(se);
 	se = NULL;
+	ofs_table_release(&ofs);
 	if (ofs_store_close(&ofs.store)) {
 		ofs_log("unmount: the clean snapshot could not be saved; the next mount rebuilds");
 		ret = 1;
@@ -590,7 +591,6 @@ out_session:
 	if (se)
 		fuse_session_destroy(se);
 out_args:
-	ofs_table_release(&ofs);
 	/* fuse_opt_parse strdup()s the values of our %s options. */
 	free(cli.page_size);
 	free(cli.bucket_size);

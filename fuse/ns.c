@@ -240,7 +240,7 @@ static void ofs_prepare_drop(struct ofs *ofs, uint64_t parent, const char *name)
 	if (meta_lookup(ofs->store.meta, parent, name, strlen(name), &m) == 0 &&
 	    S_ISREG(m.mode)) {
 		in = ofs_ifind(ofs, m.ino);
-		if (!in || in->nopen == 0)
+		if (!in || in->o.nopen == 0)
 			map = ofs_committed(in ? &in->o.m : &m);
 	}
 	pthread_mutex_unlock(&ofs->store.lock);
@@ -260,10 +260,10 @@ int ofs_drop_name(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *t
 	*to_free = KVB_MAP_EMPTY;
 	if (ofs->store.dram_capacity)
 		ofs_dram_drop(&ofs->store.dram, m->ino);
-	if (in && in->nopen > 0) {
+	if (in && in->o.nopen > 0) {
 		ret = meta_detach(ofs->store.meta, m->ino);
 		if (!ret)
-			in->unlinked = 2;
+			in->o.unlinked = 2;
 	} else {
 		struct kvb_map map = ofs_committed(in ? &in->o.m : m);
 
@@ -273,7 +273,7 @@ int ofs_drop_name(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *t
 		if (!ret) {
 			*to_free = map;
 			if (in)
-				in->unlinked = 1;
+				in->o.unlinked = 1;
 		}
 	}
 	if (!ret && S_ISREG(m->mode))
@@ -287,7 +287,7 @@ static void ofs_undrop(struct ofs *ofs, const struct meta_inode *m, struct kvb_m
 	struct ofs_inode *d = ofs_ifind(ofs, m->ino);
 
 	if (d)
-		d->unlinked = 0;
+		d->o.unlinked = 0;
 	if (S_ISREG(m->mode))
 		ofs->store.nfiles++;
 	*to_free = KVB_MAP_EMPTY;
@@ -563,14 +563,14 @@ void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 	if (!ret) {
 		in = ofs_ifind(ofs, m.ino);
 		in->kfresh = 0; /* its writer's bytes go through the kernel's cache */
-		in->nopen++;
+		in->o.nopen++;
 	}
 	pthread_mutex_unlock(&ofs->store.lock);
 	if (!ret) {
 		ret = ofs_object_open_writer(&ofs->store, &in->o, 0);
 		if (ret) {
 			pthread_mutex_lock(&ofs->store.lock);
-			in->nopen--;
+			in->o.nopen--;
 			ofs_unmake(ofs, m.ino);
 			in->nlookup--;
 			ofs_isettle(ofs, in);
@@ -590,7 +590,7 @@ void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 			ofs_object_close(&ofs->store, &in->o);
 		pthread_rwlock_unlock(ofs_rw(ofs, in));
 		pthread_mutex_lock(&ofs->store.lock);
-		in->nopen--;
+		in->o.nopen--;
 		ofs_unmake(ofs, m.ino);
 		in->nlookup--;
 		ofs_isettle(ofs, in);

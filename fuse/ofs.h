@@ -27,11 +27,8 @@
  * in-memory times, the working state while writers are open).
  */
 struct ofs_inode {
-	uint64_t ino;
 	uint64_t nlookup;     /* under store.lock */
-	uint32_t nopen;       /* under store.lock */
 	uint32_t busy;        /* requests using the struct now (ofs_iget..ofs_iput); store.lock */
-	signed char unlinked; /* detached from the namespace; under store.lock */
 	/*
 	 * 1 from the lookup that gave the kernel this inode until its first
 	 * open: the kernel caches none of its pages yet; 2 while that open
@@ -41,7 +38,6 @@ struct ofs_inode {
 	struct ofs_object o;
 	uint32_t read_opens;  /* opens for reading in the current promotion window (store.lock) */
 	int64_t window_start;
-	struct ofs_inode *next;
 };
 
 /*
@@ -57,8 +53,6 @@ struct ofs {
 	 */
 	uint64_t klen_dir, klen_renames, dir_renames;
 	size_t klen;
-	struct ofs_inode **tab;
-	size_t tabsize, tabcount;
 	double timeout;        /* entry and attr cache timeout, seconds */
 	int foreground;
 	uint64_t prefill_max;  /* largest object ofs_prefill puts in the kernel's cache; 0: off */
@@ -94,7 +88,7 @@ struct ofs {
 
 static inline pthread_rwlock_t *ofs_rw(struct ofs *ofs, const struct ofs_inode *in)
 {
-	return ofs_store_rw(&ofs->store, in->ino);
+	return ofs_store_rw(&ofs->store, in->o.m.ino);
 }
 
 static inline struct ofs *ofs_of(fuse_req_t req)
@@ -107,6 +101,10 @@ static inline struct ofs *ofs_of(fuse_req_t req)
 
 /* inode.c: the inode table, with the root pinned in it for the whole mount. */
 int ofs_table_init(struct ofs *ofs);
+/*
+ * Empty it as an unmount does: working states dropped uncommitted, records
+ * of unlinked files deleted, every inode freed.
+ */
 void ofs_table_release(struct ofs *ofs);
 /* Under store.lock. */
 struct ofs_inode *ofs_ifind(struct ofs *ofs, uint64_t ino);

@@ -28,12 +28,12 @@ static void ofs_value_missing(struct ofs *ofs, struct ofs_inode *in, const struc
 	pthread_mutex_lock(&ofs->store.lock);
 	cur = ofs_committed(&in->o.m);
 	/* Only the version that was read, and only once: a later commit replaced it. */
-	if (in->unlinked || cur.bucket != map->bucket || cur.page != map->page ||
-	    meta_name(ofs->store.meta, in->ino, &parent, name, &len)) {
+	if (in->o.unlinked || cur.bucket != map->bucket || cur.page != map->page ||
+	    meta_name(ofs->store.meta, in->o.m.ino, &parent, name, &len)) {
 		pthread_mutex_unlock(&ofs->store.lock);
 		return;
 	}
-	if (meta_path(ofs->store.meta, in->ino, 1, key, OFS_KEY_MAX, &klen, NULL))
+	if (meta_path(ofs->store.meta, in->o.m.ino, 1, key, OFS_KEY_MAX, &klen, NULL))
 		klen = 0;
 	ret = ofs_drop_name(ofs, &in->o.m, &to_free);
 	if (!ret && to_free.bucket >= 0)
@@ -41,12 +41,12 @@ static void ofs_value_missing(struct ofs *ofs, struct ofs_inode *in, const struc
 	pthread_mutex_unlock(&ofs->store.lock);
 	if (ret) {
 		ofs_log("'%.*s' (inode %llu): the backend has lost its value, and dropping the file "
-			"failed: %s", (int)klen, key, (unsigned long long)in->ino, strerror(-ret));
+			"failed: %s", (int)klen, key, (unsigned long long)in->o.m.ino, strerror(-ret));
 		return;
 	}
 	OFS_COUNT(ofs->store.metrics.values_missing, 1);
 	ofs_log("'%.*s' (inode %llu, %llu bytes): the backend no longer has its value (a cache "
-		"miss); the file is dropped", (int)klen, key, (unsigned long long)in->ino,
+		"miss); the file is dropped", (int)klen, key, (unsigned long long)in->o.m.ino,
 		(unsigned long long)map->size);
 	ofs_queue_inval_entry(ofs, parent, name, len);
 }
@@ -109,7 +109,7 @@ int ofs_prefill(struct ofs *ofs, struct ofs_inode *in)
 			struct fuse_bufvec bv = ofs_bytes_vec(&b, (size_t)n);
 
 			/* Memory goes by writev: one copy, as a reply's would. */
-			if (fuse_lowlevel_notify_store(ofs->se, in->ino, 0, &bv,
+			if (fuse_lowlevel_notify_store(ofs->se, in->o.m.ino, 0, &bv,
 						       b.fd >= 0 ? 0 : FUSE_BUF_NO_SPLICE) == 0) {
 				OFS_COUNT(ofs->store.metrics.prefills, 1);
 				OFS_COUNT(ofs->store.metrics.bytes_read, (size_t)n);

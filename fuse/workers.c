@@ -186,14 +186,14 @@ int ofs_queue_promotion(struct ofs *ofs, struct ofs_inode *in, const char *reaso
 	if (!S_ISREG(in->o.m.mode) || in->o.m.state != META_COMMITTED)
 		return -EINVAL;
 	ofs_version(&in->o.m, &v);
-	if (in->o.m.size == 0 || (!warmup && ofs_dram_has(&ofs->store.dram, in->ino, &v)))
+	if (in->o.m.size == 0 || (!warmup && ofs_dram_has(&ofs->store.dram, in->o.m.ino, &v)))
 		return 0;
-	ret = meta_task_pending(ofs->store.meta, in->ino);
+	ret = meta_task_pending(ofs->store.meta, in->o.m.ino);
 	if (ret)
 		return ret < 0 ? ret : 0;
 	memset(&t, 0, sizeof(t));
-	t.ino = in->ino;
-	if (meta_path(ofs->store.meta, in->ino, 1, t.key, sizeof(t.key), &klen, NULL))
+	t.ino = in->o.m.ino;
+	if (meta_path(ofs->store.meta, in->o.m.ino, 1, t.key, sizeof(t.key), &klen, NULL))
 		t.key[0] = '\0';
 	snprintf(t.reason, sizeof(t.reason), "%s", reason);
 	t.size = in->o.m.size;
@@ -359,8 +359,7 @@ void ofs_promoter_stop(struct ofs *ofs)
 
 		if (meta_get(ofs->store.meta, inos[i], &m))
 			continue;
-		tmp.ino = m.ino;
-		tmp.o.m = m;
+				tmp.o.m = m;
 		ofs_queue_promotion(ofs, &tmp, "warmup");
 	}
 	pthread_mutex_unlock(&ofs->store.lock);
@@ -383,6 +382,6 @@ void ofs_promotion_policy(struct ofs *ofs, struct ofs_inode *in)
 
 		if (ret && ret != -EINVAL)
 			ofs_log("inode %llu: cannot queue a promotion: %s",
-				(unsigned long long)in->ino, strerror(-ret));
+				(unsigned long long)in->o.m.ino, strerror(-ret));
 	}
 }

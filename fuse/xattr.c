@@ -63,7 +63,7 @@ static int ofs_change_user_xattr(struct ofs *ofs, fuse_ino_t ino, const char *na
 	int ret;
 
 	/* The kernel holds the inode: in the table, unless its record is gone. */
-	if (!in || in->unlinked == 1)
+	if (!in || in->o.unlinked == 1)
 		return -ESTALE;
 	ret = meta_begin(meta);
 	if (ret)

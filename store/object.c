@@ -10,6 +10,50 @@
 #include <stdlib.h>
 #include <string.h>
 
+struct ofs_object *ofs_object_find(struct ofs_store *s, uint64_t ino)
+{
+	struct htab_node *n = htab_find(s->objects, ino);
+
+	return n ? htab_entry(n, struct ofs_object, node) : NULL;
+}
+
+void ofs_object_insert(struct ofs_store *s, struct ofs_object *o)
+{
+	o->node.key = o->m.ino;
+	htab_insert(s->objects, &o->node);
+}
+
+void ofs_object_remove(struct ofs_store *s, struct ofs_object *o)
+{
+	htab_remove(s->objects, &o->node);
+}
+
+struct ofs_object *ofs_object_pop(struct ofs_store *s)
+{
+	struct htab_node *n = htab_pop(s->objects);
+
+	return n ? htab_entry(n, struct ofs_object, node) : NULL;
+}
+
+void ofs_object_settle(struct ofs_store *s, struct ofs_object *o)
+{
+	struct kvb_map map;
+	int ret;
+
+	if (o->nopen != 0 || o->unlinked != 2)
+		return;
+	map = ofs_committed(&o->m);
+	ret = map.bucket >= 0 ? kvb_remove_prepare(&s->kvb, &map) : 0;
+	if (!ret)
+		ret = meta_delete(s->meta, o->m.ino);
+	if (ret)
+		ofs_log("cannot delete unlinked inode %llu: %s (recovered at next mount)",
+			(unsigned long long)o->m.ino, meta_errmsg(s->meta));
+	else if (map.bucket >= 0)
+		kvb_remove(&s->kvb, &map);
+	o->unlinked = 1;
+}
+
 int ofs_store_barrier(struct ofs_store *s, uint64_t *released)
 {
 	int ret = ofs_store_sync(s, &s->lock, released);

@@ -15,10 +15,19 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "htab.h"
 #include "store.h"
 
 struct ofs_object {
+	struct htab_node node; /* in s->objects, keyed by inode number; s->lock */
 	struct meta_inode m;  /* the committed record, with in-memory times; s->lock */
+	/*
+	 * Handles open on the object (and truncates by path in progress):
+	 * while there are any, dropping its name detaches the record
+	 * (unlinked 2) rather than deleting it (unlinked 1).  s->lock.
+	 */
+	uint32_t nopen;
+	signed char unlinked;
 	/* The working state while writers are open: set under the stripe (write) and s->lock. */
 	struct kvb_obj *obj;
 	uint32_t nwriters;    /* the stripe (write) */
@@ -32,6 +41,23 @@ struct ofs_object {
 	int werr;
 	uint64_t *pcs;        /* per-page checksums of the committed version, for verify; s->lock */
 };
+
+/*
+ * The objects in memory: the caller allocates them (the daemon's inodes
+ * embed one), the store finds them.  Under s->lock.
+ */
+struct ofs_object *ofs_object_find(struct ofs_store *s, uint64_t ino);
+/* o->m set; an object of that number must not be in the table. */
+void ofs_object_insert(struct ofs_store *s, struct ofs_object *o);
+void ofs_object_remove(struct ofs_store *s, struct ofs_object *o);
+/* Any one object taken out of the table (NULL: empty), for emptying it. */
+struct ofs_object *ofs_object_pop(struct ofs_store *s);
+/*
+ * Delete the record and free the storage of an object whose name was
+ * dropped while it was open, once nothing has it open (unlinked 2 -> 1).
+ * Under s->lock.
+ */
+void ofs_object_settle(struct ofs_store *s, struct ofs_object *o);
 
 static inline pthread_rwlock_t *ofs_store_rw(struct ofs_store *s, uint64_t ino)
 {

@@ -5,6 +5,8 @@
  */
 #include "store_int.h"
 
+#include "htab.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -282,6 +284,13 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	for (int i = 0; i < OFS_NLOCKS; i++)
 		pthread_rwlock_init(&s->rw[i], NULL);
 	s->verify = cfg->verify;
+	s->objects = malloc(sizeof(*s->objects));
+	if (!s->objects || htab_init(s->objects)) {
+		free(s->objects);
+		s->objects = NULL;
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 	if (!cfg->root) {
 		snprintf(err, errlen, "no ROOT given");
 		return -EINVAL;
@@ -525,6 +534,11 @@ void ofs_store_crash(struct ofs_store *s)
 	if (s->dram_capacity)
 		ofs_dram_release(&s->dram);
 	s->dram_capacity = 0;
+	/* The objects are the caller's (it has emptied the table). */
+	if (s->objects)
+		htab_release(s->objects);
+	free(s->objects);
+	s->objects = NULL;
 }
 
 int ofs_store_close(struct ofs_store *s)

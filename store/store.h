@@ -61,6 +61,8 @@ struct ofs_config {
  */
 #define OFS_NLOCKS 1024
 
+struct htab;
+
 /*
  * Lock order: an object's stripe of rw, then sync_lock, then lock; never
  * the other way round.
@@ -69,10 +71,11 @@ struct ofs_store {
 	pthread_rwlock_t rw[OFS_NLOCKS];
 	/*
 	 * The metadata connection (meta) and what the caller keeps with it
-	 * (the daemon: its inode table); nfiles, gen, synced_gen.
+	 * (the daemon: its inode table); objects, nfiles, gen, synced_gen.
 	 */
 	pthread_mutex_t lock;
 	struct meta *meta;
+	struct htab *objects;  /* struct ofs_object in memory, by inode number (object.h) */
 	struct kvb kvb;
 	struct meta_geom geom;
 	char *root;
