@@ -61,7 +61,7 @@ static void ofs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct ofs *ofs = ofs_of(req);
 	struct fuse_entry_param e;
 	struct meta_inode m;
-	int ret = ofs_check_name(name);
+	int ret = ofs_ns_check_name(name);
 
 	if (!ret) {
 		pthread_mutex_lock(&ofs->store.lock);

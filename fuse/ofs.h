@@ -14,6 +14,7 @@
 #include "kvb.h"
 #include "meta.h"
 #include "metrics.h"
+#include "ns.h"
 #include "object.h"
 #include "store.h"
 
@@ -42,17 +43,11 @@ struct ofs_inode {
 
 /*
  * The daemon.  Lock order: an inode's stripe of store.rw, then store.lock
- * (the metadata, the inode table, the klen fields), then slock; never the
+ * (the metadata, the inode table), then slock; never the
  * other way round.
  */
 struct ofs {
 	struct ofs_store store;
-	/*
-	 * The key length of the directory the last name was made in, valid
-	 * while dir_renames (directories renamed so far) is klen_renames.
-	 */
-	uint64_t klen_dir, klen_renames, dir_renames;
-	size_t klen;
 	double timeout;        /* entry and attr cache timeout, seconds */
 	int foreground;
 	uint64_t prefill_max;  /* largest object ofs_prefill puts in the kernel's cache; 0: off */
@@ -138,13 +133,6 @@ ssize_t ofs_fetch(struct ofs *ofs, struct ofs_inode *in, const struct kvb_map *m
 		  uint64_t off, int quiet, struct ofs_bytes *b);
 struct fuse_bufvec ofs_bytes_vec(const struct ofs_bytes *b, size_t n);
 int ofs_prefill(struct ofs *ofs, struct ofs_inode *in);
-
-/* ns.c: names, keys and the namespace transactions. */
-int ofs_check_name(const char *name);
-/* The object key of ino (its path below its tenant).  Under store.lock. */
-int ofs_key(struct ofs *ofs, uint64_t ino, char *key, size_t *klen);
-/* Drop m's name (detached while open).  Under store.lock. */
-int ofs_drop_name(struct ofs *ofs, const struct meta_inode *m, struct kvb_map *to_free);
 
 /* ll.c: the one table of FUSE operations. */
 extern const struct fuse_lowlevel_ops ofs_ll_ops;

@@ -20,7 +20,7 @@
 static void ofs_value_missing(struct ofs *ofs, struct ofs_inode *in, const struct kvb_map *map)
 {
 	char name[META_NAME_MAX + 1], key[OFS_KEY_MAX + 1];
-	struct kvb_map to_free = KVB_MAP_EMPTY, cur;
+	struct kvb_map cur;
 	uint64_t parent = 0;
 	size_t len = 0, klen = 0;
 	int ret;
@@ -35,9 +35,7 @@ static void ofs_value_missing(struct ofs *ofs, struct ofs_inode *in, const struc
 	}
 	if (meta_path(ofs->store.meta, in->o.m.ino, 1, key, OFS_KEY_MAX, &klen, NULL))
 		klen = 0;
-	ret = ofs_drop_name(ofs, &in->o.m, &to_free);
-	if (!ret && to_free.bucket >= 0)
-		kvb_remove(&ofs->store.kvb, &to_free);
+	ret = ofs_ns_drop(&ofs->store, &in->o.m);
 	pthread_mutex_unlock(&ofs->store.lock);
 	if (ret) {
 		ofs_log("'%.*s' (inode %llu): the backend has lost its value, and dropping the file "

@@ -71,11 +71,19 @@ struct ofs_store {
 	pthread_rwlock_t rw[OFS_NLOCKS];
 	/*
 	 * The metadata connection (meta) and what the caller keeps with it
-	 * (the daemon: its inode table); objects, nfiles, gen, synced_gen.
+	 * (the daemon: its inode table); objects, the klen fields, nfiles,
+	 * gen, synced_gen.
 	 */
 	pthread_mutex_t lock;
 	struct meta *meta;
 	struct htab *objects;  /* struct ofs_object in memory, by inode number (object.h) */
+	/*
+	 * The key length of the directory the last name was made in, valid
+	 * while dir_renames (directories renamed so far) is klen_renames
+	 * (ns.c).  Under lock.
+	 */
+	uint64_t klen_dir, klen_renames, dir_renames;
+	size_t klen;
 	struct kvb kvb;
 	struct meta_geom geom;
 	char *root;
