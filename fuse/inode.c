@@ -7,6 +7,7 @@
  */
 #include "ofs.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,11 +108,19 @@ void ofs_isettle(struct ofs *ofs, struct ofs_inode *in)
 	}
 }
 
+void ofs_iclose(struct ofs *ofs, struct ofs_inode *in)
+{
+	assert(in->o.nopen > 0);
+	in->o.nopen--;
+	ofs_isettle(ofs, in);
+}
+
 void ofs_iput(struct ofs *ofs, struct ofs_inode *in)
 {
 	if (!in)
 		return;
 	pthread_mutex_lock(&ofs->store.lock);
+	assert(in->busy > 0);
 	in->busy--;
 	ofs_isettle(ofs, in);
 	pthread_mutex_unlock(&ofs->store.lock);

@@ -9,19 +9,22 @@
  */
 #include "ll.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define OFS_MAX_REQUEST (1u << 20) /* bytes of one READ or WRITE */
+
 static void ofs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct ofs *ofs = userdata;
 
-	/* 1 MiB requests: a KV block of up to 1 MiB is one write and one read. */
-	conn->max_write = 1u << 20;
-	conn->max_readahead = 1u << 20;
+	/* A KV block of up to OFS_MAX_REQUEST is one write and one read. */
+	conn->max_write = OFS_MAX_REQUEST;
+	conn->max_readahead = OFS_MAX_REQUEST;
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
 	/*
@@ -159,8 +162,7 @@ static int ofs_setattr_size(struct ofs *ofs, struct ofs_inode *in, uint64_t size
 out:
 	if (temporary) {
 		pthread_mutex_lock(&ofs->store.lock);
-		in->o.nopen--;
-		ofs_isettle(ofs, in);
+		ofs_iclose(ofs, in);
 		pthread_mutex_unlock(&ofs->store.lock);
 	}
 	return ret;
@@ -267,8 +269,7 @@ static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_f
 		in->kfresh = 0;
 		pthread_cond_broadcast(&ofs->kcond);
 		if (ret) {
-			in->o.nopen--;
-			ofs_isettle(ofs, in);
+			ofs_iclose(ofs, in);
 		}
 		pthread_mutex_unlock(&ofs->store.lock);
 	}
@@ -276,8 +277,7 @@ static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_f
 		ret = ofs_object_open_writer(&ofs->store, &in->o, fi->flags & O_TRUNC);
 		if (ret) {
 			pthread_mutex_lock(&ofs->store.lock);
-			in->o.nopen--;
-			ofs_isettle(ofs, in);
+			ofs_iclose(ofs, in);
 			pthread_mutex_unlock(&ofs->store.lock);
 		}
 	}
@@ -299,12 +299,11 @@ static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_f
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* The opener was interrupted: undo as release would. */
 		pthread_rwlock_wrlock(ofs_rw(ofs, in));
-		if (writer && --in->o.nwriters == 0)
+		if (writer && ofs_writer_gone(&in->o))
 			ofs_object_close(&ofs->store, &in->o);
 		pthread_rwlock_unlock(ofs_rw(ofs, in));
 		pthread_mutex_lock(&ofs->store.lock);
-		in->o.nopen--;
-		ofs_isettle(ofs, in);
+		ofs_iclose(ofs, in);
 		pthread_mutex_unlock(&ofs->store.lock);
 	}
 }
@@ -471,7 +470,7 @@ static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fus
 		if (ret)
 			ofs_log("inode %llu: commit at release failed: %s; its last committed "
 				"content stays", (unsigned long long)ino, strerror(-ret));
-		if (--in->o.nwriters == 0) {
+		if (ofs_writer_gone(&in->o)) {
 			ofs_object_close(&ofs->store, &in->o);
 			/* The kernel still caches the bytes that were just dropped. */
 			if (ret)
@@ -497,8 +496,7 @@ static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fus
 			(void)kvb_remove_prepare(&ofs->store.kvb, &map);
 	}
 	pthread_mutex_lock(&ofs->store.lock);
-	in->o.nopen--;
-	ofs_isettle(ofs, in);
+	ofs_iclose(ofs, in);
 	pthread_mutex_unlock(&ofs->store.lock);
 	fuse_reply_err(req, 0);
 }

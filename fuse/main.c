@@ -34,6 +34,15 @@ struct ofs_cli {
 
 enum { KEY_HELP, KEY_VERSION };
 
+/* Defaults of the daemon's options (--help lists them). */
+#define OFS_DEFAULT_TIMEOUT 3600.0          /* cache_timeout, seconds */
+#define OFS_DEFAULT_SYNC_MS 1000U           /* sync_interval, milliseconds */
+#define OFS_SYNC_MS_MAX 3600000U
+#define OFS_DEFAULT_PREFILL (512ULL << 10)  /* prefill: a KV block of up to this at open */
+#define OFS_PREFILL_MAX (64ULL << 20)       /* bounded: the whole object is read into memory */
+#define OFS_DEFAULT_PROMOTE_WINDOW 60U      /* promote_window, seconds */
+#define OFS_DEFAULT_MAX_THREADS 16U         /* libfuse's worker threads without -o max_threads */
+
 #define CLI_OPT(t, p) { t, offsetof(struct ofs_cli, p), 1 }
 
 static const struct fuse_opt ofs_opts[] = {
@@ -404,6 +413,72 @@ static char *ofs_fsname_opt(const char *root)
 	return out;
 }
 
+/* The daemon's own options, checked, with their defaults; -1 after saying what is wrong. */
+static int ofs_daemon_opts(struct ofs_cli *cli, struct ofs *ofs, struct ofs_config *cfg)
+{
+	ofs->timeout = OFS_DEFAULT_TIMEOUT;
+	if (cli->timeout) {
+		char *end;
+
+		ofs->timeout = strtod(cli->timeout, &end);
+		if (*end || end == cli->timeout || !isfinite(ofs->timeout) || ofs->timeout < 0) {
+			fprintf(stderr, "offloadfs: invalid cache_timeout '%s'\n", cli->timeout);
+			return -1;
+		}
+	}
+	cfg->verify = cli->verify != 2;
+	ofs->sync_ms = OFS_DEFAULT_SYNC_MS;
+	if (cli->sync_ms) {
+		uint64_t v;
+		char *end;
+
+		errno = 0;
+		v = strtoull(cli->sync_ms, &end, 10);
+		if (errno || *end || end == cli->sync_ms || cli->sync_ms[0] == '-' ||
+		    v > OFS_SYNC_MS_MAX) {
+			fprintf(stderr, "offloadfs: invalid sync_interval '%s': milliseconds, "
+					"0..%u\n",
+				cli->sync_ms, OFS_SYNC_MS_MAX);
+			return -1;
+		}
+		ofs->sync_ms = (unsigned)v;
+	}
+	if (cli->dram && ofs_parse_size(cli->dram, &cfg->dram_capacity)) {
+		fprintf(stderr, "offloadfs: invalid dram '%s': a size such as 512M or 4G\n", cli->dram);
+		return -1;
+	}
+	ofs->prefill_max = OFS_DEFAULT_PREFILL;
+	if (cli->prefill && (ofs_parse_size(cli->prefill, &ofs->prefill_max) ||
+			    ofs->prefill_max > OFS_PREFILL_MAX)) {
+		fprintf(stderr, "offloadfs: invalid prefill '%s': a size up to 64M, or 0\n",
+			cli->prefill);
+		return -1;
+	}
+	ofs->promote_window = OFS_DEFAULT_PROMOTE_WINDOW;
+	if (ofs_uint_opt("promote_after", cli->promote_after, &ofs->promote_after) ||
+	    ofs_uint_opt("promote_window", cli->promote_window, &ofs->promote_window))
+		return -1;
+	if (ofs->promote_after && !cfg->dram_capacity) {
+		fprintf(stderr, "offloadfs: promote_after needs a DRAM tier (-o dram=SIZE)\n");
+		return -1;
+	}
+	if (cli->metrics && cli->metrics[0] != '/') {
+		/* The daemon runs in / once detached: the directory meant is this one. */
+		char cwd[PATH_MAX], *abs;
+
+		if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, cli->metrics) < 0) {
+			fprintf(stderr, "offloadfs: metrics=%s: %s\n", cli->metrics, strerror(errno));
+			return -1;
+		}
+		free(cli->metrics);
+		cli->metrics = abs;
+	}
+	ofs->metrics_path = cli->metrics;
+	if (cli->metrics && ofs_metrics_path_check(cli->metrics))
+		return -1;
+	return 0;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -443,69 +518,7 @@ int main(int argc, char *argv[])
 	}
 	if (ofs_config_from(&cli, &cfg))
 		goto out_args;
-	ofs.timeout = 3600;
-	if (cli.timeout) {
-		char *end;
-
-		ofs.timeout = strtod(cli.timeout, &end);
-		if (*end || end == cli.timeout || !isfinite(ofs.timeout) || ofs.timeout < 0) {
-			fprintf(stderr, "offloadfs: invalid cache_timeout '%s'\n", cli.timeout);
-			goto out_args;
-		}
-	}
-	cfg.verify = cli.verify != 2;
-	ofs.sync_ms = 1000;
-	if (cli.sync_ms) {
-		uint64_t v;
-		char *end;
-
-		errno = 0;
-		v = strtoull(cli.sync_ms, &end, 10);
-		if (errno || *end || end == cli.sync_ms || cli.sync_ms[0] == '-' || v > 3600000) {
-			fprintf(stderr, "offloadfs: invalid sync_interval '%s': milliseconds, "
-					"0..3600000\n",
-				cli.sync_ms);
-			goto out_args;
-		}
-		ofs.sync_ms = (unsigned)v;
-	}
-	if (cli.dram && ofs_parse_size(cli.dram, &cfg.dram_capacity)) {
-		fprintf(stderr, "offloadfs: invalid dram '%s': a size such as 512M or 4G\n", cli.dram);
-		goto out_args;
-	}
-	/*
-	 * 512K: cold gets of 1 and 2 MiB objects were 14% and 20% slower with
-	 * a prefill than with the kernel's reads; at 128K and 512K the same.
-	 */
-	ofs.prefill_max = 512u << 10;
-	/* Bounded: the whole object is read into memory at the open. */
-	if (cli.prefill && (ofs_parse_size(cli.prefill, &ofs.prefill_max) ||
-			    ofs.prefill_max > (64u << 20))) {
-		fprintf(stderr, "offloadfs: invalid prefill '%s': a size up to 64M, or 0\n",
-			cli.prefill);
-		goto out_args;
-	}
-	ofs.promote_window = 60;
-	if (ofs_uint_opt("promote_after", cli.promote_after, &ofs.promote_after) ||
-	    ofs_uint_opt("promote_window", cli.promote_window, &ofs.promote_window))
-		goto out_args;
-	if (ofs.promote_after && !cfg.dram_capacity) {
-		fprintf(stderr, "offloadfs: promote_after needs a DRAM tier (-o dram=SIZE)\n");
-		goto out_args;
-	}
-	if (cli.metrics && cli.metrics[0] != '/') {
-		/* The daemon runs in / once detached: the directory meant is this one. */
-		char cwd[PATH_MAX], *abs;
-
-		if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, cli.metrics) < 0) {
-			fprintf(stderr, "offloadfs: metrics=%s: %s\n", cli.metrics, strerror(errno));
-			goto out_args;
-		}
-		free(cli.metrics);
-		cli.metrics = abs;
-	}
-	ofs.metrics_path = cli.metrics;
-	if (cli.metrics && ofs_metrics_path_check(cli.metrics))
+	if (ofs_daemon_opts(&cli, &ofs, &cfg))
 		goto out_args;
 	/* The kernel enforces modes and owners: we store them, it checks them. */
 	fsname = ofs_fsname_opt(cli.root);
@@ -564,7 +577,7 @@ int main(int argc, char *argv[])
 	} else {
 		loop = fuse_loop_cfg_create();
 		fuse_loop_cfg_set_clone_fd(loop, (unsigned)opts.clone_fd);
-		fuse_loop_cfg_set_max_threads(loop, opts.max_threads ? opts.max_threads : 16);
+		fuse_loop_cfg_set_max_threads(loop, opts.max_threads ? opts.max_threads : OFS_DEFAULT_MAX_THREADS);
 		ret = fuse_session_loop_mt(se, loop);
 		fuse_loop_cfg_destroy(loop);
 	}

@@ -4,6 +4,7 @@
  */
 #include "ll.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,7 @@ void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 		ret = ofs_object_open_writer(&ofs->store, &in->o, 0);
 		if (ret) {
 			pthread_mutex_lock(&ofs->store.lock);
+			assert(in->o.nopen > 0 && in->nlookup > 0);
 			in->o.nopen--;
 			ofs_ns_unmake(&ofs->store, m.ino);
 			in->nlookup--;
@@ -135,10 +137,11 @@ void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		/* The creator was interrupted: the kernel has neither the entry nor the file. */
 		pthread_rwlock_wrlock(ofs_rw(ofs, in));
-		if (--in->o.nwriters == 0)
+		if (ofs_writer_gone(&in->o))
 			ofs_object_close(&ofs->store, &in->o);
 		pthread_rwlock_unlock(ofs_rw(ofs, in));
 		pthread_mutex_lock(&ofs->store.lock);
+		assert(in->o.nopen > 0 && in->nlookup > 0);
 		in->o.nopen--;
 		ofs_ns_unmake(&ofs->store, m.ino);
 		in->nlookup--;

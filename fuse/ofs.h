@@ -106,6 +106,8 @@ struct ofs_inode *ofs_ifind(struct ofs *ofs, uint64_t ino);
 /* A request's inode, held until ofs_iput (takes store.lock). */
 struct ofs_inode *ofs_iget(struct ofs *ofs, fuse_ino_t ino);
 void ofs_iput(struct ofs *ofs, struct ofs_inode *in);
+/* One open (or hold) of in ended: ofs_isettle.  Under store.lock. */
+void ofs_iclose(struct ofs *ofs, struct ofs_inode *in);
 /* Free what an unlinked inode holds, forget one nobody uses.  Under store.lock. */
 void ofs_isettle(struct ofs *ofs, struct ofs_inode *in);
 void ofs_fill_stat(const struct ofs *ofs, const struct ofs_inode *in,

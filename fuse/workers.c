@@ -14,6 +14,13 @@
 
 #include <xxhash.h>
 
+/* The group-commit thread's tick without a sync interval: space, invalidations, metrics. */
+#define OFS_TICK_MS 1000U
+#define OFS_METRICS_EVERY_NS 5000000000ULL /* the metrics file, rewritten */
+/* Every OFS_PRUNE_EVERY tasks the promoter runs, finished ones beyond OFS_TASKS_KEPT go. */
+#define OFS_PRUNE_EVERY 256
+#define OFS_TASKS_KEPT 4096
+
 /* Ask the group-commit thread to drop the kernel's cached pages of ino. */
 void ofs_queue_inval(struct ofs *ofs, uint64_t ino)
 {
@@ -88,7 +95,7 @@ static void *ofs_syncer(void *arg)
 	uint64_t seen = 0;
 
 	uint64_t last_metrics = 0;
-	unsigned period = ofs->sync_ms ? ofs->sync_ms : 1000;
+	unsigned period = ofs->sync_ms ? ofs->sync_ms : OFS_TICK_MS;
 
 	pthread_mutex_lock(&ofs->slock);
 	while (!ofs->stopping) {
@@ -120,7 +127,7 @@ static void *ofs_syncer(void *arg)
 		}
 		ofs_watch_space(ofs);
 		/* The textfile collector's file, every few seconds. */
-		if (ofs->metrics_path && ofs_now_ns() - last_metrics >= 5000000000ULL) {
+		if (ofs->metrics_path && ofs_now_ns() - last_metrics >= OFS_METRICS_EVERY_NS) {
 			int r = ofs_metrics_write(ofs, ofs->metrics_path);
 
 			if (r && !last_metrics)
@@ -302,8 +309,8 @@ static void *ofs_promoter_main(void *arg)
 		pthread_mutex_unlock(&ofs->slock);
 		pthread_mutex_lock(&ofs->store.lock);
 		ret = meta_task_claim(ofs->store.meta, &t);
-		if (ret == 0 && ++ran % 256 == 0)
-			meta_task_prune(ofs->store.meta, 4096);
+		if (ret == 0 && ++ran % OFS_PRUNE_EVERY == 0)
+			meta_task_prune(ofs->store.meta, OFS_TASKS_KEPT);
 		pthread_mutex_unlock(&ofs->store.lock);
 		if (ret == 0) {
 			ofs_promote_one(ofs, &t);

@@ -5,6 +5,7 @@
  */
 #include "object.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <linux/falloc.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@ struct ofs_object *ofs_object_find(struct ofs_store *s, uint64_t ino)
 
 void ofs_object_insert(struct ofs_store *s, struct ofs_object *o)
 {
+	assert(!htab_find(s->objects, o->m.ino));
 	o->node.key = o->m.ino;
 	htab_insert(s->objects, &o->node);
 }
@@ -42,6 +44,7 @@ void ofs_object_settle(struct ofs_store *s, struct ofs_object *o)
 
 	if (o->nopen != 0 || o->unlinked != 2)
 		return;
+	assert(!o->obj); /* no writer: each holds an open */
 	map = ofs_committed(&o->m);
 	ret = map.bucket >= 0 ? kvb_remove_prepare(&s->kvb, &map) : 0;
 	if (!ret)

@@ -12,6 +12,7 @@
 #ifndef OFFLOADFS_OBJECT_H
 #define OFFLOADFS_OBJECT_H
 
+#include <assert.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -131,6 +132,13 @@ int ofs_object_fallocate(struct ofs_store *s, struct ofs_object *o, int mode, ui
  * counted in nwriters.  Takes o's stripe (write) itself.
  */
 int ofs_object_open_writer(struct ofs_store *s, struct ofs_object *o, int trunc);
+
+/* A writer's close: 1 when it was the last (the working state is to be closed). */
+static inline int ofs_writer_gone(struct ofs_object *o)
+{
+	assert(o->nwriters > 0);
+	return --o->nwriters == 0;
+}
 
 /*
  * The bytes of a read, wherever they are: a buffer of ours (own), the
