@@ -168,13 +168,38 @@ out:
 	return ret;
 }
 
+/* The attributes setattr asks for, applied to m (size is done apart). */
+static void ofs_attr_apply(struct meta_inode *m, const struct stat *attr, int to_set, int64_t now)
+{
+	if (to_set & FUSE_SET_ATTR_MODE)
+		m->mode = (m->mode & S_IFMT) | (attr->st_mode & 07777);
+	if (to_set & FUSE_SET_ATTR_UID)
+		m->uid = attr->st_uid;
+	if (to_set & FUSE_SET_ATTR_GID)
+		m->gid = attr->st_gid;
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		m->atime = now;
+	else if (to_set & FUSE_SET_ATTR_ATIME)
+		m->atime = (int64_t)attr->st_atim.tv_sec * 1000000000 + attr->st_atim.tv_nsec;
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		m->mtime = now;
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		m->mtime = (int64_t)attr->st_mtim.tv_sec * 1000000000 + attr->st_mtim.tv_nsec;
+	else if (to_set & FUSE_SET_ATTR_SIZE)
+		m->mtime = now;
+	if (to_set & FUSE_SET_ATTR_CTIME)
+		m->ctime = (int64_t)attr->st_ctim.tv_sec * 1000000000 + attr->st_ctim.tv_nsec;
+	else
+		m->ctime = now;
+}
+
 static void ofs_do_setattr(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct stat *attr, int to_set,
 			   struct fuse_file_info *fi, struct ofs_inode *in)
 {
 	struct ofs *ofs = ofs_of(req);
+	int64_t now = ofs_now();
 	struct meta_inode m;
 	struct stat st;
-	int64_t now = ofs_now();
 	int ret = 0;
 
 	if (!in) {
@@ -187,29 +212,8 @@ static void ofs_do_setattr(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct sta
 	pthread_mutex_lock(&ofs->store.lock);
 	if (!ret) {
 		m = in->o.m;
-		if (to_set & FUSE_SET_ATTR_MODE)
-			m.mode = (m.mode & S_IFMT) | (attr->st_mode & 07777);
-		if (to_set & FUSE_SET_ATTR_UID)
-			m.uid = attr->st_uid;
-		if (to_set & FUSE_SET_ATTR_GID)
-			m.gid = attr->st_gid;
-		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
-			m.atime = now;
-		else if (to_set & FUSE_SET_ATTR_ATIME)
-			m.atime = (int64_t)attr->st_atim.tv_sec * 1000000000 + attr->st_atim.tv_nsec;
-		if (to_set & FUSE_SET_ATTR_MTIME_NOW)
-			m.mtime = now;
-		else if (to_set & FUSE_SET_ATTR_MTIME)
-			m.mtime = (int64_t)attr->st_mtim.tv_sec * 1000000000 + attr->st_mtim.tv_nsec;
-		else if (to_set & FUSE_SET_ATTR_SIZE)
-			m.mtime = now;
-		if (to_set & FUSE_SET_ATTR_CTIME)
-			m.ctime = (int64_t)attr->st_ctim.tv_sec * 1000000000 + attr->st_ctim.tv_nsec;
-		else
-			m.ctime = now;
-		ret = meta_update(ofs->store.meta, &m);
-		if (!ret)
-			in->o.m = m;
+		ofs_attr_apply(&m, attr, to_set, now);
+		ret = ofs_object_update(&ofs->store, &in->o, &m);
 		ofs_fill_stat(ofs, in, &in->o.m, &st);
 	}
 	pthread_mutex_unlock(&ofs->store.lock);
@@ -230,21 +234,15 @@ static void ofs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, in
 	ofs_iput(ofs, in);
 }
 
-static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_file_info *fi, struct ofs_inode *in)
+/*
+ * Count an open of in and make it ready: a prefill of the kernel's cache
+ * for the first reader, a working state for a writer.  On failure nothing
+ * is counted.
+ */
+static int ofs_open_inode(struct ofs *ofs, struct ofs_inode *in, int writer, int trunc)
 {
-	struct ofs *ofs = ofs_of(req);
-	/* O_RDONLY|O_TRUNC truncates too (Linux does; the kernel checked write access). */
-	int writer = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC), ret = 0,
-	    prefill;
+	int ret = 0, prefill;
 
-	if (!in) {
-		fuse_reply_err(req, ESTALE);
-		return;
-	}
-	if (S_ISDIR(in->o.m.mode)) {
-		fuse_reply_err(req, EISDIR);
-		return;
-	}
 	/*
 	 * Counted open before the working state exists: an unlink from now on
 	 * detaches the record instead of deleting it and freeing the pages
@@ -268,44 +266,63 @@ static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_f
 		pthread_mutex_lock(&ofs->store.lock);
 		in->kfresh = 0;
 		pthread_cond_broadcast(&ofs->kcond);
-		if (ret) {
+		if (ret)
 			ofs_iclose(ofs, in);
-		}
 		pthread_mutex_unlock(&ofs->store.lock);
 	}
 	if (!ret && writer) {
-		ret = ofs_object_open_writer(&ofs->store, &in->o, fi->flags & O_TRUNC);
+		ret = ofs_object_open_writer(&ofs->store, &in->o, trunc);
 		if (ret) {
 			pthread_mutex_lock(&ofs->store.lock);
 			ofs_iclose(ofs, in);
 			pthread_mutex_unlock(&ofs->store.lock);
 		}
 	}
+	if (!ret && !writer) {
+		pthread_mutex_lock(&ofs->store.lock);
+		OFS_COUNT(ofs->store.metrics.objects_read, 1);
+		ofs_promotion_policy(ofs, in);
+		pthread_mutex_unlock(&ofs->store.lock);
+	}
+	return ret;
+}
+
+/* Undo an open whose reply the opener never got, as release would. */
+static void ofs_open_undo(struct ofs *ofs, struct ofs_inode *in, int writer)
+{
+	pthread_rwlock_wrlock(ofs_rw(ofs, in));
+	if (writer && ofs_writer_gone(&in->o))
+		ofs_object_close(&ofs->store, &in->o);
+	pthread_rwlock_unlock(ofs_rw(ofs, in));
+	pthread_mutex_lock(&ofs->store.lock);
+	ofs_iclose(ofs, in);
+	pthread_mutex_unlock(&ofs->store.lock);
+}
+
+static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_file_info *fi,
+			struct ofs_inode *in)
+{
+	struct ofs *ofs = ofs_of(req);
+	/* O_RDONLY|O_TRUNC truncates too (Linux does; the kernel checked write access). */
+	int writer = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC), ret;
+
+	if (!in)
+		ret = -ESTALE;
+	else if (S_ISDIR(in->o.m.mode))
+		ret = -EISDIR;
+	else
+		ret = ofs_open_inode(ofs, in, writer, fi->flags & O_TRUNC);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	pthread_mutex_lock(&ofs->store.lock);
-	if (!writer) {
-		OFS_COUNT(ofs->store.metrics.objects_read, 1);
-		ofs_promotion_policy(ofs, in);
-	}
-	pthread_mutex_unlock(&ofs->store.lock);
 	fi->fh = (uint64_t)writer;
 	/* Every write goes through this mount, so the kernel's cache stays right. */
 	fi->keep_cache = 1;
 	/* A reader's close has nothing to commit: no FLUSH round trip for it. */
 	fi->noflush = !writer;
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		/* The opener was interrupted: undo as release would. */
-		pthread_rwlock_wrlock(ofs_rw(ofs, in));
-		if (writer && ofs_writer_gone(&in->o))
-			ofs_object_close(&ofs->store, &in->o);
-		pthread_rwlock_unlock(ofs_rw(ofs, in));
-		pthread_mutex_lock(&ofs->store.lock);
-		ofs_iclose(ofs, in);
-		pthread_mutex_unlock(&ofs->store.lock);
-	}
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		ofs_open_undo(ofs, in, writer); /* the opener was interrupted */
 }
 
 static void ofs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -321,10 +338,10 @@ static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, 
 			struct fuse_file_info *fi, struct ofs_inode *in)
 {
 	struct ofs *ofs = ofs_of(req);
-	struct kvb_map map;
-	pthread_rwlock_t *lk;
 	uint64_t t0 = ofs_now_ns();
-	int settle;
+	struct ofs_bytes b;
+	pthread_rwlock_t *lk;
+	ssize_t n;
 
 	(void)fi;
 	if (!in) {
@@ -338,36 +355,20 @@ static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, 
 	 */
 	lk = ofs_rw(ofs, in);
 	pthread_rwlock_rdlock(lk);
-	if (in->o.obj)
-		kvb_obj_view(&ofs->store.kvb, in->o.obj, &map);
-	else
-		map = ofs_committed(&in->o.m);
-	if ((uint64_t)off < map.size && size > map.size - (uint64_t)off)
-		size = (size_t)(map.size - (uint64_t)off);
-	/* A writer's run may still be filling lazily (copy-on-write): the pages read first. */
-	if ((uint64_t)off < map.size && in->o.obj &&
-	    (settle = kvb_obj_settle(&ofs->store.kvb, in->o.obj, (uint64_t)off, size))) {
-		fuse_reply_err(req, -settle);
-	} else if ((uint64_t)off >= map.size) {
-		fuse_reply_buf(req, NULL, 0);
+	n = ofs_read(ofs, in, size, (uint64_t)off, &b);
+	if (n < 0) {
+		/* An open file whose value is lost: its bytes cannot be read. */
+		fuse_reply_err(req, n == -ENOENT ? EIO : (int)-n);
+	} else if (b.fd >= 0) {
+		struct fuse_bufvec bv = ofs_bytes_vec(&b, (size_t)n);
+
+		OFS_COUNT(ofs->store.metrics.bytes_read, (size_t)n);
+		fuse_reply_data(req, &bv, 0); /* spliced from the bucket file */
 	} else {
-		struct ofs_bytes b;
-		ssize_t n = ofs_fetch(ofs, in, &map, size, (uint64_t)off, 0, &b);
-
-		if (n < 0) {
-			/* An open file whose value is lost: its bytes cannot be read. */
-			fuse_reply_err(req, n == -ENOENT ? EIO : (int)-n);
-		} else if (b.fd >= 0) {
-			struct fuse_bufvec bv = ofs_bytes_vec(&b, (size_t)n);
-
-			OFS_COUNT(ofs->store.metrics.bytes_read, (size_t)n);
-			fuse_reply_data(req, &bv, 0);
-		} else {
-			OFS_COUNT(ofs->store.metrics.bytes_read, (size_t)n);
-			fuse_reply_buf(req, b.ptr, (size_t)n);
-		}
-		ofs_bytes_release(&ofs->store, &b);
+		OFS_COUNT(ofs->store.metrics.bytes_read, (size_t)n);
+		fuse_reply_buf(req, b.ptr, (size_t)n);
 	}
+	ofs_bytes_release(&ofs->store, &b);
 	pthread_rwlock_unlock(lk);
 	ofs_hist_observe(&ofs->store.metrics.read_lat, ofs_now_ns() - t0);
 }
@@ -414,33 +415,18 @@ static void ofs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t
 	ofs_iput(ofs, in);
 }
 
-static void ofs_do_flush(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_file_info *fi, struct ofs_inode *in)
+static void ofs_do_flush(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_file_info *fi,
+			 struct ofs_inode *in)
 {
 	struct ofs *ofs = ofs_of(req);
-	int ret = 0;
+	int ret = 0, stale = 0;
 
 	if (in && fi->fh) {
 		pthread_rwlock_wrlock(ofs_rw(ofs, in));
-		ret = ofs_object_commit(&ofs->store, &in->o, 0);
-		/*
-		 * The last writer's close failed: its bytes are dropped, as it was
-		 * told, rather than committed by a retry at release, and the
-		 * kernel is made to forget the pages that held them.  Writers
-		 * still open keep the state they share.  A poisoned state
-		 * (ofs_poison) stays until release: this may be the close of
-		 * one of several descriptors of the open file, and every later
-		 * flush, fsync and the release must fail too.
-		 */
-		if (ret && in->o.werr)
-			ofs_queue_inval(ofs, ino);
-		else if (ret && in->o.nwriters == 1) {
-			ofs_object_close(&ofs->store, &in->o);
-			if (ofs_object_open(&ofs->store, &in->o))
-				ofs_log("inode %llu: no working state after a failed close",
-					(unsigned long long)ino);
-			ofs_queue_inval(ofs, ino);
-		}
+		ret = ofs_object_flush(&ofs->store, &in->o, &stale);
 		pthread_rwlock_unlock(ofs_rw(ofs, in));
+		if (stale)
+			ofs_queue_inval(ofs, ino); /* the kernel still caches the dropped bytes */
 	}
 	fuse_reply_err(req, -ret);
 }
@@ -454,10 +440,11 @@ static void ofs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 	ofs_iput(ofs, in);
 }
 
-static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_file_info *fi, struct ofs_inode *in)
+static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_file_info *fi,
+			   struct ofs_inode *in)
 {
 	struct ofs *ofs = ofs_of(req);
-	int ret;
+	int stale = 0;
 
 	if (!in) {
 		fuse_reply_err(req, 0);
@@ -465,36 +452,12 @@ static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fus
 	}
 	if (fi->fh) {
 		pthread_rwlock_wrlock(ofs_rw(ofs, in));
-		/* mmap writes can arrive after the last flush. */
-		ret = ofs_object_commit(&ofs->store, &in->o, 0);
-		if (ret)
-			ofs_log("inode %llu: commit at release failed: %s; its last committed "
-				"content stays", (unsigned long long)ino, strerror(-ret));
-		if (ofs_writer_gone(&in->o)) {
-			ofs_object_close(&ofs->store, &in->o);
-			/* The kernel still caches the bytes that were just dropped. */
-			if (ret)
-				ofs_queue_inval(ofs, ino);
-		}
+		ofs_object_release_writer(&ofs->store, &in->o, &stale);
 		pthread_rwlock_unlock(ofs_rw(ofs, in));
+		if (stale)
+			ofs_queue_inval(ofs, ino); /* the kernel still caches the dropped bytes */
 	}
-	/*
-	 * The last close of an unlinked file deletes its record (ofs_isettle):
-	 * its key goes to the journal first, outside store.lock, as an unlink's
-	 * does (ofs_prepare_drop); the prepare under the lock is then free.
-	 */
-	/* A relaxed read as a hint, so other releases take no extra lock. */
-	if (kvb_has_remove_prepare(&ofs->store.kvb) &&
-	    __atomic_load_n(&in->o.unlinked, __ATOMIC_RELAXED) == 2) {
-		struct kvb_map map = KVB_MAP_EMPTY;
-
-		pthread_mutex_lock(&ofs->store.lock);
-		if (in->o.unlinked == 2 && in->o.nopen == 1)
-			map = ofs_committed(&in->o.m);
-		pthread_mutex_unlock(&ofs->store.lock);
-		if (map.bucket >= 0)
-			(void)kvb_remove_prepare(&ofs->store.kvb, &map);
-	}
+	ofs_object_prepare_last_close(&ofs->store, &in->o);
 	pthread_mutex_lock(&ofs->store.lock);
 	ofs_iclose(ofs, in);
 	pthread_mutex_unlock(&ofs->store.lock);

@@ -79,34 +79,42 @@ void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino
 					   flags));
 }
 
-void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-			  struct fuse_file_info *fi)
+/*
+ * Take back a create whose writer could not open, or whose creator was
+ * gone before the reply: the open, the entry and the kernel's lookup.
+ */
+static void ofs_create_undo(struct ofs *ofs, struct ofs_inode *in, int writer)
 {
-	struct ofs *ofs = ofs_of(req);
+	if (writer) {
+		pthread_rwlock_wrlock(ofs_rw(ofs, in));
+		if (ofs_writer_gone(&in->o))
+			ofs_object_close(&ofs->store, &in->o);
+		pthread_rwlock_unlock(ofs_rw(ofs, in));
+	}
+	pthread_mutex_lock(&ofs->store.lock);
+	assert(in->o.nopen > 0 && in->nlookup > 0);
+	in->o.nopen--;
+	ofs_ns_unmake(&ofs->store, in->o.m.ino);
+	in->nlookup--;
+	ofs_isettle(ofs, in);
+	pthread_mutex_unlock(&ofs->store.lock);
+}
+
+/* A new file, looked up, open and with a working state: *e and *inp. */
+static int ofs_create_inode(struct ofs *ofs, fuse_req_t req, fuse_ino_t parent, const char *name,
+			    mode_t mode, struct fuse_entry_param *e, struct ofs_inode **inp)
+{
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	struct fuse_entry_param e;
 	struct ofs_inode *in = NULL;
 	struct meta_inode m;
 	int ret;
 
-	if (parent == META_ROOT_INO) {
-		fuse_reply_err(req, EPERM); /* the top level holds tenant directories only */
-		return;
-	}
-	if (!S_ISREG(mode)) {
-		fuse_reply_err(req, EPERM);
-		return;
-	}
-	if (ofs_store_meta_low(&ofs->store)) {
-		fuse_reply_err(req, ENOSPC);
-		return;
-	}
 	pthread_mutex_lock(&ofs->store.lock);
 	/* Never committed until its first close or fsync: recovery drops it. */
 	ret = ofs_ns_make(&ofs->store, parent, name, S_IFREG | (mode & 07777), ctx->uid, ctx->gid,
 			  META_NEW, &m);
 	if (!ret) {
-		ret = ofs_entry(ofs, &m, &e);
+		ret = ofs_entry(ofs, &m, e);
 		if (ret)
 			ofs_ns_unmake(&ofs->store, m.ino);
 	}
@@ -118,36 +126,36 @@ void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 	pthread_mutex_unlock(&ofs->store.lock);
 	if (!ret) {
 		ret = ofs_object_open_writer(&ofs->store, &in->o, 0);
-		if (ret) {
-			pthread_mutex_lock(&ofs->store.lock);
-			assert(in->o.nopen > 0 && in->nlookup > 0);
-			in->o.nopen--;
-			ofs_ns_unmake(&ofs->store, m.ino);
-			in->nlookup--;
-			ofs_isettle(ofs, in);
-			pthread_mutex_unlock(&ofs->store.lock);
-		}
+		if (ret)
+			ofs_create_undo(ofs, in, 0);
 	}
+	*inp = in;
+	return ret;
+}
+
+void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		   struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct fuse_entry_param e;
+	struct ofs_inode *in;
+	int ret;
+
+	/* The top level holds tenant directories only; objects are regular files. */
+	if (parent == META_ROOT_INO || !S_ISREG(mode))
+		ret = -EPERM;
+	else if (ofs_store_meta_low(&ofs->store))
+		ret = -ENOSPC;
+	else
+		ret = ofs_create_inode(ofs, req, parent, name, mode, &e, &in);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
 	}
 	fi->fh = 1;
 	fi->keep_cache = 1;
-	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-		/* The creator was interrupted: the kernel has neither the entry nor the file. */
-		pthread_rwlock_wrlock(ofs_rw(ofs, in));
-		if (ofs_writer_gone(&in->o))
-			ofs_object_close(&ofs->store, &in->o);
-		pthread_rwlock_unlock(ofs_rw(ofs, in));
-		pthread_mutex_lock(&ofs->store.lock);
-		assert(in->o.nopen > 0 && in->nlookup > 0);
-		in->o.nopen--;
-		ofs_ns_unmake(&ofs->store, m.ino);
-		in->nlookup--;
-		ofs_isettle(ofs, in);
-		pthread_mutex_unlock(&ofs->store.lock);
-	}
+	if (fuse_reply_create(req, &e, fi) == -ENOENT)
+		ofs_create_undo(ofs, in, 1); /* the kernel has neither the entry nor the file */
 }
 
 struct ofs_dirbuf {

@@ -64,6 +64,17 @@ ssize_t ofs_fetch(struct ofs *ofs, struct ofs_inode *in, const struct kvb_map *m
 	return n;
 }
 
+ssize_t ofs_read(struct ofs *ofs, struct ofs_inode *in, size_t size, uint64_t off,
+		 struct ofs_bytes *b)
+{
+	struct kvb_map map;
+	ssize_t n = ofs_object_pread(&ofs->store, &in->o, size, off, b, &map);
+
+	if (n == -ENOENT)
+		ofs_value_missing(ofs, in, &map);
+	return n;
+}
+
 /* The bytes as a buffer vector, for a reply or a store into the kernel's cache. */
 struct fuse_bufvec ofs_bytes_vec(const struct ofs_bytes *b, size_t n)
 {

@@ -279,3 +279,89 @@ int ofs_object_open_writer(struct ofs_store *s, struct ofs_object *o, int trunc)
 	pthread_rwlock_unlock(lk);
 	return ret;
 }
+
+int ofs_object_update(struct ofs_store *s, struct ofs_object *o, const struct meta_inode *m)
+{
+	int ret = meta_update(s->meta, m);
+
+	if (!ret)
+		o->m = *m;
+	return ret;
+}
+
+int ofs_object_flush(struct ofs_store *s, struct ofs_object *o, int *stale)
+{
+	int ret = ofs_object_commit(s, o, 0);
+
+	*stale = 0;
+	/*
+	 * The last writer's close failed: its bytes are dropped, as it was
+	 * told, rather than committed by a retry at release, and the caller's
+	 * cache of them is stale.  Writers still open keep the state they
+	 * share.  A poisoned state stays until release: this may be the close
+	 * of one of several descriptors of the open file, and every later
+	 * flush, fsync and the release must fail too.
+	 */
+	if (ret && o->werr) {
+		*stale = 1;
+	} else if (ret && o->nwriters == 1) {
+		ofs_object_close(s, o);
+		if (ofs_object_open(s, o))
+			ofs_log("inode %llu: no working state after a failed close",
+				(unsigned long long)o->m.ino);
+		*stale = 1;
+	}
+	return ret;
+}
+
+void ofs_object_release_writer(struct ofs_store *s, struct ofs_object *o, int *stale)
+{
+	/* mmap writes can arrive after the last flush. */
+	int ret = ofs_object_commit(s, o, 0);
+
+	*stale = 0;
+	if (ret)
+		ofs_log("inode %llu: commit at release failed: %s; its last committed content "
+			"stays", (unsigned long long)o->m.ino, strerror(-ret));
+	if (ofs_writer_gone(o)) {
+		ofs_object_close(s, o);
+		*stale = ret != 0; /* bytes that were just dropped */
+	}
+}
+
+void ofs_object_prepare_last_close(struct ofs_store *s, struct ofs_object *o)
+{
+	struct kvb_map map = KVB_MAP_EMPTY;
+
+	/* A relaxed read as a hint, so other closes take no extra lock. */
+	if (!kvb_has_remove_prepare(&s->kvb) ||
+	    __atomic_load_n(&o->unlinked, __ATOMIC_RELAXED) != 2)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (o->unlinked == 2 && o->nopen == 1)
+		map = ofs_committed(&o->m);
+	pthread_mutex_unlock(&s->lock);
+	if (map.bucket >= 0)
+		(void)kvb_remove_prepare(&s->kvb, &map);
+}
+
+ssize_t ofs_object_pread(struct ofs_store *s, struct ofs_object *o, size_t size, uint64_t off,
+			 struct ofs_bytes *b, struct kvb_map *map)
+{
+	int ret;
+
+	memset(b, 0, sizeof(*b));
+	b->fd = -1;
+	if (o->obj)
+		kvb_obj_view(&s->kvb, o->obj, map);
+	else
+		*map = ofs_committed(&o->m);
+	if (off >= map->size)
+		return 0;
+	if (size > map->size - off)
+		size = (size_t)(map->size - off);
+	/* A writer's run may still be filling lazily (copy-on-write): the pages read first. */
+	if (o->obj && (ret = kvb_obj_settle(&s->kvb, o->obj, off, size)))
+		return ret;
+	return ofs_object_read(s, o, map, size, off, 0, b);
+}

@@ -127,6 +127,24 @@ int ofs_object_truncate(struct ofs_store *s, struct ofs_object *o, uint64_t size
  * checked the mode.  A change of content sets mtime and ctime.  */
 int ofs_object_fallocate(struct ofs_store *s, struct ofs_object *o, int mode, uint64_t off,
 			 uint64_t end);
+/* Record m as o's attributes (metadata only).  Under s->lock. */
+int ofs_object_update(struct ofs_store *s, struct ofs_object *o, const struct meta_inode *m);
+/*
+ * The close of a writer's descriptor: commit.  On failure the last
+ * writer's bytes are dropped (a fresh working state), a poisoned state is
+ * kept for the other descriptors; *stale: a cache of the working state's
+ * bytes (the kernel's) must be dropped.
+ */
+int ofs_object_flush(struct ofs_store *s, struct ofs_object *o, int *stale);
+/* A writer's release: commit (a failure logged), the last one closes the working state. */
+void ofs_object_release_writer(struct ofs_store *s, struct ofs_object *o, int *stale);
+/*
+ * Before the last close of an object whose name was dropped while open
+ * (it deletes the record: ofs_object_settle), the backend's prepare,
+ * outside s->lock as an unlink's.  Takes s->lock; o held open.
+ */
+void ofs_object_prepare_last_close(struct ofs_store *s, struct ofs_object *o);
+
 /*
  * A writer's open: the working state opened (truncated with trunc) and
  * counted in nwriters.  Takes o's stripe (write) itself.
@@ -164,5 +182,12 @@ struct ofs_bytes {
 ssize_t ofs_object_read(struct ofs_store *s, struct ofs_object *o, const struct kvb_map *map,
 			size_t size, uint64_t off, int quiet, struct ofs_bytes *b);
 void ofs_bytes_release(struct ofs_store *s, struct ofs_bytes *b);
+/*
+ * Read up to size bytes at off of what o holds now: its working state
+ * while writers have it, else its committed version (*map: the version
+ * read).  0 at or past the end.  Under o's stripe (read).
+ */
+ssize_t ofs_object_pread(struct ofs_store *s, struct ofs_object *o, size_t size, uint64_t off,
+			 struct ofs_bytes *b, struct kvb_map *map);
 
 #endif
