@@ -34,7 +34,10 @@ static struct ofs_inode *ofs_iget_from(struct ofs *ofs, const struct meta_inode 
 	if (!in)
 		return NULL;
 	in->o.m = *m;
-	ofs_object_insert(&ofs->store, &in->o);
+	if (ofs_object_insert(&ofs->store, &in->o)) {
+		free(in);
+		return NULL;
+	}
 	return in;
 }
 
@@ -62,8 +65,6 @@ void ofs_table_release(struct ofs *ofs)
 {
 	struct ofs_object *o;
 
-	if (!ofs->store.objects)
-		return;
 	pthread_mutex_lock(&ofs->store.lock);
 	while ((o = ofs_object_pop(&ofs->store))) {
 		if (o->obj) {

@@ -13,16 +13,27 @@
 
 struct ofs_object *ofs_object_find(struct ofs_store *s, uint64_t ino)
 {
-	struct htab_node *n = htab_find(s->objects, ino);
+	struct htab_node *n = s->objects ? htab_find(s->objects, ino) : NULL;
 
 	return n ? htab_entry(n, struct ofs_object, node) : NULL;
 }
 
-void ofs_object_insert(struct ofs_store *s, struct ofs_object *o)
+int ofs_object_insert(struct ofs_store *s, struct ofs_object *o)
 {
+	/* Made at the first insert: offloadctl and most tests keep no objects. */
+	if (!s->objects) {
+		struct htab *t = malloc(sizeof(*t));
+
+		if (!t || htab_init(t)) {
+			free(t);
+			return -ENOMEM;
+		}
+		s->objects = t;
+	}
 	assert(!htab_find(s->objects, o->m.ino));
 	o->node.key = o->m.ino;
 	htab_insert(s->objects, &o->node);
+	return 0;
 }
 
 void ofs_object_remove(struct ofs_store *s, struct ofs_object *o)
@@ -32,7 +43,7 @@ void ofs_object_remove(struct ofs_store *s, struct ofs_object *o)
 
 struct ofs_object *ofs_object_pop(struct ofs_store *s)
 {
-	struct htab_node *n = htab_pop(s->objects);
+	struct htab_node *n = s->objects ? htab_pop(s->objects) : NULL;
 
 	return n ? htab_entry(n, struct ofs_object, node) : NULL;
 }

@@ -48,8 +48,8 @@ struct ofs_object {
  * embed one), the store finds them.  Under s->lock.
  */
 struct ofs_object *ofs_object_find(struct ofs_store *s, uint64_t ino);
-/* o->m set; an object of that number must not be in the table. */
-void ofs_object_insert(struct ofs_store *s, struct ofs_object *o);
+/* o->m set; an object of that number must not be in the table.  -ENOMEM. */
+int ofs_object_insert(struct ofs_store *s, struct ofs_object *o);
 void ofs_object_remove(struct ofs_store *s, struct ofs_object *o);
 /* Any one object taken out of the table (NULL: empty), for emptying it. */
 struct ofs_object *ofs_object_pop(struct ofs_store *s);

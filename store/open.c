@@ -284,13 +284,6 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	for (int i = 0; i < OFS_NLOCKS; i++)
 		pthread_rwlock_init(&s->rw[i], NULL);
 	s->verify = cfg->verify;
-	s->objects = malloc(sizeof(*s->objects));
-	if (!s->objects || htab_init(s->objects)) {
-		free(s->objects);
-		s->objects = NULL;
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
 	if (!cfg->root) {
 		snprintf(err, errlen, "no ROOT given");
 		return -EINVAL;
