@@ -16,6 +16,7 @@
 #include "metrics.h"
 #include "ns.h"
 #include "object.h"
+#include "promote.h"
 #include "store.h"
 
 #define OFS_VERSION "0.1.0"

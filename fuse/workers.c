@@ -12,14 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
 
 /* The group-commit thread's tick without a sync interval: space, invalidations, metrics. */
 #define OFS_TICK_MS 1000U
 #define OFS_METRICS_EVERY_NS 5000000000ULL /* the metrics file, rewritten */
-/* Every OFS_PRUNE_EVERY tasks the promoter runs, finished ones beyond OFS_TASKS_KEPT go. */
-#define OFS_PRUNE_EVERY 256
-#define OFS_TASKS_KEPT 4096
 
 /* Ask the group-commit thread to drop the kernel's cached pages of ino. */
 void ofs_queue_inval(struct ofs *ofs, uint64_t ino)
@@ -174,128 +170,9 @@ void ofs_syncer_stop(struct ofs *ofs)
 		ofs_metrics_write(ofs, ofs->metrics_path);
 }
 
-/*
- * Queue a promotion of in's committed version.  Under store.lock.  Nothing to
- * do for an empty object, one already queued, or (but for the warm-up
- * queued at unmount) one already resident.
- */
-int ofs_queue_promotion(struct ofs *ofs, struct ofs_inode *in, const char *reason)
-{
-	int warmup = !strcmp(reason, "warmup");
-
-	struct ofs_dram_version v;
-	struct meta_task t;
-	size_t klen = 0;
-	int ret;
-
-	if (!ofs->store.dram_capacity)
-		return -EOPNOTSUPP;
-	if (!S_ISREG(in->o.m.mode) || in->o.m.state != META_COMMITTED)
-		return -EINVAL;
-	ofs_version(&in->o.m, &v);
-	if (in->o.m.size == 0 || (!warmup && ofs_dram_has(&ofs->store.dram, in->o.m.ino, &v)))
-		return 0;
-	ret = meta_task_pending(ofs->store.meta, in->o.m.ino);
-	if (ret)
-		return ret < 0 ? ret : 0;
-	memset(&t, 0, sizeof(t));
-	t.ino = in->o.m.ino;
-	if (meta_path(ofs->store.meta, in->o.m.ino, 1, t.key, sizeof(t.key), &klen, NULL))
-		t.key[0] = '\0';
-	snprintf(t.reason, sizeof(t.reason), "%s", reason);
-	t.size = in->o.m.size;
-	t.bucket = in->o.m.bucket;
-	t.page = in->o.m.page;
-	t.csum = in->o.m.csum;
-	ret = meta_task_add(ofs->store.meta, &t);
-	if (ret)
-		return ret;
-	OFS_COUNT(ofs->store.metrics.promotions_queued, 1);
-	pthread_mutex_lock(&ofs->slock);
-	pthread_cond_signal(&ofs->pcond);
-	pthread_mutex_unlock(&ofs->slock);
-	return 0;
-}
-
-/* The record of ino as it is now (the table's copy is the freshest). */
-static int ofs_current(struct ofs *ofs, uint64_t ino, struct meta_inode *m)
-{
-	struct ofs_inode *in;
-	int ret = 0;
-
-	pthread_mutex_lock(&ofs->store.lock);
-	in = ofs_ifind(ofs, ino);
-	if (in)
-		*m = in->o.m;
-	else
-		ret = meta_get(ofs->store.meta, ino, m);
-	pthread_mutex_unlock(&ofs->store.lock);
-	return ret;
-}
-
-/* Carry out one claimed task: never on stale pages, never blocking a reader. */
-static void ofs_promote_one(struct ofs *ofs, const struct meta_task *t)
-{
-	struct ofs_dram_version v = { t->bucket, t->page, t->size, t->csum };
-	struct kvb_map map = { t->bucket, t->page, (t->size + ofs->store.geom.page_size - 1) /
-							ofs->store.geom.page_size, t->size, NULL };
-	struct meta_inode m;
-	const char *why = NULL;
-	int state = META_TASK_DONE, ret;
-	uint64_t evicted = 0;
-	char *buf = NULL;
-
-	ret = ofs_current(ofs, t->ino, &m);
-	if (ret || m.state != META_COMMITTED || m.bucket != t->bucket || m.page != t->page ||
-	    m.size != t->size || m.csum != t->csum) {
-		state = META_TASK_DROPPED;
-		why = ret ? "deleted before the promotion ran" : "overwritten before the promotion ran";
-	} else if (!(buf = malloc(t->size ? t->size : 1))) {
-		state = META_TASK_FAILED;
-		why = "out of memory";
-	} else if (kvb_read(&ofs->store.kvb, &map, buf, t->size, 0) !=
-		   (ssize_t)t->size) {
-		state = META_TASK_FAILED;
-		why = "read error";
-	} else if (XXH3_64bits(buf, t->size) != t->csum) {
-		/* Never keep those bytes: overwritten while we read, or corrupt. */
-		ret = ofs_current(ofs, t->ino, &m);
-		if (!ret && m.csum == t->csum && m.bucket == t->bucket && m.page == t->page) {
-			state = META_TASK_FAILED;
-			why = "its pages do not match its checksum";
-			OFS_COUNT(ofs->store.metrics.checksum_failures, 1);
-		} else {
-			state = META_TASK_DROPPED;
-			why = "overwritten while being read";
-		}
-	} else {
-		ret = ofs_dram_insert(&ofs->store.dram, t->ino, &v, buf, &evicted);
-		buf = NULL;
-		if (ret) {
-			state = META_TASK_FAILED;
-			why = ret == -E2BIG ? "larger than the DRAM tier" : strerror(-ret);
-		}
-		OFS_COUNT(ofs->store.metrics.dram_evictions, evicted);
-	}
-	free(buf);
-	if (state == META_TASK_DONE)
-		OFS_COUNT(ofs->store.metrics.promotions_done, 1);
-	else if (state == META_TASK_DROPPED)
-		OFS_COUNT(ofs->store.metrics.promotions_dropped, 1);
-	else
-		OFS_COUNT(ofs->store.metrics.promotions_failed, 1);
-	pthread_mutex_lock(&ofs->store.lock);
-	ret = meta_task_finish(ofs->store.meta, t->id, state, why);
-	if (ret)
-		ofs_log("promotion task %llu: cannot record its end: %s",
-			(unsigned long long)t->id, meta_errmsg(ofs->store.meta));
-	pthread_mutex_unlock(&ofs->store.lock);
-}
-
 static void *ofs_promoter_main(void *arg)
 {
 	struct ofs *ofs = arg;
-	unsigned long ran = 0;
 
 	for (;;) {
 		struct meta_task t;
@@ -307,13 +184,9 @@ static void *ofs_promoter_main(void *arg)
 			break;
 		}
 		pthread_mutex_unlock(&ofs->slock);
-		pthread_mutex_lock(&ofs->store.lock);
-		ret = meta_task_claim(ofs->store.meta, &t);
-		if (ret == 0 && ++ran % OFS_PRUNE_EVERY == 0)
-			meta_task_prune(ofs->store.meta, OFS_TASKS_KEPT);
-		pthread_mutex_unlock(&ofs->store.lock);
+		ret = ofs_promote_claim(&ofs->store, &t);
 		if (ret == 0) {
-			ofs_promote_one(ofs, &t);
+			ofs_promote_run(&ofs->store, &t);
 			continue;
 		}
 		if (ret != -ENOENT)
@@ -333,14 +206,9 @@ static void *ofs_promoter_main(void *arg)
 
 int ofs_promoter_start(struct ofs *ofs)
 {
-	uint64_t n = 0;
-
 	if (!ofs->store.dram_capacity)
 		return 0;
-	pthread_mutex_lock(&ofs->store.lock);
-	/* Tasks a crash interrupted run again. */
-	meta_task_requeue(ofs->store.meta, &n);
-	pthread_mutex_unlock(&ofs->store.lock);
+	ofs_promote_requeue(&ofs->store);
 	if (pthread_create(&ofs->promoter, NULL, ofs_promoter_main, ofs))
 		return -EAGAIN;
 	ofs->promoter_running = 1;
@@ -349,28 +217,25 @@ int ofs_promoter_start(struct ofs *ofs)
 
 void ofs_promoter_stop(struct ofs *ofs)
 {
-	uint64_t *inos;
-	size_t n = 0, i;
-
 	if (!ofs->promoter_running)
 		return;
 	ofs_signal_stop(ofs);
 	pthread_join(ofs->promoter, NULL);
 	ofs->promoter_running = 0;
 	/* What was in DRAM is queued again: the next mount warms itself back up. */
-	inos = ofs_dram_list(&ofs->store.dram, &n);
-	pthread_mutex_lock(&ofs->store.lock);
-	for (i = 0; inos && i < n; i++) {
-		struct meta_inode m;
-		struct ofs_inode tmp = { 0 };
+	ofs_promote_warmup(&ofs->store);
+}
 
-		if (meta_get(ofs->store.meta, inos[i], &m))
-			continue;
-				tmp.o.m = m;
-		ofs_queue_promotion(ofs, &tmp, "warmup");
-	}
-	pthread_mutex_unlock(&ofs->store.lock);
-	free(inos);
+int ofs_queue_promotion(struct ofs *ofs, struct ofs_inode *in, const char *reason)
+{
+	int ret = ofs_promote_queue(&ofs->store, &in->o.m, reason);
+
+	if (ret <= 0)
+		return ret;
+	pthread_mutex_lock(&ofs->slock);
+	pthread_cond_signal(&ofs->pcond);
+	pthread_mutex_unlock(&ofs->slock);
+	return 0;
 }
 
 /* promote_after=N: the Nth open for reading within the window queues a promotion. */

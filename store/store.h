@@ -122,6 +122,7 @@ struct ofs_store {
 	struct ofs_dram dram;   /* the DRAM tier, when dram_capacity > 0; its own lock */
 	uint64_t dram_capacity;
 	struct ofs_metrics metrics; /* atomics */
+	unsigned long promote_claims; /* the promotion worker's own (promote.c) */
 };
 
 #define OFS_RESERVE_SUFFIX "-reserve"
