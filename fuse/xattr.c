@@ -50,40 +50,6 @@ static void ofs_get_user_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	free(buf);
 }
 
-/*
- * Set or remove (value NULL) a user xattr of ino, and its ctime, in one
- * transaction.  Under store.lock.
- */
-static int ofs_change_user_xattr(struct ofs *ofs, fuse_ino_t ino, const char *name,
-				 const char *value, size_t size, int flags)
-{
-	struct meta *meta = ofs->store.meta;
-	struct ofs_inode *in = ofs_ifind(ofs, ino);
-	struct meta_inode m;
-	int ret;
-
-	/* The kernel holds the inode: in the table, unless its record is gone. */
-	if (!in || in->o.unlinked == 1)
-		return -ESTALE;
-	ret = meta_begin(meta);
-	if (ret)
-		return ret;
-	ret = value ? meta_xattr_set(meta, ino, name, value, size, flags)
-		    : meta_xattr_remove(meta, ino, name);
-	if (!ret) {
-		m = in->o.m;
-		m.ctime = ofs_now();
-		ret = meta_update(meta, &m);
-	}
-	if (!ret)
-		ret = meta_commit(meta);
-	else
-		meta_rollback(meta);
-	if (!ret)
-		in->o.m.ctime = m.ctime;
-	return ret;
-}
-
 void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct ofs *ofs = ofs_of(req);
@@ -177,7 +143,7 @@ void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 			ret = -EINVAL;
 		} else {
 			pthread_mutex_lock(&ofs->store.lock);
-			ret = ofs_change_user_xattr(ofs, ino, name, value, size,
+			ret = ofs_object_xattr_change(&ofs->store, ino, name, value, size,
 						    (flags & XATTR_CREATE ? META_XATTR_CREATE : 0) |
 						    (flags & XATTR_REPLACE ? META_XATTR_REPLACE : 0));
 			pthread_mutex_unlock(&ofs->store.lock);
@@ -211,7 +177,7 @@ void ofs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 	if (ofs_user_xattr(name)) {
 		pthread_mutex_lock(&ofs->store.lock);
-		ret = ofs_change_user_xattr(ofs, ino, name, NULL, 0, 0);
+		ret = ofs_object_xattr_change(&ofs->store, ino, name, NULL, 0, 0);
 		pthread_mutex_unlock(&ofs->store.lock);
 		fuse_reply_err(req, -ret);
 		return;

@@ -376,3 +376,33 @@ ssize_t ofs_object_pread(struct ofs_store *s, struct ofs_object *o, size_t size,
 		return ret;
 	return ofs_object_read(s, o, map, size, off, 0, b);
 }
+
+int ofs_object_xattr_change(struct ofs_store *s, uint64_t ino, const char *name,
+			    const char *value, size_t size, int flags)
+{
+	struct meta *meta = s->meta;
+	struct ofs_object *o = ofs_object_find(s, ino);
+	struct meta_inode m;
+	int ret;
+
+	/* The caller holds the object: in memory, unless its record is gone. */
+	if (!o || o->unlinked == 1)
+		return -ESTALE;
+	ret = meta_begin(meta);
+	if (ret)
+		return ret;
+	ret = value ? meta_xattr_set(meta, ino, name, value, size, flags)
+		    : meta_xattr_remove(meta, ino, name);
+	if (!ret) {
+		m = o->m;
+		m.ctime = ofs_now();
+		ret = meta_update(meta, &m);
+	}
+	if (!ret)
+		ret = meta_commit(meta);
+	else
+		meta_rollback(meta);
+	if (!ret)
+		o->m.ctime = m.ctime;
+	return ret;
+}

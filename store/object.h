@@ -130,6 +130,13 @@ int ofs_object_fallocate(struct ofs_store *s, struct ofs_object *o, int mode, ui
 /* Record m as o's attributes (metadata only).  Under s->lock. */
 int ofs_object_update(struct ofs_store *s, struct ofs_object *o, const struct meta_inode *m);
 /*
+ * Set (flags: META_XATTR_CREATE, META_XATTR_REPLACE) or remove (value
+ * NULL) a user xattr of the object ino, which the caller holds in memory,
+ * with its ctime, in one transaction.  Under s->lock.
+ */
+int ofs_object_xattr_change(struct ofs_store *s, uint64_t ino, const char *name,
+			    const char *value, size_t size, int flags);
+/*
  * The close of a writer's descriptor: commit.  On failure the last
  * writer's bytes are dropped (a fresh working state), a poisoned state is
  * kept for the other descriptors; *stale: a cache of the working state's
