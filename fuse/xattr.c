@@ -50,38 +50,25 @@ static void ofs_get_user_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	free(buf);
 }
 
-void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+/* A value of ours (len bytes at val, or -errno) as getxattr replies: its size, or it. */
+static void ofs_reply_value(fuse_req_t req, const char *val, ssize_t len, size_t size)
 {
-	struct ofs *ofs = ofs_of(req);
+	if (len < 0)
+		fuse_reply_err(req, (int)-len);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)len);
+	else if (size < (size_t)len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, val, (size_t)len);
+}
+
+/* The descriptor or the checksum of ino's committed content into buf: its length, or -errno. */
+static int ofs_our_xattr(struct ofs *ofs, fuse_ino_t ino, int desc, char *buf, size_t len)
+{
 	struct ofs_inode *in;
-	char buf[3 * 4096 + 128]; /* a descriptor's escaped path or key: up to 3 bytes each */
-	int ret = -ENODATA, desc = !strcmp(name, DESCRIPTOR_XATTR);
+	int ret = -ENODATA;
 
-	if (ino == META_ROOT_INO && !strcmp(name, METRICS_XATTR)) {
-		/* The live metrics, for offloadctl stats. */
-		size_t len = 0;
-		char *text = ofs_metrics_render(ofs, &len);
-
-		if (!text)
-			fuse_reply_err(req, ENOMEM);
-		else if (size == 0)
-			fuse_reply_xattr(req, len);
-		else if (size < len)
-			fuse_reply_err(req, ERANGE);
-		else
-			fuse_reply_buf(req, text, len);
-		free(text);
-		return;
-	}
-	if (ofs_user_xattr(name)) {
-		ofs_get_user_xattr(req, ino, name, size);
-		return;
-	}
-	/* Anything else (security.capability on every write) is answered at once. */
-	if (!desc && strcmp(name, CHECKSUM_XATTR)) {
-		fuse_reply_err(req, ENODATA);
-		return;
-	}
 	pthread_mutex_lock(&ofs->store.lock);
 	in = ofs_ifind(ofs, ino);
 	/* Only committed content has a descriptor another process can trust. */
@@ -89,20 +76,35 @@ void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t si
 		struct kvb_map map = ofs_committed(&in->o.m);
 
 		if (desc)
-			ret = kvb_describe(&ofs->store.kvb, &map, buf,
-							   sizeof(buf));
+			ret = kvb_describe(&ofs->store.kvb, &map, buf, len);
 		else
-			ret = snprintf(buf, sizeof(buf), "%016llx", (unsigned long long)in->o.m.csum);
+			ret = snprintf(buf, len, "%016llx", (unsigned long long)in->o.m.csum);
 	}
 	pthread_mutex_unlock(&ofs->store.lock);
-	if (ret < 0)
-		fuse_reply_err(req, -ret);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)ret);
-	else if (size < (size_t)ret)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, buf, (size_t)ret);
+	return ret;
+}
+
+void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct ofs *ofs = ofs_of(req);
+	char buf[3 * 4096 + 128]; /* a descriptor's escaped path or key: up to 3 bytes each */
+	int desc = !strcmp(name, DESCRIPTOR_XATTR);
+
+	if (ino == META_ROOT_INO && !strcmp(name, METRICS_XATTR)) {
+		/* The live metrics, for offloadctl stats. */
+		size_t len = 0;
+		char *text = ofs_metrics_render(ofs, &len);
+
+		ofs_reply_value(req, text, text ? (ssize_t)len : -ENOMEM, size);
+		free(text);
+	} else if (ofs_user_xattr(name)) {
+		ofs_get_user_xattr(req, ino, name, size);
+	} else if (!desc && strcmp(name, CHECKSUM_XATTR)) {
+		/* Anything else (security.capability on every write) is answered at once. */
+		fuse_reply_err(req, ENODATA);
+	} else {
+		ofs_reply_value(req, buf, ofs_our_xattr(ofs, ino, desc, buf, sizeof(buf)), size);
+	}
 }
 
 /*
