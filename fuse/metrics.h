@@ -1,8 +1,8 @@
 /*
  * metrics: the counters operators graph, in the Prometheus text format.
  *
- * Counters are updated with relaxed atomics on the request path (no lock);
- * rendering reads them, the backend's counters and per-bucket usage.  The
+ * The store keeps the counters (stats.h); rendering reads them, the
+ * backend's counters and per-bucket usage.  The
  * text is written atomically (temp file + rename, the node_exporter
  * textfile-collector convention) every few seconds to -o metrics=PATH, and
  * served live as the xattr user.offload.metrics of the mount's root

@@ -131,15 +131,12 @@ void ofs_queue_inval_entry(struct ofs *ofs, uint64_t parent, const char *name, s
 int ofs_queue_promotion(struct ofs *ofs, struct ofs_inode *in, const char *reason);
 void ofs_promotion_policy(struct ofs *ofs, struct ofs_inode *in);
 
-/* read.c: reads as the kernel meets them. */
 /*
- * ofs_object_pread; a value the backend has lost drops its file before
+ * read.c: ofs_object_pread; a value the backend has lost drops its file before
  * -ENOENT is returned.  Under in's stripe (read).
  */
 ssize_t ofs_read(struct ofs *ofs, struct ofs_inode *in, size_t size, uint64_t off,
 		 struct ofs_bytes *b);
-ssize_t ofs_fetch(struct ofs *ofs, struct ofs_inode *in, const struct kvb_map *map, size_t size,
-		  uint64_t off, int quiet, struct ofs_bytes *b);
 struct fuse_bufvec ofs_bytes_vec(const struct ofs_bytes *b, size_t n);
 int ofs_prefill(struct ofs *ofs, struct ofs_inode *in);
 

@@ -54,7 +54,7 @@ static void ofs_value_missing(struct ofs *ofs, struct ofs_inode *in, const struc
  * (ofs_value_missing) before -ENOENT is returned.  Under in's stripe lock
  * (read); b is released by the caller.
  */
-ssize_t ofs_fetch(struct ofs *ofs, struct ofs_inode *in, const struct kvb_map *map,
+static ssize_t ofs_fetch(struct ofs *ofs, struct ofs_inode *in, const struct kvb_map *map,
 		  size_t size, uint64_t off, int quiet, struct ofs_bytes *b)
 {
 	ssize_t n = ofs_object_read(&ofs->store, &in->o, map, size, off, quiet, b);

@@ -104,7 +104,8 @@ struct ofs_store {
 	char ubsio_lib[4096];
 	/*
 	 * Sync generations: commits record gen; a barrier makes every commit
-	 * of gen <= synced_gen durable.  Both under the caller's metadata lock.
+	 * of gen <= synced_gen durable.  Both under lock (the caller's meta_lock
+	 * where a function takes one).
 	 */
 	uint64_t gen, synced_gen;
 	pthread_mutex_t sync_lock; /* one barrier at a time */
