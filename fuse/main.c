@@ -479,11 +479,90 @@ static int ofs_daemon_opts(struct ofs_cli *cli, struct ofs *ofs, struct ofs_conf
 	return 0;
 }
 
+/* What the mount found and did, in one line of the log. */
+static void ofs_log_mounted(const struct ofs *ofs, const char *mnt)
+{
+	ofs_log("%s store %s at %s; %s; %llu objects; recovery dropped %llu unfinished "
+		"writes and %llu unlinked-open files, reverted %llu and dropped %llu unsynced "
+		"versions that failed their checksum, and dropped %llu files whose value the "
+		"backend no longer had",
+		ofs->store.created ? "created new" : ofs->store.was_clean ? "mounted clean"
+								  : "mounted unclean",
+		ofs->store.root, mnt,
+		ofs->store.start_msg, (unsigned long long)ofs->store.nfiles,
+		(unsigned long long)ofs->store.dropped_new,
+		(unsigned long long)ofs->store.dropped_orphans,
+		(unsigned long long)ofs->store.reverted,
+		(unsigned long long)ofs->store.dropped_corrupt,
+		(unsigned long long)ofs->store.dropped_missing);
+}
+
+/*
+ * Serve the mounted session until it ends: detach (unless -f), the
+ * group-commit and promotion threads, libfuse's loop.  0 for a normal stop.
+ */
+static int ofs_serve(struct ofs *ofs, struct fuse_session *se,
+		     const struct fuse_cmdline_opts *opts)
+{
+	struct fuse_loop_config *loop;
+	int ret;
+
+	ofs_log_mounted(ofs, opts->mountpoint);
+	fuse_daemonize(opts->foreground);
+	ofs_log_to_syslog(!opts->foreground);
+	/* After daemonize: a thread does not survive its fork. */
+	if (ofs_syncer_start(ofs))
+		ofs_log("cannot start the group-commit thread: only fsync makes data durable");
+	if (ofs_promoter_start(ofs))
+		ofs_log("cannot start the promotion worker: the DRAM tier stays empty");
+	if (opts->singlethread) {
+		ret = fuse_session_loop(se);
+	} else {
+		loop = fuse_loop_cfg_create();
+		fuse_loop_cfg_set_clone_fd(loop, (unsigned)opts->clone_fd);
+		fuse_loop_cfg_set_max_threads(loop, opts->max_threads ? opts->max_threads
+								   : OFS_DEFAULT_MAX_THREADS);
+		ret = fuse_session_loop_mt(se, loop);
+		fuse_loop_cfg_destroy(loop);
+	}
+	/* Ended by SIGTERM, SIGINT or SIGHUP: a normal stop, not a failure. */
+	if (ret == SIGTERM || ret == SIGINT || ret == SIGHUP)
+		ret = 0;
+	ofs_promoter_stop(ofs);
+	ofs_syncer_stop(ofs);
+	return ret;
+}
+
+/* fuse_opt_parse strdup()s the values of our %s options. */
+static void ofs_cli_free(struct ofs_cli *cli)
+{
+	free(cli->page_size);
+	free(cli->bucket_size);
+	free(cli->bucket_count);
+	free(cli->meta);
+	free(cli->timeout);
+	free(cli->sync_ms);
+	free(cli->dram);
+	free(cli->promote_after);
+	free(cli->promote_window);
+	free(cli->backend);
+	free(cli->ubsio_lib);
+	free(cli->ubsio_device);
+	free(cli->ubsio_ssd_size);
+	free(cli->ubsio_key_max);
+	free(cli->kv_max_bytes);
+	free(cli->kv_max_keys);
+	free(cli->kv_buffer_max);
+	free(cli->kv_cache);
+	free(cli->metrics);
+	free(cli->prefill);
+	free(cli->data_group);
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts opts = { 0 };
-	struct fuse_loop_config *loop;
 	struct fuse_session *se = NULL;
 	struct ofs_cli cli = { 0 };
 	struct ofs_config cfg;
@@ -552,40 +631,7 @@ int main(int argc, char *argv[])
 		goto out_store;
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_signals;
-	ofs_log("%s store %s at %s; %s; %llu objects; recovery dropped %llu unfinished "
-		"writes and %llu unlinked-open files, reverted %llu and dropped %llu unsynced "
-		"versions that failed their checksum, and dropped %llu files whose value the "
-		"backend no longer had",
-		ofs.store.created ? "created new" : ofs.store.was_clean ? "mounted clean"
-								  : "mounted unclean",
-		ofs.store.root, opts.mountpoint,
-		ofs.store.start_msg, (unsigned long long)ofs.store.nfiles,
-		(unsigned long long)ofs.store.dropped_new,
-		(unsigned long long)ofs.store.dropped_orphans,
-		(unsigned long long)ofs.store.reverted,
-		(unsigned long long)ofs.store.dropped_corrupt,
-		(unsigned long long)ofs.store.dropped_missing);
-	fuse_daemonize(opts.foreground);
-	ofs_log_to_syslog(!opts.foreground);
-	/* After daemonize: a thread does not survive its fork. */
-	if (ofs_syncer_start(&ofs))
-		ofs_log("cannot start the group-commit thread: only fsync makes data durable");
-	if (ofs_promoter_start(&ofs))
-		ofs_log("cannot start the promotion worker: the DRAM tier stays empty");
-	if (opts.singlethread) {
-		ret = fuse_session_loop(se);
-	} else {
-		loop = fuse_loop_cfg_create();
-		fuse_loop_cfg_set_clone_fd(loop, (unsigned)opts.clone_fd);
-		fuse_loop_cfg_set_max_threads(loop, opts.max_threads ? opts.max_threads : OFS_DEFAULT_MAX_THREADS);
-		ret = fuse_session_loop_mt(se, loop);
-		fuse_loop_cfg_destroy(loop);
-	}
-	/* Ended by SIGTERM, SIGINT or SIGHUP: a normal stop, not a failure. */
-	if (ret == SIGTERM || ret == SIGINT || ret == SIGHUP)
-		ret = 0;
-	ofs_promoter_stop(&ofs);
-	ofs_syncer_stop(&ofs);
+	ret = ofs_serve(&ofs, se, &opts);
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
@@ -604,28 +650,7 @@ out_session:
 	if (se)
 		fuse_session_destroy(se);
 out_args:
-	/* fuse_opt_parse strdup()s the values of our %s options. */
-	free(cli.page_size);
-	free(cli.bucket_size);
-	free(cli.bucket_count);
-	free(cli.meta);
-	free(cli.timeout);
-	free(cli.sync_ms);
-	free(cli.dram);
-	free(cli.promote_after);
-	free(cli.promote_window);
-	free(cli.backend);
-	free(cli.ubsio_lib);
-	free(cli.ubsio_device);
-	free(cli.ubsio_ssd_size);
-	free(cli.ubsio_key_max);
-	free(cli.kv_max_bytes);
-	free(cli.kv_max_keys);
-	free(cli.kv_buffer_max);
-	free(cli.kv_cache);
-	free(cli.metrics);
-	free(cli.prefill);
-	free(cli.data_group);
+	ofs_cli_free(&cli);
 	free(opts.mountpoint);
 	free(fsname);
 	fuse_opt_free_args(&args);
