@@ -34,6 +34,15 @@ struct ofs_cli {
 
 enum { KEY_HELP, KEY_VERSION };
 
+/* Defaults of the daemon's options (--help lists them). */
+#define OFS_DEFAULT_TIMEOUT 3600.0          /* cache_timeout, seconds */
+#define OFS_DEFAULT_SYNC_MS 1000U           /* sync_interval, milliseconds */
+#define OFS_SYNC_MS_MAX 3600000U
+#define OFS_DEFAULT_PREFILL (512ULL << 10)  /* prefill: a KV block of up to this at open */
+#define OFS_PREFILL_MAX (64ULL << 20)       /* bounded: the whole object is read into memory */
+#define OFS_DEFAULT_PROMOTE_WINDOW 60U      /* promote_window, seconds */
+#define OFS_DEFAULT_MAX_THREADS 16U         /* libfuse's worker threads without -o max_threads */
+
 #define CLI_OPT(t, p) { t, offsetof(struct ofs_cli, p), 1 }
 
 static const struct fuse_opt ofs_opts[] = {
@@ -279,7 +288,7 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 			}
 			*(uint64_t *)((char *)&cfg->ubsio + o[i].off) = v;
 		}
-		/* Neither option: the Init the store was last mounted with (store.c). */
+		/* Neither option: the Init the store was last mounted with (store/config.c). */
 		cfg->ubsio.new_init = cli->ubsio_ssd_size ? 1 : cli->ubsio_old_init ? 0 : -1;
 		if (cli->ubsio_ssd_size && cli->ubsio_old_init) {
 			fprintf(stderr, "offloadfs: ubsio_ssd_size and ubsio_old_init exclude "
@@ -315,7 +324,7 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 		}
 		cfg->ubsio.key_max = (uint32_t)v;
 	}
-	/* The check a store's recorded geometry gets too (store.c, offloadctl fsck). */
+	/* The check a store's recorded geometry gets too (store/config.c, offloadctl fsck). */
 	if (ofs_geom_valid(&cfg->geom, err, sizeof(err))) {
 		fprintf(stderr, "offloadfs: %s\n", err);
 		return -1;
@@ -404,12 +413,156 @@ static char *ofs_fsname_opt(const char *root)
 	return out;
 }
 
+/* The daemon's own options, checked, with their defaults; -1 after saying what is wrong. */
+static int ofs_daemon_opts(struct ofs_cli *cli, struct ofs *ofs, struct ofs_config *cfg)
+{
+	ofs->timeout = OFS_DEFAULT_TIMEOUT;
+	if (cli->timeout) {
+		char *end;
+
+		ofs->timeout = strtod(cli->timeout, &end);
+		if (*end || end == cli->timeout || !isfinite(ofs->timeout) || ofs->timeout < 0) {
+			fprintf(stderr, "offloadfs: invalid cache_timeout '%s'\n", cli->timeout);
+			return -1;
+		}
+	}
+	cfg->verify = cli->verify != 2;
+	ofs->sync_ms = OFS_DEFAULT_SYNC_MS;
+	if (cli->sync_ms) {
+		uint64_t v;
+		char *end;
+
+		errno = 0;
+		v = strtoull(cli->sync_ms, &end, 10);
+		if (errno || *end || end == cli->sync_ms || cli->sync_ms[0] == '-' ||
+		    v > OFS_SYNC_MS_MAX) {
+			fprintf(stderr, "offloadfs: invalid sync_interval '%s': milliseconds, "
+					"0..%u\n",
+				cli->sync_ms, OFS_SYNC_MS_MAX);
+			return -1;
+		}
+		ofs->sync_ms = (unsigned)v;
+	}
+	if (cli->dram && ofs_parse_size(cli->dram, &cfg->dram_capacity)) {
+		fprintf(stderr, "offloadfs: invalid dram '%s': a size such as 512M or 4G\n", cli->dram);
+		return -1;
+	}
+	ofs->prefill_max = OFS_DEFAULT_PREFILL;
+	if (cli->prefill && (ofs_parse_size(cli->prefill, &ofs->prefill_max) ||
+			    ofs->prefill_max > OFS_PREFILL_MAX)) {
+		fprintf(stderr, "offloadfs: invalid prefill '%s': a size up to 64M, or 0\n",
+			cli->prefill);
+		return -1;
+	}
+	ofs->promote_window = OFS_DEFAULT_PROMOTE_WINDOW;
+	if (ofs_uint_opt("promote_after", cli->promote_after, &ofs->promote_after) ||
+	    ofs_uint_opt("promote_window", cli->promote_window, &ofs->promote_window))
+		return -1;
+	if (ofs->promote_after && !cfg->dram_capacity) {
+		fprintf(stderr, "offloadfs: promote_after needs a DRAM tier (-o dram=SIZE)\n");
+		return -1;
+	}
+	if (cli->metrics && cli->metrics[0] != '/') {
+		/* The daemon runs in / once detached: the directory meant is this one. */
+		char cwd[PATH_MAX], *abs;
+
+		if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, cli->metrics) < 0) {
+			fprintf(stderr, "offloadfs: metrics=%s: %s\n", cli->metrics, strerror(errno));
+			return -1;
+		}
+		free(cli->metrics);
+		cli->metrics = abs;
+	}
+	ofs->metrics_path = cli->metrics;
+	if (cli->metrics && ofs_metrics_path_check(cli->metrics))
+		return -1;
+	return 0;
+}
+
+/* What the mount found and did, in one line of the log. */
+static void ofs_log_mounted(const struct ofs *ofs, const char *mnt)
+{
+	ofs_log("%s store %s at %s; %s; %llu objects; recovery dropped %llu unfinished "
+		"writes and %llu unlinked-open files, reverted %llu and dropped %llu unsynced "
+		"versions that failed their checksum, and dropped %llu files whose value the "
+		"backend no longer had",
+		ofs->store.created ? "created new" : ofs->store.was_clean ? "mounted clean"
+								  : "mounted unclean",
+		ofs->store.root, mnt,
+		ofs->store.start_msg, (unsigned long long)ofs->store.nfiles,
+		(unsigned long long)ofs->store.dropped_new,
+		(unsigned long long)ofs->store.dropped_orphans,
+		(unsigned long long)ofs->store.reverted,
+		(unsigned long long)ofs->store.dropped_corrupt,
+		(unsigned long long)ofs->store.dropped_missing);
+}
+
+/*
+ * Serve the mounted session until it ends: detach (unless -f), the
+ * group-commit and promotion threads, libfuse's loop.  0 for a normal stop.
+ */
+static int ofs_serve(struct ofs *ofs, struct fuse_session *se,
+		     const struct fuse_cmdline_opts *opts)
+{
+	struct fuse_loop_config *loop;
+	int ret;
+
+	ofs_log_mounted(ofs, opts->mountpoint);
+	fuse_daemonize(opts->foreground);
+	ofs_log_to_syslog(!opts->foreground);
+	/* After daemonize: a thread does not survive its fork. */
+	if (ofs_syncer_start(ofs))
+		ofs_log("cannot start the group-commit thread: only fsync makes data durable");
+	if (ofs_promoter_start(ofs))
+		ofs_log("cannot start the promotion worker: the DRAM tier stays empty");
+	if (opts->singlethread) {
+		ret = fuse_session_loop(se);
+	} else {
+		loop = fuse_loop_cfg_create();
+		fuse_loop_cfg_set_clone_fd(loop, (unsigned)opts->clone_fd);
+		fuse_loop_cfg_set_max_threads(loop, opts->max_threads ? opts->max_threads
+								   : OFS_DEFAULT_MAX_THREADS);
+		ret = fuse_session_loop_mt(se, loop);
+		fuse_loop_cfg_destroy(loop);
+	}
+	/* Ended by SIGTERM, SIGINT or SIGHUP: a normal stop, not a failure. */
+	if (ret == SIGTERM || ret == SIGINT || ret == SIGHUP)
+		ret = 0;
+	ofs_promoter_stop(ofs);
+	ofs_syncer_stop(ofs);
+	return ret;
+}
+
+/* fuse_opt_parse strdup()s the values of our %s options. */
+static void ofs_cli_free(struct ofs_cli *cli)
+{
+	free(cli->page_size);
+	free(cli->bucket_size);
+	free(cli->bucket_count);
+	free(cli->meta);
+	free(cli->timeout);
+	free(cli->sync_ms);
+	free(cli->dram);
+	free(cli->promote_after);
+	free(cli->promote_window);
+	free(cli->backend);
+	free(cli->ubsio_lib);
+	free(cli->ubsio_device);
+	free(cli->ubsio_ssd_size);
+	free(cli->ubsio_key_max);
+	free(cli->kv_max_bytes);
+	free(cli->kv_max_keys);
+	free(cli->kv_buffer_max);
+	free(cli->kv_cache);
+	free(cli->metrics);
+	free(cli->prefill);
+	free(cli->data_group);
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts opts = { 0 };
-	struct fuse_lowlevel_ops ops;
-	struct fuse_loop_config *loop;
 	struct fuse_session *se = NULL;
 	struct ofs_cli cli = { 0 };
 	struct ofs_config cfg;
@@ -444,74 +597,8 @@ int main(int argc, char *argv[])
 	}
 	if (ofs_config_from(&cli, &cfg))
 		goto out_args;
-	ofs.timeout = 3600;
-	if (cli.timeout) {
-		char *end;
-
-		ofs.timeout = strtod(cli.timeout, &end);
-		if (*end || end == cli.timeout || !isfinite(ofs.timeout) || ofs.timeout < 0) {
-			fprintf(stderr, "offloadfs: invalid cache_timeout '%s'\n", cli.timeout);
-			goto out_args;
-		}
-	}
-	ofs.verify = cli.verify != 2;
-	ofs.sync_ms = 1000;
-	if (cli.sync_ms) {
-		uint64_t v;
-		char *end;
-
-		errno = 0;
-		v = strtoull(cli.sync_ms, &end, 10);
-		if (errno || *end || end == cli.sync_ms || cli.sync_ms[0] == '-' || v > 3600000) {
-			fprintf(stderr, "offloadfs: invalid sync_interval '%s': milliseconds, "
-					"0..3600000\n",
-				cli.sync_ms);
-			goto out_args;
-		}
-		ofs.sync_ms = (unsigned)v;
-	}
-	if (cli.dram && ofs_parse_size(cli.dram, &ofs.dram_capacity)) {
-		fprintf(stderr, "offloadfs: invalid dram '%s': a size such as 512M or 4G\n", cli.dram);
+	if (ofs_daemon_opts(&cli, &ofs, &cfg))
 		goto out_args;
-	}
-	/*
-	 * 512K: cold gets of 1 and 2 MiB objects were 14% and 20% slower with
-	 * a prefill than with the kernel's reads; at 128K and 512K the same.
-	 */
-	ofs.prefill_max = 512u << 10;
-	/* Bounded: the whole object is read into memory at the open. */
-	if (cli.prefill && (ofs_parse_size(cli.prefill, &ofs.prefill_max) ||
-			    ofs.prefill_max > (64u << 20))) {
-		fprintf(stderr, "offloadfs: invalid prefill '%s': a size up to 64M, or 0\n",
-			cli.prefill);
-		goto out_args;
-	}
-	ofs.promote_window = 60;
-	if (ofs_uint_opt("promote_after", cli.promote_after, &ofs.promote_after) ||
-	    ofs_uint_opt("promote_window", cli.promote_window, &ofs.promote_window))
-		goto out_args;
-	if (ofs.promote_after && !ofs.dram_capacity) {
-		fprintf(stderr, "offloadfs: promote_after needs a DRAM tier (-o dram=SIZE)\n");
-		goto out_args;
-	}
-	if (cli.metrics && cli.metrics[0] != '/') {
-		/* The daemon runs in / once detached: the directory meant is this one. */
-		char cwd[PATH_MAX], *abs;
-
-		if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, cli.metrics) < 0) {
-			fprintf(stderr, "offloadfs: metrics=%s: %s\n", cli.metrics, strerror(errno));
-			goto out_args;
-		}
-		free(cli.metrics);
-		cli.metrics = abs;
-	}
-	ofs.metrics_path = cli.metrics;
-	if (cli.metrics && ofs_metrics_path_check(cli.metrics))
-		goto out_args;
-	if (ofs.dram_capacity && ofs_dram_init(&ofs.dram, ofs.dram_capacity)) {
-		fprintf(stderr, "offloadfs: out of memory\n");
-		goto out_args;
-	}
 	/* The kernel enforces modes and owners: we store them, it checks them. */
 	fsname = ofs_fsname_opt(cli.root);
 	if (!fsname || fuse_opt_add_arg(&args, fsname) == -1)
@@ -525,11 +612,9 @@ int main(int argc, char *argv[])
 	if (ofs_root_outside(cli.root, opts.mountpoint))
 		goto out_args;
 	ofs.foreground = opts.foreground;
-	pthread_mutex_init(&ofs.lock, NULL);
 	pthread_cond_init(&ofs.kcond, NULL);
-	ofs_init_ops(&ops);
 	/* Unknown -o options are refused here, by name, before anything is touched. */
-	se = fuse_session_new(&args, &ops, sizeof(ops), &ofs);
+	se = fuse_session_new(&args, &ofs_ll_ops, sizeof(ofs_ll_ops), &ofs);
 	if (!se)
 		goto out_args;
 	ofs.se = se;
@@ -546,40 +631,7 @@ int main(int argc, char *argv[])
 		goto out_store;
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_signals;
-	ofs_log("%s store %s at %s; %s; %llu objects; recovery dropped %llu unfinished "
-		"writes and %llu unlinked-open files, reverted %llu and dropped %llu unsynced "
-		"versions that failed their checksum, and dropped %llu files whose value the "
-		"backend no longer had",
-		ofs.store.created ? "created new" : ofs.store.was_clean ? "mounted clean"
-								  : "mounted unclean",
-		ofs.store.root, opts.mountpoint,
-		ofs.store.start_msg, (unsigned long long)ofs.store.nfiles,
-		(unsigned long long)ofs.store.dropped_new,
-		(unsigned long long)ofs.store.dropped_orphans,
-		(unsigned long long)ofs.store.reverted,
-		(unsigned long long)ofs.store.dropped_corrupt,
-		(unsigned long long)ofs.store.dropped_missing);
-	fuse_daemonize(opts.foreground);
-	ofs_log_to_syslog(!opts.foreground);
-	/* After daemonize: a thread does not survive its fork. */
-	if (ofs_syncer_start(&ofs))
-		ofs_log("cannot start the group-commit thread: only fsync makes data durable");
-	if (ofs_promoter_start(&ofs))
-		ofs_log("cannot start the promotion worker: the DRAM tier stays empty");
-	if (opts.singlethread) {
-		ret = fuse_session_loop(se);
-	} else {
-		loop = fuse_loop_cfg_create();
-		fuse_loop_cfg_set_clone_fd(loop, (unsigned)opts.clone_fd);
-		fuse_loop_cfg_set_max_threads(loop, opts.max_threads ? opts.max_threads : 16);
-		ret = fuse_session_loop_mt(se, loop);
-		fuse_loop_cfg_destroy(loop);
-	}
-	/* Ended by SIGTERM, SIGINT or SIGHUP: a normal stop, not a failure. */
-	if (ret == SIGTERM || ret == SIGINT || ret == SIGHUP)
-		ret = 0;
-	ofs_promoter_stop(&ofs);
-	ofs_syncer_stop(&ofs);
+	ret = ofs_serve(&ofs, se, &opts);
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
@@ -587,6 +639,7 @@ out_store:
 	/* destroy() drops unclosed writers before the snapshot is taken. */
 	fuse_session_destroy(se);
 	se = NULL;
+	ofs_table_release(&ofs);
 	if (ofs_store_close(&ofs.store)) {
 		ofs_log("unmount: the clean snapshot could not be saved; the next mount rebuilds");
 		ret = 1;
@@ -597,31 +650,7 @@ out_session:
 	if (se)
 		fuse_session_destroy(se);
 out_args:
-	ofs_table_release(&ofs);
-	/* fuse_opt_parse strdup()s the values of our %s options. */
-	free(cli.page_size);
-	free(cli.bucket_size);
-	free(cli.bucket_count);
-	free(cli.meta);
-	free(cli.timeout);
-	free(cli.sync_ms);
-	free(cli.dram);
-	free(cli.promote_after);
-	free(cli.promote_window);
-	free(cli.backend);
-	free(cli.ubsio_lib);
-	free(cli.ubsio_device);
-	free(cli.ubsio_ssd_size);
-	free(cli.ubsio_key_max);
-	free(cli.kv_max_bytes);
-	free(cli.kv_max_keys);
-	free(cli.kv_buffer_max);
-	free(cli.kv_cache);
-	free(cli.metrics);
-	free(cli.prefill);
-	free(cli.data_group);
-	if (ofs.dram_capacity)
-		ofs_dram_release(&ofs.dram);
+	ofs_cli_free(&cli);
 	free(opts.mountpoint);
 	free(fsname);
 	fuse_opt_free_args(&args);

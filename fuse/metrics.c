@@ -15,31 +15,6 @@
 
 #include "ofs.h"
 
-static const double ofs_lat_bounds[OFS_LAT_NBUCKETS] = {
-	0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001,
-	0.0025,  0.005,    0.01,    0.025,  0.05,    0.1,    1.0,
-};
-
-uint64_t ofs_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-void ofs_hist_observe(struct ofs_hist *h, uint64_t ns)
-{
-	double s = (double)ns / 1e9;
-	int i = 0;
-
-	while (i < OFS_LAT_NBUCKETS && s > ofs_lat_bounds[i])
-		i++;
-	OFS_COUNT(h->counts[i], 1);
-	OFS_COUNT(h->sum_ns, ns);
-	OFS_COUNT(h->n, 1);
-}
-
 struct mbuf {
 	char *p;
 	size_t len, cap;
@@ -118,7 +93,7 @@ static void mb_hist(struct mbuf *b, const char *name, const char *help, const st
 char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 {
 	struct kvb *kvb = &ofs->store.kvb;
-	struct ofs_metrics *m = &ofs->metrics;
+	struct ofs_metrics *m = &ofs->store.metrics;
 	struct mbuf b = { 0 };
 	struct kvb_stats ks = { 0 };
 	struct kvb_statfs sf = { 0 };
@@ -127,9 +102,9 @@ char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 	int c;
 
 	kvb_stats(kvb, &ks);
-	pthread_mutex_lock(&ofs->lock);
+	pthread_mutex_lock(&ofs->store.lock);
 	nfiles = ofs->store.nfiles;
-	pthread_mutex_unlock(&ofs->lock);
+	pthread_mutex_unlock(&ofs->store.lock);
 
 	mb_one(&b, "offloadfs_page_size_bytes", "gauge", "Allocation unit of the store.",
 	       ofs->store.geom.page_size);
@@ -243,9 +218,9 @@ char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 	       "Objects evicted from the DRAM tier (least recently used).",
 	       ld(&m->dram_evictions));
 	mb_one(&b, "offloadfs_dram_bytes", "gauge", "Bytes held by the DRAM tier.",
-	       ofs_dram_bytes(ofs));
+	       ofs->store.dram_capacity ? ofs_dram_used(&ofs->store.dram) : 0);
 	mb_one(&b, "offloadfs_dram_capacity_bytes", "gauge", "Capacity of the DRAM tier.",
-	       ofs->dram_capacity);
+	       ofs->store.dram_capacity);
 	mb_head(&b, "offloadfs_backend_calls_total", "counter",
 		"Calls the storage backend made, by call.");
 	for (c = 0; c < KVB_NCALLS; c++)

@@ -1,8 +1,8 @@
 /*
  * metrics: the counters operators graph, in the Prometheus text format.
  *
- * Counters are updated with relaxed atomics on the request path (no lock);
- * rendering reads them, the backend's counters and per-bucket usage.  The
+ * The store keeps the counters (stats.h); rendering reads them, the
+ * backend's counters and per-bucket usage.  The
  * text is written atomically (temp file + rename, the node_exporter
  * textfile-collector convention) every few seconds to -o metrics=PATH, and
  * served live as the xattr user.offload.metrics of the mount's root
@@ -14,30 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Upper bounds of the latency buckets, seconds; +Inf is implied. */
-#define OFS_LAT_NBUCKETS 14
-
-struct ofs_hist {
-	uint64_t counts[OFS_LAT_NBUCKETS + 1];
-	uint64_t sum_ns;
-	uint64_t n;
-};
-
-struct ofs_metrics {
-	uint64_t bytes_written, bytes_read, prefills;
-	uint64_t objects_committed, commit_failures, objects_read;
-	uint64_t checksum_failures;
-	uint64_t barriers;
-	uint64_t promotions_queued, promotions_done, promotions_failed, promotions_dropped;
-	uint64_t dram_hits, dram_misses, dram_evictions;
-	uint64_t values_missing; /* files dropped because the backend lost their value */
-	struct ofs_hist read_lat, write_lat;
-};
-
-#define OFS_COUNT(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
-
-void ofs_hist_observe(struct ofs_hist *h, uint64_t ns);
-uint64_t ofs_now_ns(void);
+#include "stats.h"
 
 struct ofs;
 /* The exposition text (malloc'd, NUL-terminated); NULL on ENOMEM. */

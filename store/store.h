@@ -1,10 +1,12 @@
 /*
- * store: opening and closing an offloadfs store (ROOT + metadata + backend).
+ * store: an offloadfs store (ROOT + metadata + backend), the FUSE-free core
+ * that the daemon and offloadctl share.
  *
- * FUSE-free so that offloadctl can share it.  Opening takes an exclusive
- * lock on ROOT, refuses foreign files, checks or records the geometry,
- * recovers after an unclean stop and starts the backend.  Closing saves the
- * clean snapshot.
+ * Opening takes an exclusive lock on ROOT, refuses foreign files, checks or
+ * records the geometry, recovers after an unclean stop and starts the
+ * backend.  Closing saves the clean snapshot.  An object's life (working
+ * state, write, commit, read) is in object.h; the barrier and the commit
+ * record are here.
  */
 #ifndef OFFLOADFS_STORE_H
 #define OFFLOADFS_STORE_H
@@ -13,13 +15,18 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "dram.h"
 #include "kvb.h"
+#include "log.h"
 #include "meta.h"
+#include "stats.h"
 
 #define OFS_DEFAULT_PAGE_SIZE 65536ULL
 #define OFS_DEFAULT_BUCKET_SIZE (4ULL << 30)
 #define OFS_DEFAULT_BUCKET_COUNT 256U
 #define OFS_DB_NAME "offloadfs.db"
+/* A path below the root with its NUL: a tenant, a slash, a key (meta.h). */
+#define OFS_KEY_MAX (META_NAME_MAX + 1 + META_KEY_MAX + 1)
 
 struct ofs_config {
 	const char *root;
@@ -37,6 +44,9 @@ struct ofs_config {
 	/* "pages" or "ubsio"; NULL: what the store records ("pages" for a new one). */
 	const char *backend;
 	struct kvb_ubsio_config ubsio; /* page_size is taken from the geometry */
+	/* Reading: check every byte read against its page checksum; the DRAM tier's size (0: off). */
+	int verify;
+	uint64_t dram_capacity;
 };
 
 /* Defaults of the ubsio backend's options. */
@@ -44,8 +54,36 @@ struct ofs_config {
 #define OFS_UBSIO_CACHE_MAX (256ULL << 20)
 #define OFS_UBSIO_KEY_MAX KVB_UBSIO_KEY_MAX
 
+/*
+ * Data locks, striped by inode number: readers shared, writers and commits
+ * exclusive.  Striped rather than one per object to keep an object in
+ * memory small (a million looked-up objects must fit in 300 MB).
+ */
+#define OFS_NLOCKS 1024
+
+struct htab;
+
+/*
+ * Lock order: an object's stripe of rw, then sync_lock, then lock; never
+ * the other way round.
+ */
 struct ofs_store {
+	pthread_rwlock_t rw[OFS_NLOCKS];
+	/*
+	 * The metadata connection (meta) and what the caller keeps with it
+	 * (the daemon: its inode table); objects, the klen fields, nfiles,
+	 * gen, synced_gen.
+	 */
+	pthread_mutex_t lock;
 	struct meta *meta;
+	struct htab *objects;  /* struct ofs_object in memory, by inode number (object.h) */
+	/*
+	 * The key length of the directory the last name was made in, valid
+	 * while dir_renames (directories renamed so far) is klen_renames
+	 * (ns.c).  Under lock.
+	 */
+	uint64_t klen_dir, klen_renames, dir_renames;
+	size_t klen;
 	struct kvb kvb;
 	struct meta_geom geom;
 	char *root;
@@ -66,7 +104,8 @@ struct ofs_store {
 	char ubsio_lib[4096];
 	/*
 	 * Sync generations: commits record gen; a barrier makes every commit
-	 * of gen <= synced_gen durable.  Both under the caller's metadata lock.
+	 * of gen <= synced_gen durable.  Both under lock (the caller's meta_lock
+	 * where a function takes one).
 	 */
 	uint64_t gen, synced_gen;
 	pthread_mutex_t sync_lock; /* one barrier at a time */
@@ -80,6 +119,11 @@ struct ofs_store {
 	int reserve_fd;
 	uint64_t reserve_size;
 	int reserve_held;
+	int verify;             /* check every byte read against its page checksum */
+	struct ofs_dram dram;   /* the DRAM tier, when dram_capacity > 0; its own lock */
+	uint64_t dram_capacity;
+	struct ofs_metrics metrics; /* atomics */
+	unsigned long promote_claims; /* the promotion worker's own (promote.c) */
 };
 
 #define OFS_RESERVE_SUFFIX "-reserve"

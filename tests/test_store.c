@@ -1,7 +1,10 @@
 /*
- * Crash-consistency tests of a whole store (store/store.c over real bucket
+ * Crash-consistency tests of a whole store (store/ over real bucket
  * files and a real database): failed metadata commits, and power cuts
  * simulated by restoring the files as they were at the last barrier.
+ *
+ * And an object's whole life through the store's own calls, as the daemon
+ * makes them but without FUSE (test_object_life).
  *
  * Invariants checked after each scenario (DESIGN.md):
  *  1. committed runs are disjoint and in range (the rebuild succeeds, and
@@ -25,6 +28,8 @@
 #include "kvb.h"
 #include "meta.h"
 #include "meta_test.h"
+#include "ns.h"
+#include "object.h"
 #include "store.h"
 
 #define PS 4096u
@@ -604,6 +609,89 @@ START_TEST(test_failure_taken_by_a_checkpoint_meanwhile)
 }
 END_TEST
 
+
+/* The bytes of a read, wherever the store put them. */
+static void bytes_copy(const struct ofs_bytes *b, char *out, size_t n)
+{
+	if (b->fd >= 0)
+		ck_assert_int_eq(pread(b->fd, out, n, b->pos), (ssize_t)n);
+	else
+		memcpy(out, b->ptr, n);
+}
+
+/*
+ * A tenant and a file made, written, committed, read back, renamed,
+ * unlinked while open (detached, then deleted at its last close), and the
+ * tenant removed: the daemon's sequence of store calls, without FUSE.
+ */
+START_TEST(test_object_life)
+{
+	size_t len = 3 * PS + 100;
+	char *want = malloc(len), *got = malloc(len);
+	struct ofs_object o = { 0 };
+	struct meta_inode dir, m;
+	struct ofs_store s;
+	struct ofs_bytes b;
+	struct kvb_map map;
+	int stale = 1;
+
+	open_store(&s);
+	pthread_mutex_lock(&s.lock);
+	ck_assert_int_eq(ofs_ns_make(&s, META_ROOT_INO, "t", S_IFDIR | 0755, 0, 0, META_COMMITTED,
+				     &dir), 0);
+	ck_assert_int_eq(ofs_ns_make(&s, dir.ino, "k", S_IFREG | 0644, 0, 0, META_NEW, &m), 0);
+	o.m = m;
+	ck_assert_int_eq(ofs_ns_make(&s, dir.ino, "k", S_IFREG | 0644, 0, 0, META_NEW, &m),
+			 -EEXIST);
+	ck_assert_int_eq(ofs_object_insert(&s, &o), 0);
+	ck_assert_ptr_eq(ofs_object_find(&s, o.m.ino), &o);
+	o.nopen = 1;
+	pthread_mutex_unlock(&s.lock);
+
+	ck_assert_int_eq(ofs_object_open_writer(&s, &o, 0), 0);
+	ck_assert_uint_eq(o.nwriters, 1);
+	fill(want, len, 7);
+	ck_assert_int_eq(ofs_object_write(&s, &o, want, len, 0), (ssize_t)len);
+	ck_assert_int_eq(ofs_object_commit(&s, &o, 1), 0);
+	ck_assert_int_eq(o.m.state, META_COMMITTED);
+	ck_assert_uint_eq(o.m.size, len);
+	ofs_object_release_writer(&s, &o, &stale);
+	ck_assert_int_eq(stale, 0);
+	ck_assert_ptr_null(o.obj);
+
+	ck_assert_int_eq(ofs_object_pread(&s, &o, len + 10, 0, &b, &map), (ssize_t)len);
+	bytes_copy(&b, got, len);
+	ofs_bytes_release(&s, &b);
+	ck_assert_mem_eq(got, want, len);
+	ck_assert_int_eq(ofs_object_pread(&s, &o, 10, len, &b, &map), 0);
+	ofs_bytes_release(&s, &b);
+
+	ck_assert_int_eq(ofs_ns_rename(&s, dir.ino, "k", dir.ino, "k2", 0), 0);
+	ck_assert_int_eq(meta_lookup(s.meta, dir.ino, "k2", 2, &m), 0);
+	ck_assert_uint_eq(m.ino, o.m.ino);
+	/* A tenant holds its keys: no moving a file out to the top level. */
+	ck_assert_int_eq(ofs_ns_rename(&s, dir.ino, "k2", META_ROOT_INO, "k3", 0), -EPERM);
+	ck_assert_int_eq(ofs_ns_rmdir(&s, META_ROOT_INO, "t"), -ENOTEMPTY);
+
+	/* Open: the name goes, the record stays until the last close. */
+	ck_assert_int_eq(ofs_ns_unlink(&s, dir.ino, "k2"), 0);
+	ck_assert_int_eq(o.unlinked, 2);
+	ck_assert_int_eq(meta_get(s.meta, o.m.ino, &m), 0);
+	pthread_mutex_lock(&s.lock);
+	o.nopen = 0;
+	ofs_object_settle(&s, &o);
+	ck_assert_int_eq(o.unlinked, 1);
+	ck_assert_int_eq(meta_get(s.meta, o.m.ino, &m), -ENOENT);
+	ofs_object_remove(&s, &o);
+	pthread_mutex_unlock(&s.lock);
+
+	ck_assert_int_eq(ofs_ns_rmdir(&s, META_ROOT_INO, "t"), 0);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+	free(want);
+	free(got);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -620,6 +708,10 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_failed_log_sync_holds_releases);
 	tcase_add_test(tc, test_failed_checkpoint_sync_is_kept);
 	tcase_add_test(tc, test_failure_taken_by_a_checkpoint_meanwhile);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("object");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_object_life);
 	suite_add_tcase(s, tc);
 	return s;
 }

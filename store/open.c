@@ -1,7 +1,11 @@
 /*
- * store.c: open, recover and close a store.  See store.h and DESIGN.md.
+ * open.c: open and close a store: the lock on ROOT, the foreign-file check,
+ * modes, geometry, recovery after an unclean stop.  See store.h and
+ * DESIGN.md.
  */
-#include "store.h"
+#include "store_int.h"
+
+#include "htab.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -10,47 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
-
-/* prev_bucket of a durable previous version that was empty (no pages). */
-#define STORE_PREV_EMPTY (-2)
-
-int ofs_parse_size(const char *s, uint64_t *out)
-{
-	unsigned long long v;
-	char *end;
-	int shift = 0;
-
-	if (!s || !*s || *s == '-' || *s == '+')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -EINVAL;
-	switch (*end) {
-	case '\0':
-		break;
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	default:
-		return -EINVAL;
-	}
-	if (*end == 'i' || *end == 'I')
-		end++;
-	if ((*end == 'b' || *end == 'B') && shift)
-		end++;
-	if (*end)
-		return -EINVAL;
-	if (shift && v > (UINT64_MAX >> shift))
-		return -EINVAL;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
+#include <sys/file.h>
 
 /* a and b (paths that exist, or their directories) are on one filesystem. */
 static int store_same_fs(const char *a, const char *b)
@@ -58,27 +25,6 @@ static int store_same_fs(const char *a, const char *b)
 	struct stat sa, sb;
 
 	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev;
-}
-
-int ofs_geom_valid(const struct meta_geom *g, char *err, size_t errlen)
-{
-	uint64_t ps = g->page_size;
-
-	if (ps < OFS_PAGE_SIZE_MIN || ps > OFS_PAGE_SIZE_MAX || (ps & (ps - 1))) {
-		snprintf(err, errlen, "invalid page_size %llu: a power of two from 4096 to 1G",
-			 (unsigned long long)ps);
-		return -EINVAL;
-	}
-	if (g->bucket_count < 1 || g->bucket_count > 256) {
-		snprintf(err, errlen, "invalid bucket_count %u: 1..256", g->bucket_count);
-		return -EINVAL;
-	}
-	if (g->bucket_size < ps || g->bucket_size % ps) {
-		snprintf(err, errlen, "invalid bucket_size %llu: a multiple of page_size %llu",
-			 (unsigned long long)g->bucket_size, (unsigned long long)ps);
-		return -EINVAL;
-	}
-	return 0;
 }
 
 static int store_is_bucket_name(const char *n)
@@ -320,464 +266,6 @@ static int store_geom_check(const struct ofs_config *cfg, const struct meta_geom
 	return 0;
 }
 
-/* Bytes available to us on the filesystem holding the metadata; -1 when unknown. */
-static int64_t store_meta_avail(const struct ofs_store *s)
-{
-	struct statvfs v;
-
-	if (statvfs(s->meta_path, &v))
-		return -1;
-	return (int64_t)((uint64_t)v.f_bavail * v.f_frsize);
-}
-
-/* Give the reserve's blocks back; any thread (meta's full hook holds the metadata lock). */
-static int store_reserve_release(struct ofs_store *s)
-{
-	if (s->reserve_fd < 0 || !__atomic_exchange_n(&s->reserve_held, 0, __ATOMIC_ACQ_REL))
-		return 0;
-	return ftruncate(s->reserve_fd, 0) == 0;
-}
-
-static int store_full_hook(void *arg)
-{
-	return store_reserve_release(arg);
-}
-
-/* Take the reserve's blocks, all or none.  Under sync_lock. */
-static int store_reserve_arm(struct ofs_store *s)
-{
-	if (s->reserve_fd < 0 || s->reserve_held)
-		return 0;
-	if (fallocate(s->reserve_fd, 0, 0, (off_t)s->reserve_size)) {
-		/* No fallocate on this filesystem: no reserve (and no checks for one). */
-		if (errno == EOPNOTSUPP) {
-			close(s->reserve_fd);
-			s->reserve_fd = -1;
-		} else if (ftruncate(s->reserve_fd, 0)) {
-			/* nothing more to give back */
-		}
-		return 0;
-	}
-	__atomic_store_n(&s->reserve_held, 1, __ATOMIC_RELEASE);
-	return 1;
-}
-
-/*
- * Open DB-reserve (create: make it) and size the reserve.  On a disk
- * already short of space the file is emptied before anything else writes:
- * recovery and the snapshot of this open may need those blocks.  Nothing
- * fails here: a filesystem without fallocate simply has no reserve.
- */
-static void store_reserve_open(struct ofs_store *s, int create)
-{
-	char path[PATH_MAX + 16], dir[PATH_MAX], *slash;
-	struct statvfs v;
-	struct stat st;
-	int64_t avail;
-
-	snprintf(path, sizeof(path), "%s" OFS_RESERVE_SUFFIX, s->meta_path);
-	/* A new store's database does not exist yet: its directory then. */
-	snprintf(dir, sizeof(dir), "%s", s->meta_path);
-	slash = strrchr(dir, '/');
-	if (slash)
-		*slash = '\0';
-	if (statvfs(s->meta_path, &v) && statvfs(slash && dir[0] ? dir : slash ? "/" : ".", &v))
-		return;
-	s->reserve_size = (uint64_t)v.f_blocks * v.f_frsize / 8;
-	if (s->reserve_size > OFS_RESERVE_MAX)
-		s->reserve_size = OFS_RESERVE_MAX;
-	s->reserve_size &= ~4095ULL;
-	if (!s->reserve_size)
-		return;
-	s->reserve_fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
-	if (s->reserve_fd < 0)
-		return;
-	s->reserve_held = fstat(s->reserve_fd, &st) == 0 &&
-			  (uint64_t)st.st_blocks * 512 >= s->reserve_size;
-	avail = store_meta_avail(s);
-	if (avail >= 0 && (uint64_t)avail < s->reserve_size) {
-		s->reserve_held = 1;
-		store_reserve_release(s);
-	}
-}
-
-int ofs_store_space(struct ofs_store *s, pthread_mutex_t *meta_lock, int full)
-{
-	int64_t avail;
-	int did = 0;
-
-	pthread_mutex_lock(&s->sync_lock);
-	avail = store_meta_avail(s);
-	if (s->reserve_fd >= 0 && avail >= 0) {
-		if (full || (uint64_t)avail < s->reserve_size) {
-			if (store_reserve_release(s))
-				did |= OFS_SPACE_RELEASED;
-			/* The log's blocks too: a truncating checkpoint empties it. */
-			if (meta_lock)
-				pthread_mutex_lock(meta_lock);
-			if (meta_checkpoint(s->meta) == 0)
-				did |= OFS_SPACE_CHECKPOINTED;
-			if (meta_lock)
-				pthread_mutex_unlock(meta_lock);
-		} else if (!__atomic_load_n(&s->reserve_held, __ATOMIC_ACQUIRE) &&
-			   (uint64_t)avail >= 3 * s->reserve_size &&
-			   store_reserve_arm(s)) {
-			did |= OFS_SPACE_ARMED;
-		}
-	}
-	pthread_mutex_unlock(&s->sync_lock);
-	return did;
-}
-
-void ofs_reserve_give_back(const char *meta_path)
-{
-	char path[PATH_MAX + 16];
-	struct statvfs v;
-	struct stat st;
-
-	snprintf(path, sizeof(path), "%s" OFS_RESERVE_SUFFIX, meta_path);
-	if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && statvfs(meta_path, &v) == 0 &&
-	    (uint64_t)v.f_bavail * v.f_frsize < (uint64_t)st.st_blocks * 512 && truncate(path, 0)) {
-		/* nothing to give back */
-	}
-}
-
-int ofs_store_meta_low(struct ofs_store *s)
-{
-	int64_t avail;
-
-	if (s->reserve_fd < 0 || __atomic_load_n(&s->reserve_held, __ATOMIC_ACQUIRE))
-		return 0;
-	avail = store_meta_avail(s);
-	return avail >= 0 && (uint64_t)avail < s->reserve_size / 2;
-}
-
-int ofs_store_sync(struct ofs_store *s, pthread_mutex_t *meta_lock, uint64_t *released)
-{
-	uint64_t g, mark, n = 0;
-	int ret;
-
-	pthread_mutex_lock(&s->sync_lock);
-	/* Commits from here on get a newer generation: this barrier may miss their data. */
-	if (meta_lock)
-		pthread_mutex_lock(meta_lock);
-	g = s->gen++;
-	if (meta_lock)
-		pthread_mutex_unlock(meta_lock);
-	/* Data first: a durable record must never point at bytes that are not. */
-	ret = kvb_barrier(&s->kvb, &mark);
-	if (!ret) {
-		if (meta_lock)
-			pthread_mutex_lock(meta_lock);
-		ret = meta_sync_begin(s->meta, g);
-		/*
-		 * Set now, before the log's fsync: the data of generation <= g is
-		 * durable already, and a commit that sees it keeps its old version
-		 * for recovery, which is never wrong.  Set after, a commit in
-		 * between would let go of a version the fsync then makes durable.
-		 */
-		if (!ret)
-			s->synced_gen = g;
-		if (meta_lock)
-			pthread_mutex_unlock(meta_lock);
-	}
-	/* Outside the lock: on a shared ROOT this fsync is a network round trip. */
-	if (!ret)
-		ret = meta_sync_end(s->meta);
-	/*
-	 * A checkpoint inside a commit meanwhile syncs the same file, and the
-	 * kernel reports a write error once: it may have taken ours.  Under
-	 * the lock, so a checkpoint that failed has said so.
-	 */
-	if (!ret) {
-		if (meta_lock)
-			pthread_mutex_lock(meta_lock);
-		if (meta_log_failed(s->meta))
-			ret = -EIO;
-		if (meta_lock)
-			pthread_mutex_unlock(meta_lock);
-	}
-	if (!ret)
-		n = kvb_release_freed(&s->kvb, mark);
-	pthread_mutex_unlock(&s->sync_lock);
-	if (released)
-		*released = n;
-	return ret;
-}
-
-int ofs_store_commit(struct ofs_store *s, pthread_mutex_t *meta_lock, struct meta_inode *cur,
-		     struct kvb_obj *obj)
-{
-	const uint64_t *pcsums = NULL;
-	struct meta_inode m;
-	struct kvb_map map = { 0 };
-	enum meta_skey_op op;
-	uint64_t csum;
-	int ret;
-
-	ret = kvb_obj_commit_prepare(&s->kvb, obj, 0, &map, &csum, &pcsums);
-	if (ret)
-		return ret;
-	if (meta_lock)
-		pthread_mutex_lock(meta_lock);
-	m = *cur;
-	op = META_SKEY_SET;
-	/* Keep the last version a barrier made durable, for recovery after a power cut. */
-	if (cur->state == META_COMMITTED && cur->gen <= s->synced_gen) {
-		op = META_SKEY_KEEP_PREV;
-		m.prev_bucket = cur->bucket >= 0 ? cur->bucket : STORE_PREV_EMPTY;
-		m.prev_page = cur->page;
-		m.prev_npages = cur->npages;
-		m.prev_size = cur->size;
-		m.prev_csum = cur->csum;
-	}
-	m.size = map.size;
-	m.bucket = map.bucket;
-	m.page = map.page;
-	m.npages = map.npages;
-	m.csum = csum;
-	m.state = META_COMMITTED;
-	m.gen = s->gen;
-	ret = meta_commit_object(s->meta, &m, pcsums, map.bucket >= 0 ? map.npages : 0,
-				 map.bucket >= 0 ? map.skey : NULL, op);
-	if (!ret)
-		*cur = m;
-	if (meta_lock)
-		pthread_mutex_unlock(meta_lock);
-	kvb_obj_commit_done(&s->kvb, obj, ret == 0);
-	return ret;
-}
-
-struct store_unsynced {
-	struct meta_inode *v;
-	size_t n, cap;
-};
-
-static int store_collect(void *ctx, const struct meta_inode *in)
-{
-	struct store_unsynced *u = ctx;
-
-	if (u->n == u->cap) {
-		size_t cap = u->cap ? u->cap * 2 : 64;
-		struct meta_inode *v = realloc(u->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		u->v = v;
-		u->cap = cap;
-	}
-	u->v[u->n++] = *in;
-	return 0;
-}
-
-/*
- * After an unclean stop, a version committed after the last barrier may
- * have lost its data to a power cut while its record survived.  Check each
- * one against its checksum; fall back to the last durable version, or drop
- * the file when it had none.  After a daemon kill every check passes.
- */
-static int store_verify_unsynced(struct ofs_store *s)
-{
-	struct store_unsynced u = { 0 };
-	size_t i;
-	int ret;
-
-	ret = meta_foreach_unsynced(s->meta, s->synced_gen, store_collect, &u);
-	for (i = 0; !ret && i < u.n; i++) {
-		struct meta_inode *in = &u.v[i];
-		struct kvb_map map = { in->bucket, in->page, in->npages, in->size, NULL };
-		uint64_t csum;
-
-		if (kvb_checksum(&s->kvb, &map, &csum) == 0 && csum == in->csum)
-			continue;
-		if (in->prev_bucket >= 0 || in->prev_bucket == STORE_PREV_EMPTY) {
-			in->bucket = in->prev_bucket >= 0 ? in->prev_bucket : -1;
-			in->page = in->prev_page;
-			in->npages = in->prev_npages;
-			in->size = in->prev_size;
-			in->csum = in->prev_csum;
-			in->prev_bucket = -1;
-			ret = meta_commit_object(s->meta, in, NULL, 0, NULL, META_SKEY_REVERT);
-			s->reverted++;
-		} else {
-			ret = meta_delete(s->meta, in->ino);
-			s->dropped_corrupt++;
-		}
-	}
-	free(u.v);
-	if (!ret)
-		ret = meta_prev_clear(s->meta);
-	return ret;
-}
-
-/*
- * Values a KV store has lost without a power cut: the library keeps the
- * newest ones in a write-back cache inside this process, and evicts by
- * itself.  The ones the backend says are missing, as inode numbers.
- */
-struct store_missing {
-	struct ofs_store *s;
-	struct kvb_map *maps;
-	uint64_t *inos, *gone;
-	int *res;
-	size_t n, ngone, capgone;
-};
-
-#define STORE_PROBE_BATCH 16384
-
-static int store_missing_flush(struct store_missing *m)
-{
-	size_t i;
-	int ret = m->n ? kvb_probe(&m->s->kvb, m->maps, m->n, m->res) : 0;
-
-	for (i = 0; !ret && i < m->n; i++) {
-		if (m->res[i] != -ENOENT)
-			continue;
-		if (m->ngone == m->capgone) {
-			size_t cap = m->capgone ? m->capgone * 2 : 64;
-			uint64_t *g = realloc(m->gone, cap * sizeof(*g));
-
-			if (!g)
-				return -ENOMEM;
-			m->gone = g;
-			m->capgone = cap;
-		}
-		m->gone[m->ngone++] = m->inos[i];
-	}
-	m->n = 0;
-	return ret;
-}
-
-static int store_missing_add(void *ctx, const struct meta_inode *in)
-{
-	struct store_missing *m = ctx;
-
-	if (in->bucket < 0)
-		return 0;
-	m->maps[m->n] = (struct kvb_map){ in->bucket, in->page, in->npages, in->size, NULL };
-	m->inos[m->n++] = in->ino;
-	return m->n == STORE_PROBE_BATCH ? store_missing_flush(m) : 0;
-}
-
-/*
- * After an unclean stop, ask the backend for every recorded value (in
- * batches) and drop the files whose value is gone, as a cache miss: their
- * values are deleted (a no-op for a missing key) at the next barrier.
- */
-static int store_drop_missing(struct ofs_store *s)
-{
-	struct store_missing m = { .s = s };
-	size_t i;
-	int ret = 0;
-
-	if (!kvb_has_probe(&s->kvb))
-		return 0;
-	m.maps = calloc(STORE_PROBE_BATCH, sizeof(*m.maps));
-	m.inos = calloc(STORE_PROBE_BATCH, sizeof(*m.inos));
-	m.res = calloc(STORE_PROBE_BATCH, sizeof(*m.res));
-	if (!m.maps || !m.inos || !m.res)
-		ret = -ENOMEM;
-	if (!ret)
-		ret = meta_foreach_mapping(s->meta, store_missing_add, &m);
-	if (!ret)
-		ret = store_missing_flush(&m);
-	for (i = 0; !ret && i < m.ngone; i++) {
-		struct meta_inode in;
-
-		ret = meta_get(s->meta, m.gone[i], &in);
-		if (ret == -ENOENT) {
-			ret = 0;
-			continue;
-		}
-		if (!ret && in.bucket >= 0) {
-			struct kvb_map map = { in.bucket, in.page, in.npages, in.size, NULL };
-
-			ret = kvb_remove_prepare(&s->kvb, &map);
-		}
-		if (!ret)
-			ret = meta_delete(s->meta, in.ino);
-		if (!ret && in.bucket >= 0) {
-			struct kvb_map map = { in.bucket, in.page, in.npages, in.size, NULL };
-
-			kvb_remove(&s->kvb, &map);
-			s->dropped_missing++;
-		}
-	}
-	free(m.maps);
-	free(m.inos);
-	free(m.res);
-	free(m.gone);
-	return ret;
-}
-
-void ofs_ubsio_defaults(struct meta *m, struct kvb_ubsio_config *uc, char *libbuf,
-			size_t liblen)
-{
-	char v[64];
-
-	if (!uc->lib && meta_setting_get(m, "ubsio_lib", libbuf, liblen) == 0 && libbuf[0])
-		uc->lib = libbuf;
-	if (uc->new_init < 0) {
-		uc->new_init = 0;
-		if (meta_setting_get(m, "ubsio_init", v, sizeof(v)) == 0 && strcmp(v, "old") &&
-		    ofs_parse_size(v, &uc->ssd_size) == 0)
-			uc->new_init = 1;
-	}
-	if (uc->device_id == KVB_UBSIO_DEVICE_UNSET) {
-		/* No Ascend device unless one was chosen: the library then needs no ACL. */
-		uc->device_id = -1;
-		if (meta_setting_get(m, "ubsio_device", v, sizeof(v)) == 0)
-			uc->device_id = atoi(v);
-		if (uc->device_id < -1)
-			uc->device_id = -1;
-	}
-}
-
-int ofs_ubsio_lib_abs(const char *lib, char *out, size_t outlen, char *err, size_t errlen)
-{
-	char real[PATH_MAX];
-
-	/* A bare name goes to dlopen's search path, which is not the working directory. */
-	if (!strchr(lib, '/') || lib[0] == '/') {
-		if (strlen(lib) >= outlen) {
-			snprintf(err, errlen, "ubsio_lib '%s': %s", lib, strerror(ENAMETOOLONG));
-			return -ENAMETOOLONG;
-		}
-		snprintf(out, outlen, "%s", lib);
-		return 0;
-	}
-	if (!realpath(lib, real)) {
-		snprintf(err, errlen, "ubsio_lib '%s': %s", lib, strerror(errno));
-		return -errno;
-	}
-	if (strlen(real) >= outlen) {
-		snprintf(err, errlen, "ubsio_lib '%s': %s", lib, strerror(ENAMETOOLONG));
-		return -ENAMETOOLONG;
-	}
-	snprintf(out, outlen, "%s", real);
-	return 0;
-}
-
-int ofs_ubsio_record(struct meta *m, const struct kvb_ubsio_config *uc)
-{
-	char v[64];
-	int ret;
-
-	ret = meta_setting_set(m, "ubsio_lib", uc->lib ? uc->lib : "");
-	if (!ret) {
-		if (uc->new_init > 0)
-			snprintf(v, sizeof(v), "%llu", (unsigned long long)uc->ssd_size);
-		else
-			snprintf(v, sizeof(v), "old");
-		ret = meta_setting_set(m, "ubsio_init", v);
-	}
-	if (!ret) {
-		snprintf(v, sizeof(v), "%d", uc->device_id);
-		ret = meta_setting_set(m, "ubsio_device", v);
-	}
-	return ret;
-}
-
 int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err, size_t errlen)
 {
 	char ubsio_lib[PATH_MAX];
@@ -792,6 +280,10 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	s->lock_fd = -1;
 	s->reserve_fd = -1;
 	pthread_mutex_init(&s->sync_lock, NULL);
+	pthread_mutex_init(&s->lock, NULL);
+	for (int i = 0; i < OFS_NLOCKS; i++)
+		pthread_rwlock_init(&s->rw[i], NULL);
+	s->verify = cfg->verify;
 	if (!cfg->root) {
 		snprintf(err, errlen, "no ROOT given");
 		return -EINVAL;
@@ -973,6 +465,14 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	if (s->reserve_fd < 0)
 		store_reserve_open(s, 1);
 	ofs_store_space(s, NULL, 0);
+	if (cfg->dram_capacity) {
+		ret = ofs_dram_init(&s->dram, cfg->dram_capacity);
+		if (ret) {
+			snprintf(err, errlen, "the DRAM tier: %s", strerror(-ret));
+			goto out;
+		}
+		s->dram_capacity = cfg->dram_capacity;
+	}
 	return 0;
 
 out:
@@ -1024,6 +524,14 @@ void ofs_store_crash(struct ofs_store *s)
 	free(s->root);
 	free(s->meta_path);
 	s->root = s->meta_path = NULL;
+	if (s->dram_capacity)
+		ofs_dram_release(&s->dram);
+	s->dram_capacity = 0;
+	/* The objects are the caller's (it has emptied the table). */
+	if (s->objects)
+		htab_release(s->objects);
+	free(s->objects);
+	s->objects = NULL;
 }
 
 int ofs_store_close(struct ofs_store *s)

@@ -20,12 +20,12 @@ struct ofs_dram_version {
 };
 
 struct ofs_dram_entry;
+struct htab;
 
 struct ofs_dram {
 	pthread_mutex_t lock;
-	uint64_t capacity, bytes;
-	struct ofs_dram_entry **tab;
-	size_t tabsize, count;
+	uint64_t capacity, bytes; /* bytes: under lock */
+	struct htab *tab;         /* the entries by inode number (common/htab); under lock */
 	struct ofs_dram_entry *mru, *lru; /* doubly linked, most recent first */
 };
 

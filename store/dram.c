@@ -6,39 +6,32 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "htab.h"
+
 struct ofs_dram_entry {
-	uint64_t ino;
+	struct htab_node node;              /* in tab, keyed by inode number */
 	struct ofs_dram_version v;
 	char *data;
-	struct ofs_dram_entry *hnext;       /* hash chain */
 	struct ofs_dram_entry *prev, *next; /* LRU list */
 };
-
-static size_t dram_slot(const struct ofs_dram *d, uint64_t ino)
-{
-	return (size_t)((ino * 0x9e3779b97f4a7c15ULL) >> 17) & (d->tabsize - 1);
-}
 
 int ofs_dram_init(struct ofs_dram *d, uint64_t capacity)
 {
 	memset(d, 0, sizeof(*d));
 	d->capacity = capacity;
-	d->tabsize = 1024;
-	d->tab = calloc(d->tabsize, sizeof(*d->tab));
-	if (!d->tab)
+	d->tab = malloc(sizeof(*d->tab));
+	if (!d->tab || htab_init(d->tab)) {
+		free(d->tab);
+		d->tab = NULL;
 		return -ENOMEM;
+	}
 	pthread_mutex_init(&d->lock, NULL);
 	return 0;
 }
 
 static void dram_unlink(struct ofs_dram *d, struct ofs_dram_entry *e)
 {
-	struct ofs_dram_entry **pp = &d->tab[dram_slot(d, e->ino)];
-
-	while (*pp && *pp != e)
-		pp = &(*pp)->hnext;
-	if (*pp)
-		*pp = e->hnext;
+	htab_remove(d->tab, &e->node);
 	if (e->prev)
 		e->prev->next = e->next;
 	else
@@ -48,7 +41,6 @@ static void dram_unlink(struct ofs_dram *d, struct ofs_dram_entry *e)
 	else
 		d->lru = e->prev;
 	d->bytes -= e->v.size;
-	d->count--;
 	free(e->data);
 	free(e);
 }
@@ -59,6 +51,7 @@ void ofs_dram_release(struct ofs_dram *d)
 		return;
 	while (d->mru)
 		dram_unlink(d, d->mru);
+	htab_release(d->tab);
 	free(d->tab);
 	d->tab = NULL;
 	pthread_mutex_destroy(&d->lock);
@@ -66,12 +59,9 @@ void ofs_dram_release(struct ofs_dram *d)
 
 static struct ofs_dram_entry *dram_find(struct ofs_dram *d, uint64_t ino)
 {
-	struct ofs_dram_entry *e;
+	struct htab_node *n = htab_find(d->tab, ino);
 
-	for (e = d->tab[dram_slot(d, ino)]; e; e = e->hnext)
-		if (e->ino == ino)
-			return e;
-	return NULL;
+	return n ? htab_entry(n, struct ofs_dram_entry, node) : NULL;
 }
 
 static int dram_same(const struct ofs_dram_version *a, const struct ofs_dram_version *b)
@@ -138,7 +128,7 @@ int ofs_dram_insert(struct ofs_dram *d, uint64_t ino, const struct ofs_dram_vers
 		free(data);
 		return -ENOMEM;
 	}
-	e->ino = ino;
+	e->node.key = ino;
 	e->v = *v;
 	e->data = data;
 	pthread_mutex_lock(&d->lock);
@@ -152,30 +142,7 @@ int ofs_dram_insert(struct ofs_dram *d, uint64_t ino, const struct ofs_dram_vers
 		dram_unlink(d, d->lru);
 		(*evicted)++;
 	}
-	if (d->count >= d->tabsize) {
-		/* Grow the hash table; the LRU list is untouched. */
-		size_t i, oldsize = d->tabsize;
-		struct ofs_dram_entry **old = d->tab, **tab = calloc(oldsize * 2, sizeof(*tab));
-
-		if (tab) {
-			d->tab = tab;
-			d->tabsize = oldsize * 2;
-			for (i = 0; i < oldsize; i++) {
-				struct ofs_dram_entry *x = old[i], *next;
-
-				for (; x; x = next) {
-					size_t s = dram_slot(d, x->ino);
-
-					next = x->hnext;
-					x->hnext = tab[s];
-					tab[s] = x;
-				}
-			}
-			free(old);
-		}
-	}
-	e->hnext = d->tab[dram_slot(d, ino)];
-	d->tab[dram_slot(d, ino)] = e;
+	htab_insert(d->tab, &e->node);
 	e->next = d->mru;
 	if (d->mru)
 		d->mru->prev = e;
@@ -183,7 +150,6 @@ int ofs_dram_insert(struct ofs_dram *d, uint64_t ino, const struct ofs_dram_vers
 	if (!d->lru)
 		d->lru = e;
 	d->bytes += v->size;
-	d->count++;
 	pthread_mutex_unlock(&d->lock);
 	return 0;
 }
@@ -218,9 +184,9 @@ uint64_t *ofs_dram_list(struct ofs_dram *d, size_t *n)
 	size_t i = 0;
 
 	pthread_mutex_lock(&d->lock);
-	v = malloc((d->count + 1) * sizeof(*v));
+	v = malloc((d->tab->count + 1) * sizeof(*v));
 	for (e = d->mru; v && e; e = e->next)
-		v[i++] = e->ino;
+		v[i++] = e->node.key;
 	pthread_mutex_unlock(&d->lock);
 	*n = i;
 	return v;

@@ -1,0 +1,189 @@
+/*
+ * xattr.c: extended attributes.  user.* names are the user's, kept in the
+ * metadata; user.offload.* are ours, read-only and read by name: the
+ * descriptor, the checksum, the live metrics (root), and promote, which
+ * queues a promotion to the DRAM tier when set.
+ */
+#include "ll.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#define DESCRIPTOR_XATTR "user.offload.descriptor"
+#define CHECKSUM_XATTR "user.offload.checksum"
+#define PROMOTE_XATTR "user.offload.promote"
+#define METRICS_XATTR "user.offload.metrics"
+/* Names under it are ours; every other user.* name is kept for its owner (meta). */
+#define OURS_XATTR_PREFIX "user.offload."
+
+/* A user xattr the store keeps: user.*, but for our own names. */
+static int ofs_user_xattr(const char *name)
+{
+	return !strncmp(name, "user.", 5) &&
+	       strncmp(name, OURS_XATTR_PREFIX, sizeof(OURS_XATTR_PREFIX) - 1);
+}
+
+static void ofs_get_user_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct ofs *ofs = ofs_of(req);
+	char *buf = NULL;
+	ssize_t n;
+
+	if (size > META_XATTR_SIZE_MAX)
+		size = META_XATTR_SIZE_MAX;
+	if (size && !(buf = malloc(size))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&ofs->store.lock);
+	n = meta_xattr_get(ofs->store.meta, ino, name, buf, size);
+	pthread_mutex_unlock(&ofs->store.lock);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+/* A value of ours (len bytes at val, or -errno) as getxattr replies: its size, or it. */
+static void ofs_reply_value(fuse_req_t req, const char *val, ssize_t len, size_t size)
+{
+	if (len < 0)
+		fuse_reply_err(req, (int)-len);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)len);
+	else if (size < (size_t)len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, val, (size_t)len);
+}
+
+/* The descriptor or the checksum of ino's committed content into buf: its length, or -errno. */
+static int ofs_our_xattr(struct ofs *ofs, fuse_ino_t ino, int desc, char *buf, size_t len)
+{
+	struct ofs_inode *in;
+	int ret = -ENODATA;
+
+	pthread_mutex_lock(&ofs->store.lock);
+	in = ofs_ifind(ofs, ino);
+	/* Only committed content has a descriptor another process can trust. */
+	if (in && S_ISREG(in->o.m.mode) && in->o.m.state == META_COMMITTED) {
+		struct kvb_map map = ofs_committed(&in->o.m);
+
+		if (desc)
+			ret = kvb_describe(&ofs->store.kvb, &map, buf, len);
+		else
+			ret = snprintf(buf, len, "%016llx", (unsigned long long)in->o.m.csum);
+	}
+	pthread_mutex_unlock(&ofs->store.lock);
+	return ret;
+}
+
+void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct ofs *ofs = ofs_of(req);
+	char buf[3 * 4096 + 128]; /* a descriptor's escaped path or key: up to 3 bytes each */
+	int desc = !strcmp(name, DESCRIPTOR_XATTR);
+
+	if (ino == META_ROOT_INO && !strcmp(name, METRICS_XATTR)) {
+		/* The live metrics, for offloadctl stats. */
+		size_t len = 0;
+		char *text = ofs_metrics_render(ofs, &len);
+
+		ofs_reply_value(req, text, text ? (ssize_t)len : -ENOMEM, size);
+		free(text);
+	} else if (ofs_user_xattr(name)) {
+		ofs_get_user_xattr(req, ino, name, size);
+	} else if (!desc && strcmp(name, CHECKSUM_XATTR)) {
+		/* Anything else (security.capability on every write) is answered at once. */
+		fuse_reply_err(req, ENODATA);
+	} else {
+		ofs_reply_value(req, buf, ofs_our_xattr(ofs, ino, desc, buf, sizeof(buf)), size);
+	}
+}
+
+/*
+ * The user's xattrs only.  Ours are read by name and not listed, as CephFS
+ * does with its virtual ones: copy tools (cp --preserve=xattr, rsync -X)
+ * would otherwise copy a descriptor that names another file's pages, or
+ * fail removing ours from a copy.
+ */
+void ofs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct ofs *ofs = ofs_of(req);
+	char *buf = size ? malloc(size) : NULL;
+	ssize_t n = -ENOMEM;
+
+	if (!size || buf) {
+		pthread_mutex_lock(&ofs->store.lock);
+		n = meta_xattr_list(ofs->store.meta, ino, buf, size);
+		pthread_mutex_unlock(&ofs->store.lock);
+	}
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			    size_t size, int flags)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *in;
+	int ret;
+
+	if (ofs_user_xattr(name)) {
+		if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) {
+			ret = -EINVAL;
+		} else {
+			pthread_mutex_lock(&ofs->store.lock);
+			ret = ofs_object_xattr_change(&ofs->store, ino, name, value, size,
+						    (flags & XATTR_CREATE ? META_XATTR_CREATE : 0) |
+						    (flags & XATTR_REPLACE ? META_XATTR_REPLACE : 0));
+			pthread_mutex_unlock(&ofs->store.lock);
+		}
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	/* Our own names are read-only; other namespaces are not kept. */
+	if (strcmp(name, PROMOTE_XATTR)) {
+		fuse_reply_err(req, strncmp(name, OURS_XATTR_PREFIX, sizeof(OURS_XATTR_PREFIX) - 1)
+					    ? ENOTSUP
+					    : EPERM);
+		return;
+	}
+	/* setfattr -n user.offload.promote -v 1 FILE: queue a promotion to DRAM. */
+	if (size != 1 || value[0] != '1') {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	pthread_mutex_lock(&ofs->store.lock);
+	in = ofs_ifind(ofs, ino);
+	ret = in ? ofs_queue_promotion(ofs, in, "request") : -ESTALE;
+	pthread_mutex_unlock(&ofs->store.lock);
+	fuse_reply_err(req, -ret);
+}
+
+void ofs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct ofs *ofs = ofs_of(req);
+	int ret;
+
+	if (ofs_user_xattr(name)) {
+		pthread_mutex_lock(&ofs->store.lock);
+		ret = ofs_object_xattr_change(&ofs->store, ino, name, NULL, 0, 0);
+		pthread_mutex_unlock(&ofs->store.lock);
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	fuse_reply_err(req, strcmp(name, DESCRIPTOR_XATTR) && strcmp(name, CHECKSUM_XATTR) ? ENODATA
+											     : EPERM);
+}

@@ -1,0 +1,118 @@
+/*
+ * read.c: the read strategy.  The bytes of a version come from the DRAM
+ * tier, the backend's own buffer (zero copy), a copy checked page by page
+ * (verify), a bucket file range the caller can splice, or a plain copy, in
+ * that order of preference.  See object.h.
+ */
+#include "object.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The committed version's per-page checksums, loaded once per object. */
+static int read_load_pcs(struct ofs_store *s, struct ofs_object *o)
+{
+	uint64_t *pcs;
+	int ret = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (!o->pcs) {
+		pcs = malloc(o->m.npages * sizeof(*pcs));
+		ret = pcs ? meta_pcsums_get(s->meta, o->m.ino, pcs, o->m.npages) : -ENOMEM;
+		if (ret)
+			free(pcs);
+		else
+			o->pcs = pcs;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+/* A page that failed its checksum: counted and logged with its key and place. */
+static void read_log_bad_page(struct ofs_store *s, struct ofs_object *o,
+			      const struct kvb_map *map, uint64_t bad)
+{
+	char key[OFS_KEY_MAX + 1];
+	size_t klen = 0;
+
+	pthread_mutex_lock(&s->lock);
+	OFS_COUNT(s->metrics.checksum_failures, 1);
+	/* The key below its tenant; an unlinked object keeps none. */
+	if (meta_path(s->meta, o->m.ino, 0, key, OFS_KEY_MAX, &klen, NULL))
+		klen = 0;
+	pthread_mutex_unlock(&s->lock);
+	key[klen] = '\0';
+	ofs_log("checksum mismatch: inode %llu key '%s' bucket %d page %llu (bucket offset "
+		"%llu): returning EIO",
+		(unsigned long long)o->m.ino, key, map->bucket,
+		(unsigned long long)(map->page + bad),
+		(unsigned long long)((map->page + bad) * s->geom.page_size));
+}
+
+void ofs_bytes_release(struct ofs_store *s, struct ofs_bytes *b)
+{
+	if (b->ref)
+		kvb_read_unref(&s->kvb, b->ref);
+	free(b->own);
+}
+
+/* The DRAM tier's copy, when it has this version: the count, or -ENOENT on a miss. */
+static ssize_t read_dram(struct ofs_store *s, struct ofs_object *o, size_t size, uint64_t off,
+			 struct ofs_bytes *b)
+{
+	struct ofs_dram_version v;
+	ssize_t n = -ENOENT;
+
+	ofs_version(&o->m, &v);
+	b->own = malloc(size ? size : 1);
+	if (b->own)
+		n = ofs_dram_read(&s->dram, o->m.ino, &v, b->own, size, off);
+	if (n < 0) {
+		free(b->own);
+		b->own = NULL;
+		OFS_COUNT(s->metrics.dram_misses, 1);
+		return -ENOENT;
+	}
+	OFS_COUNT(s->metrics.dram_hits, 1);
+	b->ptr = b->own;
+	return n;
+}
+
+ssize_t ofs_object_read(struct ofs_store *s, struct ofs_object *o, const struct kvb_map *map,
+			size_t size, uint64_t off, int quiet, struct ofs_bytes *b)
+{
+	struct kvb *kvb = &s->kvb;
+	uint64_t bad = 0;
+	ssize_t n;
+
+	memset(b, 0, sizeof(*b));
+	b->fd = -1;
+	if (s->dram_capacity && !o->obj && (n = read_dram(s, o, size, off, b)) >= 0)
+		return n;
+	if (!o->obj && map->bucket >= 0 && (!s->verify || read_load_pcs(s, o) == 0)) {
+		n = kvb_read_ref(kvb, map, s->verify ? o->pcs : NULL, size, off, &b->ptr, &b->ref,
+				 &bad);
+		if (n != -EOPNOTSUPP)
+			goto checked;
+	}
+	if (s->verify && !o->obj && map->bucket >= 0 && read_load_pcs(s, o) == 0) {
+		b->own = malloc(size ? size : 1);
+		n = b->own ? kvb_read_verified(kvb, map, o->pcs, b->own, size, off, &bad) : -ENOMEM;
+		b->ptr = b->own;
+		goto checked;
+	}
+	if (kvb_read_fd(kvb, map, off, size, &b->fd, &b->pos) == 0)
+		return (ssize_t)size; /* straight from the bucket file: no copy through our memory */
+	b->fd = -1;
+	b->own = malloc(size ? size : 1);
+	b->ptr = b->own;
+	n = b->own ? kvb_read(kvb, map, b->own, size, off) : -ENOMEM;
+checked:
+	if (n == -EBADMSG) {
+		if (!quiet)
+			read_log_bad_page(s, o, map, bad);
+		n = -EIO;
+	}
+	return n;
+}
