@@ -1,6 +1,6 @@
 /*
  * Unit tests for kvbackend/pages/ (over in-memory buckets with fault
- * injection, and over real bucket files) and for store/store.c's opening
+ * injection, and over real bucket files) and for store/open.c's opening
  * rules.
  */
 #include <check.h>

@@ -1,5 +1,5 @@
 /*
- * The ubsio backend through a whole store (store/store.c, a real database)
+ * The ubsio backend through a whole store (store/, a real database)
  * over the stand-in library (tests/ubsio), loaded through dlopen from the
  * path given as argv[1].  What the mount tests cannot reach cheaply: a
  * metadata commit failing after the put, a crash between them, key
