@@ -2,7 +2,8 @@
  * ctl.h: what offloadctl's commands share.  main.c parses the command
  * line and dispatches; each command (fsck.c, scrub.c, stats.c) parses its
  * own arguments and returns the exit status: 0 clean, 1 problems found,
- * 2 the command could not run.
+ * 2 the command could not run.  The usage and the helpers below are
+ * common.c's, under main.c and the commands alike.
  */
 #ifndef OFFLOADFS_CTL_H
 #define OFFLOADFS_CTL_H

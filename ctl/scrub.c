@@ -23,8 +23,8 @@
 
 #include <xxhash.h>
 
-#include "fsck.h"
 #include "kvb.h"
+#include "progress.h"
 
 /*
  * A descriptor: its fields, and the escaped path of a bucket file or key

@@ -13,7 +13,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -24,84 +23,7 @@
 #include "alloc.h"
 #include "store.h"
 
-#define LOST_FOUND "lost+found"
-
-void ofs_progress_start(struct ofs_progress *p, const char *what, uint64_t total, FILE *to,
-			FILE *report)
-{
-	p->what = what;
-	p->total = total;
-	p->done = 0;
-	p->to = to;
-	p->report = report;
-	p->tty = isatty(fileno(to));
-	p->last = 0;
-}
-
-void ofs_progress_show(struct ofs_progress *p, int final)
-{
-	time_t now = time(NULL);
-
-	if (p->tty) {
-		int width = 40, fill = p->total ? (int)(p->done * (uint64_t)width / p->total) : width;
-
-		if (!final && now == p->last && p->done != p->total)
-			return;
-		fprintf(p->to, "\r%s [%.*s%*s] %" PRIu64 "/%" PRIu64 "%s", p->what, fill,
-			"########################################", width - fill, "", p->done,
-			p->total, final ? "\n" : "");
-	} else {
-		if (!final && now - p->last < 5)
-			return;
-		fprintf(p->to, "%s: %" PRIu64 "/%" PRIu64 "\n", p->what, p->done, p->total);
-	}
-	p->last = now;
-	fflush(p->to);
-}
-
-void ofs_progress_clear(struct ofs_progress *p)
-{
-	if (!p->tty)
-		return;
-	fflush(p->report);
-	fprintf(p->to, "\r\033[K");
-	p->last = 0;
-}
-
 /* ---- the check ---- */
-
-void fsck_err(struct fsck *f, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(f->err, "%s: ", program_invocation_short_name);
-	va_start(ap, fmt);
-	vfprintf(f->err, fmt, ap);
-	va_end(ap);
-}
-
-/* The object's key below its tenant, and its tenant's ino, for messages and repair. */
-static void fsck_key(struct meta *m, uint64_t ino, char *out, size_t outlen, uint64_t *tenant)
-{
-	size_t len;
-
-	if (meta_path(m, ino, 0, out, outlen, &len, tenant))
-		snprintf(out, outlen, "(inode %llu)", (unsigned long long)ino);
-}
-
-void fsck_note_corrupt(struct fsck *f, uint64_t ino)
-{
-	if (f->ncorrupt == f->capcorrupt) {
-		size_t cap = f->capcorrupt ? f->capcorrupt * 2 : 16;
-		uint64_t *v = realloc(f->corrupt, cap * sizeof(*v));
-
-		if (!v)
-			return;
-		f->corrupt = v;
-		f->capcorrupt = cap;
-	}
-	f->corrupt[f->ncorrupt++] = ino;
-}
 
 static void fsck_note(uint64_t **v, size_t *n, size_t *cap, uint64_t ino)
 {
@@ -115,43 +37,6 @@ static void fsck_note(uint64_t **v, size_t *n, size_t *cap, uint64_t ino)
 		*cap = c;
 	}
 	(*v)[(*n)++] = ino;
-}
-
-/*
- * 1 when every ancestor of in is a directory up to the top level: what the
- * mount can reach.  *tenant gets the tenant reached, 0 when none is.
- */
-static int fsck_reachable(struct fsck *f, const struct meta_inode *in, uint64_t *tenant)
-{
-	struct meta_inode p;
-	uint64_t ino = in->ino, parent = in->parent;
-	int depth;
-
-	*tenant = 0;
-	for (depth = 0; depth < 4096; depth++) {
-		if (parent == META_ROOT_INO) {
-			*tenant = ino;
-			return 1;
-		}
-		if (meta_get(f->meta, parent, &p) || !p.parent)
-			return 0;
-		if (!S_ISDIR(p.mode)) {
-			/* Still under a tenant: quarantine can take it there. */
-			uint64_t up = p.parent, t = parent;
-
-			for (; depth < 4096 && up != META_ROOT_INO; depth++) {
-				if (meta_get(f->meta, up, &p) || !p.parent || !S_ISDIR(p.mode))
-					return 0;
-				t = up;
-				up = p.parent;
-			}
-			*tenant = up == META_ROOT_INO ? t : 0;
-			return 0;
-		}
-		ino = parent;
-		parent = p.parent;
-	}
-	return 0;
 }
 
 /* The object's checksum from the bucket file itself: when a damaged bucket stops kvb. */
@@ -271,58 +156,6 @@ static int fsck_map(void *ctx, const struct meta_inode *in)
 		}
 	}
 	return 0;
-}
-
-int fsck_quarantine(struct fsck *f, uint64_t ino)
-{
-	struct meta_inode in, lf;
-	char key[4096], name[META_NAME_MAX + 1];
-	uint64_t tenant;
-	int ret;
-
-	char lfname[sizeof(LOST_FOUND) + 16];
-	int i;
-
-	fsck_key(f->meta, ino, key, sizeof(key), &tenant);
-	if (meta_get(f->meta, ino, &in))
-		return -ENOENT;
-	if (!tenant) {
-		/* Under something that is not a directory: the tenant it still belongs to. */
-		fsck_reachable(f, &in, &tenant);
-		if (!tenant)
-			return -ENOENT;
-	}
-	/* A user's own file (or anything but a directory) named lost+found: the next free name. */
-	for (i = 0;; i++) {
-		if (i)
-			snprintf(lfname, sizeof(lfname), "%s.%d", LOST_FOUND, i);
-		else
-			snprintf(lfname, sizeof(lfname), "%s", LOST_FOUND);
-		ret = meta_lookup(f->meta, tenant, lfname, strlen(lfname), &lf);
-		if (ret || S_ISDIR(lf.mode) || i == 1000)
-			break;
-	}
-	if (ret == -ENOENT) {
-		memset(&lf, 0, sizeof(lf));
-		lf.parent = tenant;
-		lf.mode = 040700;
-		lf.atime = lf.mtime = lf.ctime = (int64_t)time(NULL) * 1000000000;
-		lf.bucket = -1;
-		lf.prev_bucket = -1;
-		ret = meta_insert(f->meta, &lf, lfname, strlen(lfname));
-	} else if (!ret && !S_ISDIR(lf.mode)) {
-		ret = -EEXIST;
-	}
-	if (ret)
-		return ret;
-	snprintf(name, sizeof(name), "%" PRIu64, ino);
-	in.state = META_QUARANTINED;
-	ret = meta_update(f->meta, &in);
-	if (!ret)
-		ret = meta_move(f->meta, ino, lf.ino, name, strlen(name));
-	if (!ret)
-		fprintf(f->out, "repair: '%s' moved to %s/%s\n", key, lfname, name);
-	return ret;
 }
 
 static int fsck_open(const char *root, const char *meta_path, int repair, struct fsck *f,

@@ -1,7 +1,7 @@
 /*
  * fsck_int.h: what the files of fsck (fsck.c, the driver and the pages
- * backend's checks; fsck_kv.c, a KV backend's) share.  Nothing else
- * includes it.
+ * backend's checks; fsck_kv.c, a KV backend's; fsck_common.c, what both
+ * call) share.  Nothing else includes it.
  */
 #ifndef OFFLOADFS_FSCK_INT_H
 #define OFFLOADFS_FSCK_INT_H
@@ -12,6 +12,7 @@
 #include "fsck.h"
 #include "kvb.h"
 #include "meta.h"
+#include "progress.h"
 
 #define FSCK_BATCH 256 /* values per probe of a KV store */
 
@@ -50,6 +51,13 @@ struct fsck {
 
 /* Why the check cannot run, or a warning: on err after the program's name, as error(3). */
 __attribute__((format(printf, 2, 3))) void fsck_err(struct fsck *f, const char *fmt, ...);
+/* The object's key below its tenant, and its tenant's ino, for messages and repair. */
+void fsck_key(struct meta *m, uint64_t ino, char *out, size_t outlen, uint64_t *tenant);
+/*
+ * 1 when every ancestor of in is a directory up to the top level: what the
+ * mount can reach.  *tenant gets the tenant reached, 0 when none is.
+ */
+int fsck_reachable(struct fsck *f, const struct meta_inode *in, uint64_t *tenant);
 /* ino fails a check: --repair quarantines it. */
 void fsck_note_corrupt(struct fsck *f, uint64_t ino);
 /* Move ino into <tenant>/lost+found as quarantined; never deletes it. */

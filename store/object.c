@@ -356,27 +356,6 @@ void ofs_object_prepare_last_close(struct ofs_store *s, struct ofs_object *o)
 		(void)kvb_remove_prepare(&s->kvb, &map);
 }
 
-ssize_t ofs_object_pread(struct ofs_store *s, struct ofs_object *o, size_t size, uint64_t off,
-			 struct ofs_bytes *b, struct kvb_map *map)
-{
-	int ret;
-
-	memset(b, 0, sizeof(*b));
-	b->fd = -1;
-	if (o->obj)
-		kvb_obj_view(&s->kvb, o->obj, map);
-	else
-		*map = ofs_committed(&o->m);
-	if (off >= map->size)
-		return 0;
-	if (size > map->size - off)
-		size = (size_t)(map->size - off);
-	/* A writer's run may still be filling lazily (copy-on-write): the pages read first. */
-	if (o->obj && (ret = kvb_obj_settle(&s->kvb, o->obj, off, size)))
-		return ret;
-	return ofs_object_read(s, o, map, size, off, 0, b);
-}
-
 int ofs_object_xattr_change(struct ofs_store *s, uint64_t ino, const char *name,
 			    const char *value, size_t size, int flags)
 {

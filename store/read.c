@@ -2,7 +2,8 @@
  * read.c: the read strategy.  The bytes of a version come from the DRAM
  * tier, the backend's own buffer (zero copy), a copy checked page by page
  * (verify), a bucket file range the caller can splice, or a plain copy, in
- * that order of preference.  See object.h.
+ * that order of preference; and the read of what an object holds now,
+ * its working state or its committed version.  See object.h.
  */
 #include "object.h"
 
@@ -115,4 +116,25 @@ checked:
 		n = -EIO;
 	}
 	return n;
+}
+
+ssize_t ofs_object_pread(struct ofs_store *s, struct ofs_object *o, size_t size, uint64_t off,
+			 struct ofs_bytes *b, struct kvb_map *map)
+{
+	int ret;
+
+	memset(b, 0, sizeof(*b));
+	b->fd = -1;
+	if (o->obj)
+		kvb_obj_view(&s->kvb, o->obj, map);
+	else
+		*map = ofs_committed(&o->m);
+	if (off >= map->size)
+		return 0;
+	if (size > map->size - off)
+		size = (size_t)(map->size - off);
+	/* A writer's run may still be filling lazily (copy-on-write): the pages read first. */
+	if (o->obj && (ret = kvb_obj_settle(&s->kvb, o->obj, off, size)))
+		return ret;
+	return ofs_object_read(s, o, map, size, off, 0, b);
 }

@@ -1,0 +1,49 @@
+/*
+ * progress.c: the progress display of long walks (progress.h).
+ */
+#include "progress.h"
+
+#include <inttypes.h>
+#include <unistd.h>
+
+void ofs_progress_start(struct ofs_progress *p, const char *what, uint64_t total, FILE *to,
+			FILE *report)
+{
+	p->what = what;
+	p->total = total;
+	p->done = 0;
+	p->to = to;
+	p->report = report;
+	p->tty = isatty(fileno(to));
+	p->last = 0;
+}
+
+void ofs_progress_show(struct ofs_progress *p, int final)
+{
+	time_t now = time(NULL);
+
+	if (p->tty) {
+		int width = 40, fill = p->total ? (int)(p->done * (uint64_t)width / p->total) : width;
+
+		if (!final && now == p->last && p->done != p->total)
+			return;
+		fprintf(p->to, "\r%s [%.*s%*s] %" PRIu64 "/%" PRIu64 "%s", p->what, fill,
+			"########################################", width - fill, "", p->done,
+			p->total, final ? "\n" : "");
+	} else {
+		if (!final && now - p->last < 5)
+			return;
+		fprintf(p->to, "%s: %" PRIu64 "/%" PRIu64 "\n", p->what, p->done, p->total);
+	}
+	p->last = now;
+	fflush(p->to);
+}
+
+void ofs_progress_clear(struct ofs_progress *p)
+{
+	if (!p->tty)
+		return;
+	fflush(p->report);
+	fprintf(p->to, "\r\033[K");
+	p->last = 0;
+}
