@@ -1,8 +1,8 @@
 /*
  * meta.c: the sqlite engine behind meta.h: opening a database, its schema
  * (version META_SCHEMA_VERSION, kept in PRAGMA user_version) and the
- * migrations from each older one, the store's settings, the statement
- * array, and the helpers the engine's other files share (meta_int.h).
+ * migrations from each older one, the store's settings and the statement
+ * array.
  *
  * The schema is described in DESIGN.md; keep the two in step.
  */
@@ -169,131 +169,9 @@ void meta_inject_fault(struct meta *m, unsigned long nth_write)
 	m->writes = 0;
 }
 
-/* Count a write statement; -EIO when it is the one chosen to fail. */
-int meta_fault(struct meta *m)
-{
-	m->changes++;
-	if (!m->fault_at)
-		return 0;
-	if (++m->writes == m->fault_at) {
-		m->fault_at = 0;
-		return -EIO;
-	}
-	return 0;
-}
-
-int meta_errno(int rc)
-{
-	switch (rc & 0xff) {
-	case SQLITE_OK:
-	case SQLITE_DONE:
-	case SQLITE_ROW:
-		return 0;
-	case SQLITE_CONSTRAINT:
-		return -EEXIST;
-	case SQLITE_FULL:
-		return -ENOSPC;
-	case SQLITE_NOMEM:
-		return -ENOMEM;
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		return -EBUSY;
-	case SQLITE_READONLY:
-	case SQLITE_PERM:
-	case SQLITE_AUTH:
-		return -EACCES;
-	case SQLITE_NOTADB:
-	case SQLITE_CORRUPT:
-		return -EUCLEAN;
-	default:
-		return -EIO;
-	}
-}
-
 const char *meta_errmsg(struct meta *m)
 {
 	return m && m->db ? sqlite3_errmsg(m->db) : "no database";
-}
-
-/* Reset after use so the statement holds no read lock between calls. */
-int meta_step_done(struct meta *m, sqlite3_stmt *s)
-{
-	int own = sqlite3_get_autocommit(m->db);
-	int rc = sqlite3_step(s);
-
-	sqlite3_reset(s);
-	/*
-	 * The disk is full: the hook gives space back, and the write is tried
-	 * once more when that is safe: a statement that was its own
-	 * transaction (sqlite rolled it back; the log is emptied first, its
-	 * blocks returned), or a COMMIT that left its transaction open.
-	 */
-	if ((rc & 0xff) == SQLITE_FULL && m->full_hook &&
-	    (own || (s == m->st[ST_COMMIT] && !sqlite3_get_autocommit(m->db)))) {
-		m->full_hook(m->full_arg);
-		if (own && !__atomic_load_n(&m->log_failed, __ATOMIC_RELAXED))
-			sqlite3_wal_checkpoint_v2(m->db, "main", SQLITE_CHECKPOINT_TRUNCATE, NULL,
-						  NULL);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-	}
-	sqlite3_clear_bindings(s);
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-		(void)m;
-		return meta_errno(rc);
-	}
-	return 0;
-}
-
-void meta_finish(sqlite3_stmt *s)
-{
-	sqlite3_reset(s);
-	sqlite3_clear_bindings(s);
-}
-
-int meta_exec(struct meta *m, const char *sql)
-{
-	return meta_errno(sqlite3_exec(m->db, sql, NULL, NULL, NULL));
-}
-
-int meta_kv_get(struct meta *m, const char *k, sqlite3_int64 *iv, char *sv, size_t slen)
-{
-	sqlite3_stmt *s = m->st[ST_KV_GET];
-	int rc, ret = -ENOENT;
-
-	sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		if (iv)
-			*iv = sqlite3_column_int64(s, 0);
-		if (sv) {
-			const unsigned char *t = sqlite3_column_text(s, 0);
-			snprintf(sv, slen, "%s", t ? (const char *)t : "");
-		}
-		ret = 0;
-	} else if (rc != SQLITE_DONE) {
-		ret = meta_errno(rc);
-	}
-	meta_finish(s);
-	return ret;
-}
-
-int meta_kv_set_int(struct meta *m, const char *k, sqlite3_int64 v)
-{
-	sqlite3_stmt *s = m->st[ST_KV_SET];
-
-	sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 2, v);
-	return meta_step_done(m, s);
-}
-
-int meta_kv_set_text(struct meta *m, const char *k, const char *v)
-{
-	sqlite3_stmt *s = m->st[ST_KV_SET];
-
-	sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, v, -1, SQLITE_STATIC);
-	return meta_step_done(m, s);
 }
 
 int meta_setting_get(struct meta *m, const char *name, char *buf, size_t len)
@@ -647,82 +525,3 @@ int meta_geom_get(struct meta *m, struct meta_geom *g, char *backend, size_t ble
 	g->bucket_count = (uint32_t)bc;
 	return 0;
 }
-
-void meta_row_inode(sqlite3_stmt *s, struct meta_inode *in)
-{
-	in->ino = (uint64_t)sqlite3_column_int64(s, 0);
-	in->parent = (uint64_t)sqlite3_column_int64(s, 1);
-	in->mode = (uint32_t)sqlite3_column_int64(s, 2);
-	in->uid = (uint32_t)sqlite3_column_int64(s, 3);
-	in->gid = (uint32_t)sqlite3_column_int64(s, 4);
-	in->atime = sqlite3_column_int64(s, 5);
-	in->mtime = sqlite3_column_int64(s, 6);
-	in->ctime = sqlite3_column_int64(s, 7);
-	in->size = (uint64_t)sqlite3_column_int64(s, 8);
-	in->bucket = sqlite3_column_int(s, 9);
-	in->page = (uint64_t)sqlite3_column_int64(s, 10);
-	in->npages = (uint64_t)sqlite3_column_int64(s, 11);
-	in->csum = (uint64_t)sqlite3_column_int64(s, 12);
-	in->state = sqlite3_column_int(s, 13);
-	in->gen = (uint64_t)sqlite3_column_int64(s, 14);
-	in->prev_bucket = sqlite3_column_int(s, 15);
-	in->prev_page = (uint64_t)sqlite3_column_int64(s, 16);
-	in->prev_npages = (uint64_t)sqlite3_column_int64(s, 17);
-	in->prev_size = (uint64_t)sqlite3_column_int64(s, 18);
-	in->prev_csum = (uint64_t)sqlite3_column_int64(s, 19);
-	in->nlink = (uint32_t)sqlite3_column_int64(s, 20);
-}
-
-int meta_one_inode(sqlite3_stmt *s, struct meta_inode *out)
-{
-	int rc = sqlite3_step(s), ret;
-
-	if (rc == SQLITE_ROW) {
-		meta_row_inode(s, out);
-		ret = 0;
-	} else {
-		ret = rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
-	}
-	meta_finish(s);
-	return ret;
-}
-
-int meta_changed_one(struct meta *m, int ret)
-{
-	if (!ret && sqlite3_changes(m->db) == 0)
-		return -ENOENT;
-	return ret;
-}
-
-/* Run statement st with ?1 = id: 1 when it returns a row, 0 when not. */
-int meta_exists(struct meta *m, int st, uint64_t id)
-{
-	sqlite3_stmt *s = m->st[st];
-	int rc;
-
-	sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
-	rc = sqlite3_step(s);
-	meta_finish(s);
-	if (rc == SQLITE_ROW)
-		return 1;
-	return rc == SQLITE_DONE ? 0 : meta_errno(rc);
-}
-
-/* Step s to the end, calling fn on each row until it returns non-zero. */
-int meta_each_inode(sqlite3_stmt *s, meta_ino_fn fn, void *ctx)
-{
-	struct meta_inode in;
-	int rc, ret = 0;
-
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		meta_row_inode(s, &in);
-		ret = fn(ctx, &in);
-		if (ret)
-			break;
-	}
-	if (!ret && rc != SQLITE_DONE)
-		ret = meta_errno(rc);
-	meta_finish(s);
-	return ret;
-}
-

@@ -6,9 +6,10 @@
  * Every statement the engine runs more than rarely is prepared once in
  * meta_open (meta.c, where their SQL text is), kept in struct meta's
  * array at its ST_ index, reset after each use and finalized in
- * meta_close.  The files: meta.c (open, schema and its migrations,
- * settings, the statement array, the helpers below), sync.c
- * (transactions, the durability barrier, the log), ns.c (the namespace),
+ * meta_close.  The files: stmt.c (the helpers below, transactions among
+ * them, which every other file uses), meta.c (open, schema and its
+ * migrations, settings, the statement array), sync.c (the durability
+ * barrier, the log), ns.c (the namespace),
  * xattr.c, object.c (objects' versions and mappings, recovery),
  * snapshot.c (the clean-unmount state) and task.c (promotion tasks).
  */

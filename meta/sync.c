@@ -1,5 +1,5 @@
 /*
- * sync.c: transactions, the durability barrier and the log.
+ * sync.c: the durability barrier and the log.
  *
  * WAL with synchronous=NORMAL: a commit reaches the OS before it returns
  * (it survives a daemon kill -9) without an fsync; meta_sync, or
@@ -46,26 +46,6 @@ int meta_wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 	if (rc != SQLITE_OK && rc != SQLITE_BUSY && rc != SQLITE_LOCKED)
 		__atomic_store_n(&m->log_failed, 1, __ATOMIC_RELAXED);
 	return SQLITE_OK;
-}
-
-int meta_begin(struct meta *m)
-{
-	return meta_step_done(m, m->st[ST_BEGIN]);
-}
-
-int meta_commit(struct meta *m)
-{
-	int ret = meta_step_done(m, m->st[ST_COMMIT]);
-
-	if (ret)
-		meta_rollback(m);
-	return ret;
-}
-
-void meta_rollback(struct meta *m)
-{
-	if (!sqlite3_get_autocommit(m->db))
-		meta_step_done(m, m->st[ST_ROLLBACK]);
 }
 
 /* The synced_gen row, in a transaction of its own. */

@@ -406,7 +406,7 @@ static int pages_bucket_usage(void *arg, uint32_t b, uint64_t *used, uint64_t *f
 	return 0;
 }
 
-void pages_free(void *arg)
+static void pages_free(void *arg)
 {
 	struct pages *p = arg;
 	uint32_t i;
@@ -460,7 +460,93 @@ static const struct kvb_admin_ops pages_admin = {
 	.free = pages_free,
 };
 
-void pages_attach(struct kvb *kvb, struct pages *p)
+/* Make kvb the pages backend over p (which it then owns). */
+static void pages_attach(struct kvb *kvb, struct pages *p)
 {
 	kvb_init(kvb, &pages_ops, &pages_admin, p);
+}
+
+/* A backend of geometry g, its buckets not yet given storage. */
+static int pages_alloc(struct pages **out, const struct kvb_pages_geom *g, char *err, size_t errlen)
+{
+	struct pages *p;
+	uint32_t i;
+
+	if (g->page_size < PAGES_PAGE_SIZE_MIN || (g->page_size & (g->page_size - 1)) ||
+	    g->bucket_size < g->page_size || g->bucket_size % g->page_size ||
+	    g->bucket_count < 1 || g->bucket_count > PAGES_BUCKETS_MAX) {
+		snprintf(err, errlen,
+			 "invalid geometry: page_size %llu (a power of two >= %u), bucket_size "
+			 "%llu (a multiple of page_size), bucket_count %u (1..%u)",
+			 (unsigned long long)g->page_size, PAGES_PAGE_SIZE_MIN,
+			 (unsigned long long)g->bucket_size, g->bucket_count, PAGES_BUCKETS_MAX);
+		return -EINVAL;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->page_size = g->page_size;
+	p->bucket_size = g->bucket_size;
+	p->npages = g->bucket_size / g->page_size;
+	p->nbuckets = g->bucket_count;
+	p->keep_free = g->keep_free;
+	pthread_mutex_init(&p->flock, NULL);
+	p->b = calloc(p->nbuckets, sizeof(*p->b));
+	if (!p->b) {
+		free(p);
+		return -ENOMEM;
+	}
+	for (i = 0; i < p->nbuckets; i++) {
+		p->b[i].fd = -1;
+		pthread_mutex_init(&p->b[i].lock, NULL);
+		if (alloc_init(&p->b[i].a, p->npages)) {
+			p->nbuckets = i + 1;
+			pages_free(p);
+			snprintf(err, errlen, "out of memory for bitmaps");
+			return -ENOMEM;
+		}
+	}
+	*out = p;
+	return 0;
+}
+
+int kvb_pages_init(struct kvb *kvb, const char *root, const struct kvb_pages_geom *g,
+		   int create, char *err, size_t errlen)
+{
+	struct pages *p;
+	int ret;
+
+	ret = pages_alloc(&p, g, err, errlen);
+	if (ret)
+		return ret;
+	ret = io_open_files(p, root, create, err, errlen);
+	if (ret) {
+		pages_free(p);
+		return ret;
+	}
+	pages_attach(kvb, p);
+	return 0;
+}
+
+int kvb_pages_init_io(struct kvb *kvb, const struct kvb_pages_geom *g,
+		      const struct kvb_pages_io *io, void *dev, char *err, size_t errlen)
+{
+	struct pages *p;
+	int ret;
+
+	assert(io->pread && io->pwrite && io->zero && io->sync);
+	ret = pages_alloc(&p, g, err, errlen);
+	if (ret)
+		return ret;
+	p->io = io;
+	p->dev = dev;
+	pages_attach(kvb, p);
+	return 0;
+}
+
+void *kvb_pages_io_dev(const struct kvb *kvb)
+{
+	const struct pages *p = kvb->arg;
+
+	return p->dev;
 }

@@ -85,6 +85,53 @@ void io_willneed(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
 		p->io->willneed(p->dev, b, off, len);
 }
 
+/* ---- whole reads and writes ---- */
+
+/*
+ * The bucket is marked dirty after the bytes are written, not before: a
+ * barrier that cleared the mark between the two would otherwise miss bytes
+ * that landed after its fsync, while a commit made after this returns gets
+ * a generation only a later barrier covers.
+ */
+int pages_write_all(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off)
+{
+	int ret = 0;
+
+	while (len) {
+		ssize_t n = io_pwrite(p, b, buf, len, off);
+
+		if (n <= 0) {
+			ret = n < 0 ? (int)n : -EIO;
+			break;
+		}
+		buf = (const char *)buf + n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	/* Even a short write changed bytes. */
+	__atomic_store_n(&p->b[b].dirty, 1, __ATOMIC_RELEASE);
+	return ret;
+}
+
+int pages_read_all(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off)
+{
+	while (len) {
+		ssize_t n = io_pread(p, b, buf, len, off);
+
+		if (n < 0)
+			return (int)n;
+		if (n == 0) {
+			/* Past the end of a sparse file: reads as zeros. */
+			memset(buf, 0, len);
+			return 0;
+		}
+		buf = (char *)buf + n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
 /* ---- file-backed buckets ---- */
 
 static ssize_t file_pread(void *dev, uint32_t b, void *buf, size_t len, uint64_t off)
@@ -188,61 +235,16 @@ static const struct kvb_pages_io file_io = {
 	.willneed = file_willneed,
 };
 
-/* A backend of geometry g, its buckets not yet given storage. */
-static int pages_alloc(struct pages **out, const struct kvb_pages_geom *g, char *err, size_t errlen)
+/*
+ * Give p's buckets their files under root (made when create) and p the
+ * file I/O.  On failure the files opened so far stay in p for pages_free.
+ */
+int io_open_files(struct pages *p, const char *root, int create, char *err, size_t errlen)
 {
-	struct pages *p;
-	uint32_t i;
-
-	if (g->page_size < PAGES_PAGE_SIZE_MIN || (g->page_size & (g->page_size - 1)) ||
-	    g->bucket_size < g->page_size || g->bucket_size % g->page_size ||
-	    g->bucket_count < 1 || g->bucket_count > PAGES_BUCKETS_MAX) {
-		snprintf(err, errlen,
-			 "invalid geometry: page_size %llu (a power of two >= %u), bucket_size "
-			 "%llu (a multiple of page_size), bucket_count %u (1..%u)",
-			 (unsigned long long)g->page_size, PAGES_PAGE_SIZE_MIN,
-			 (unsigned long long)g->bucket_size, g->bucket_count, PAGES_BUCKETS_MAX);
-		return -EINVAL;
-	}
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return -ENOMEM;
-	p->page_size = g->page_size;
-	p->bucket_size = g->bucket_size;
-	p->npages = g->bucket_size / g->page_size;
-	p->nbuckets = g->bucket_count;
-	p->keep_free = g->keep_free;
-	pthread_mutex_init(&p->flock, NULL);
-	p->b = calloc(p->nbuckets, sizeof(*p->b));
-	if (!p->b) {
-		free(p);
-		return -ENOMEM;
-	}
-	for (i = 0; i < p->nbuckets; i++) {
-		p->b[i].fd = -1;
-		pthread_mutex_init(&p->b[i].lock, NULL);
-		if (alloc_init(&p->b[i].a, p->npages)) {
-			p->nbuckets = i + 1;
-			pages_free(p);
-			snprintf(err, errlen, "out of memory for bitmaps");
-			return -ENOMEM;
-		}
-	}
-	*out = p;
-	return 0;
-}
-
-int kvb_pages_init(struct kvb *kvb, const char *root, const struct kvb_pages_geom *g,
-		   int create, char *err, size_t errlen)
-{
-	struct pages *p;
 	char path[PATH_MAX], name[32];
 	uint32_t i;
 	int ret, dfd = -1;
 
-	ret = pages_alloc(&p, g, err, errlen);
-	if (ret)
-		return ret;
 	p->io = &file_io;
 	p->dev = p;
 	p->root = realpath(root, NULL);
@@ -297,35 +299,10 @@ int kvb_pages_init(struct kvb *kvb, const char *root, const struct kvb_pages_geo
 		}
 	}
 	close(dfd);
-	pages_attach(kvb, p);
 	return 0;
 
 out_free:
 	if (dfd >= 0)
 		close(dfd);
-	pages_free(p);
 	return ret;
-}
-
-int kvb_pages_init_io(struct kvb *kvb, const struct kvb_pages_geom *g,
-		      const struct kvb_pages_io *io, void *dev, char *err, size_t errlen)
-{
-	struct pages *p;
-	int ret;
-
-	assert(io->pread && io->pwrite && io->zero && io->sync);
-	ret = pages_alloc(&p, g, err, errlen);
-	if (ret)
-		return ret;
-	p->io = io;
-	p->dev = dev;
-	pages_attach(kvb, p);
-	return 0;
-}
-
-void *kvb_pages_io_dev(const struct kvb *kvb)
-{
-	const struct pages *p = kvb->arg;
-
-	return p->dev;
 }

@@ -2,14 +2,16 @@
  * pages_int.h: what the files of the pages backend share, and nothing
  * outside kvbackend/pages/ includes it.
  *
- *   backend.c  the kvb ops on committed objects, mount and unmount (the
- *              working-state rules are told there)
+ *   backend.c  the kvb ops on committed objects, mount and unmount,
+ *              making a backend (the working-state rules are told there)
  *   writer.c   a writer's working state: write, truncate, reserve, settle,
  *              commit, with the lazy copy-on-write
- *   runs.c     page runs (allocation, frees after the barrier), byte I/O
- *              over runs, and the checksums of a run's bytes
+ *   runs.c     page runs (allocation, frees after the barrier), copies
+ *              between runs, and the checksums of a run's bytes
  *   io.c       the bucket I/O every call goes through (counted for
- *              metrics), the bucket files, and making a backend
+ *              metrics), whole reads and writes, and the bucket files
+ *
+ * Each file calls only those listed below it.
  *
  * Lock order: an object's fill_lock, then a bucket's lock.  flock is
  * never held with a bucket's lock.  The counters are atomics.
@@ -121,6 +123,9 @@ int io_sync(struct pages *p, uint32_t b);
 int io_reserve(struct pages *p, uint32_t b, uint64_t page, uint64_t n);
 void io_punch(struct pages *p, uint32_t b, uint64_t page, uint64_t n);
 void io_willneed(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
+int pages_write_all(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off);
+int pages_read_all(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off);
+int io_open_files(struct pages *p, const char *root, int create, char *err, size_t errlen);
 
 /* ---- runs.c ---- */
 
@@ -129,8 +134,6 @@ int pages_free_later(struct pages *p, int32_t b, uint64_t page, uint64_t n);
 int pages_alloc_run(struct pages *p, const char *key, size_t klen, uint64_t n,
 		    struct kvb_map *out);
 int pages_extend_run(struct pages *p, struct kvb_map *m, uint64_t n);
-int pages_write_all(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off);
-int pages_read_all(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off);
 int pages_copy_at(struct pages *p, const struct kvb_map *from, const struct kvb_map *to,
 		  uint64_t off, uint64_t len);
 int hasher_init(struct pages_hasher *h);
@@ -154,11 +157,5 @@ int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_
 			     uint64_t *csum, const uint64_t **pcsums);
 void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok);
 void pages_obj_close(void *arg, struct kvb_obj *o);
-
-/* ---- backend.c ---- */
-
-/* Make kvb the pages backend over p (which it then owns). */
-void pages_attach(struct kvb *kvb, struct pages *p);
-void pages_free(void *arg);
 
 #endif

@@ -118,52 +118,7 @@ int pages_extend_run(struct pages *p, struct kvb_map *m, uint64_t n)
 	return ret == -EINVAL ? -ENOSPC : ret;
 }
 
-/* ---- byte I/O helpers ---- */
-
-/*
- * The bucket is marked dirty after the bytes are written, not before: a
- * barrier that cleared the mark between the two would otherwise miss bytes
- * that landed after its fsync, while a commit made after this returns gets
- * a generation only a later barrier covers.
- */
-int pages_write_all(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off)
-{
-	int ret = 0;
-
-	while (len) {
-		ssize_t n = io_pwrite(p, b, buf, len, off);
-
-		if (n <= 0) {
-			ret = n < 0 ? (int)n : -EIO;
-			break;
-		}
-		buf = (const char *)buf + n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	/* Even a short write changed bytes. */
-	__atomic_store_n(&p->b[b].dirty, 1, __ATOMIC_RELEASE);
-	return ret;
-}
-
-int pages_read_all(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off)
-{
-	while (len) {
-		ssize_t n = io_pread(p, b, buf, len, off);
-
-		if (n < 0)
-			return (int)n;
-		if (n == 0) {
-			/* Past the end of a sparse file: reads as zeros. */
-			memset(buf, 0, len);
-			return 0;
-		}
-		buf = (char *)buf + n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
-}
+/* ---- byte I/O over runs ---- */
 
 /* Copy bytes [off, off + len) of from to the same offset of to. */
 int pages_copy_at(struct pages *p, const struct kvb_map *from, const struct kvb_map *to,

@@ -1,12 +1,12 @@
 /*
- * journal.c: the journal of keys that may need deleting, in ROOT, and the
- * doomed values it records.  Nothing can list the KV store, so every value
- * that might outlive its record is written down before it can: "P vid key"
- * before a put, "D vid key" before a record change lets a value go (both
- * synced first), "V vid" after a reset (vids are never reused).  A doomed
- * value is deleted at the release after the record change that let it go
- * is durable; start replays the journal and deletes every value it names
- * that no record points at.
+ * journal.c: the journal of keys that may need deleting, in ROOT, the puts
+ * it covers, and the doomed values it records.  Nothing can list the KV
+ * store, so every value that might outlive its record is written down
+ * before it can: "P vid key" before a put, "D vid key" before a record
+ * change lets a value go (both synced first), "V vid" after a reset (vids
+ * are never reused).  A doomed value is deleted at the release after the
+ * record change that let it go is durable; start replays the journal and
+ * deletes every value it names that no record points at.
  */
 #include "ubsio_int.h"
 
@@ -218,37 +218,6 @@ int ubs_journal_replay(struct ubs *u, uint64_t *lines, uint64_t *orphans, char *
 
 /* ---- doomed values ---- */
 
-/* Put v on the doomed list (no journal line).  Under u->lock. */
-void ubs_doom_quiet(struct ubs *u, struct ubs_val *v)
-{
-	v->state = UBS_DOOMED;
-	v->obj = NULL;
-	v->doom_seq = u->doom_seq++;
-	v->dnext = NULL;
-	v->dprev = u->doomed_tail;
-	if (u->doomed_tail)
-		u->doomed_tail->dnext = v;
-	else
-		u->doomed_head = v;
-	u->doomed_tail = v;
-	u->ndoomed++;
-}
-
-static void ubs_doom_remove(struct ubs *u, struct ubs_val *v)
-{
-	assert(v->state == UBS_DOOMED && u->ndoomed > 0);
-	if (v->dprev)
-		v->dprev->dnext = v->dnext;
-	else
-		u->doomed_head = v->dnext;
-	if (v->dnext)
-		v->dnext->dprev = v->dprev;
-	else
-		u->doomed_tail = v->dprev;
-	v->dprev = v->dnext = NULL;
-	u->ndoomed--;
-}
-
 /*
  * v's value is to be deleted once the record change that let go of it is
  * durable.  Its key is normally in the journal already (written, synced,
@@ -446,4 +415,71 @@ void ubs_journal_trim(struct ubs *u)
 	}
 	pthread_mutex_unlock(&u->lock);
 	pthread_mutex_unlock(&u->jslock);
+}
+
+/* ---- puts ---- */
+
+/*
+ * Put a batch: journal every key and sync the journal (a crash after the
+ * put must find the key to delete it), then the batch calls.
+ */
+static void ubs_put_batch(struct ubs *u, struct ubs_req *list)
+{
+	const char *keys[UBS_BATCH];
+	void *bufs[UBS_BATCH];
+	size_t lens[UBS_BATCH];
+	int res[UBS_BATCH];
+	struct ubs_put *p[UBS_BATCH], *q[UBS_BATCH];
+	struct ubs_req *it = list;
+	uint32_t i, n, m;
+	unsigned calls;
+
+	while (it) {
+		for (n = 0; it && n < UBS_BATCH; it = it->next, n++)
+			p[n] = (struct ubs_put *)it;
+		/*
+		 * Each key's line durable first (one sync covers the batch); a put
+		 * whose line a failed sync counted lost is not issued (-EIO).
+		 */
+		for (i = 0, m = 0; i < n; i++) {
+			p[i]->rc = ubs_jsync(u, p[i]->jgen, p[i]->jend);
+			if (p[i]->rc == -ESTALE)
+				p[i]->rc = -EIO;
+			/* The library stores no empty value and no key it cannot take. */
+			if (!p[i]->rc && (!ubs_key_ok(p[i]->key) || !p[i]->len || !p[i]->buf))
+				p[i]->rc = -EINVAL;
+			if (p[i]->rc)
+				continue;
+			q[m] = p[i];
+			keys[m] = p[i]->key;
+			bufs[m] = p[i]->buf;
+			lens[m] = p[i]->len;
+			res[m++] = UBS_NO_RESULT;
+		}
+		if (!m)
+			continue;
+		calls = ubs_batch_call(ubs_bput_call, keys, bufs, lens, res, m);
+		pthread_mutex_lock(&u->lock);
+		u->st.calls[KVB_CALL_WRITE] += calls;
+		for (i = 0; i < m; i++) {
+			/*
+			 * A full cache answers a put with "retry" once the storage
+			 * SDK's own retries are spent (boostio's sdk/bio.cpp maps
+			 * nothing to "no space"); a put is never of a missing value.
+			 */
+			q[i]->rc = res[i] == UBS_ERETRY ? -ENOSPC : ubs_errno(res[i]);
+			if (q[i]->rc == -ENOENT)
+				q[i]->rc = -EIO;
+			if (q[i]->rc)
+				u->st.errors[KVB_CALL_WRITE]++;
+		}
+		pthread_mutex_unlock(&u->lock);
+	}
+}
+
+/* Put one value, batched with every put that arrives while a batch is in flight. */
+int ubs_put(struct ubs *u, struct ubs_put *p)
+{
+	ubs_queue_run(u, &u->puts, &p->r, ubs_put_batch);
+	return p->rc;
 }

@@ -4,12 +4,16 @@
  *
  *   lib.c      the library: dlopen, its symbols, its codes, key checks,
  *              batch calls; one per process (also offloadctl scrub's client)
- *   journal.c  the journal of keys that may need deleting, and the doomed
- *              values it records, deleted at release
- *   values.c   the value table, the read cache, the put and get queues
+ *   values.c   the value table and its doomed list, the read cache, the
+ *              batching queue and the gets
+ *   journal.c  the journal of keys that may need deleting, the puts it
+ *              must cover first, and the doomed values it records, deleted
+ *              at release
  *   writer.c   a writer's working state: write, truncate, commit
  *   backend.c  the kvb ops: remove, barrier/release, start/stop, probe,
  *              describe, statfs, init/free (the design is told there)
+ *
+ * Each file calls only those listed above it.
  *
  * Lock order: u->jslock, then u->lock.  A queue's lock and the library's
  * own lock (lib.c) are taken with neither held, and library calls are made
@@ -217,9 +221,12 @@ void ubs_uncache(struct ubs *u, struct ubs_val *v);
 void ubs_val_free(struct ubs *u, struct ubs_val *v);
 struct ubs_val *ubs_val_new(struct ubs *u, uint64_t vid, uint64_t size, const char *skey,
 			    enum ubs_state state);
+void ubs_doom_quiet(struct ubs *u, struct ubs_val *v);
+void ubs_doom_remove(struct ubs *u, struct ubs_val *v);
 void ubs_queue_init(struct ubs_queue *q);
 void ubs_queue_destroy(struct ubs_queue *q);
-int ubs_put(struct ubs *u, struct ubs_put *p);
+void ubs_queue_run(struct ubs *u, struct ubs_queue *q, struct ubs_req *r,
+		   void (*batch)(struct ubs *, struct ubs_req *));
 int ubs_hold(struct ubs *u, struct ubs_val *v, const uint64_t *pcs, uint64_t *bad);
 void ubs_unhold(struct ubs *u, struct ubs_val *v);
 ssize_t ubs_read_ref(void *arg, const struct kvb_map *m, const uint64_t *pcs, size_t len,
@@ -241,9 +248,9 @@ void ubs_journal_trim(struct ubs *u);
 int ubs_journal_doomed(struct ubs *u);
 int ubs_journal_replay(struct ubs *u, uint64_t *lines, uint64_t *orphans, char *msg,
 		       size_t msglen);
-void ubs_doom_quiet(struct ubs *u, struct ubs_val *v);
 int ubs_doom(struct ubs *u, struct ubs_val *v);
 uint64_t ubs_delete_doomed(struct ubs *u, uint64_t mark);
+int ubs_put(struct ubs *u, struct ubs_put *p);
 
 /* ---- writer.c ---- */
 
