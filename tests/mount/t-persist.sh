@@ -4,7 +4,9 @@
 # mappings, closed files intact, fsck clean again); files still open for
 # writing at the kill are dropped and their pages freed (new files absent,
 # existing ones at their last closed content, also when reopened with
-# O_TRUNC); a file unlinked while open at the kill is gone and its pages
+# O_TRUNC); a temp file renamed over a final name keeps its object (no
+# copy), stats right after, frees the replaced file's pages and survives
+# the kill; a file unlinked while open at the kill is gone and its pages
 # freed; SIGTERM with files open is a clean shutdown that drops the writers.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -88,6 +90,30 @@ cat "$TREE/t1/f65537" >"$MNT/t1/f65537" # overwrite in place (O_TRUNC), bigger
 rm "$TREE/t1/a/b/f4095" "$MNT/t1/a/b/f4095"
 mv "$TREE/t1/sp ace" "$TREE/t1/renamed"
 mv "$MNT/t1/sp ace" "$MNT/t1/renamed"
+# A KV client's put: a temp file written and closed, then renamed over the
+# final name.  The rename moves the committed object (same inode, same
+# pages: no copy); a stat right after the close and after the rename gives
+# the new size and pages; the replaced file's pages come back.
+put t1/final $((2 * PAGE + 7)) # 3 pages
+freeR=$(ofs_free)
+mkrand "$TREE/t1/final" $((PAGE + 5)) # 2 pages
+cp "$TREE/t1/final" "$MNT/t1/final.tmp"
+check_eq "stat of a temp file right after its close: its size" $((PAGE + 5)) \
+	"$(stat -c %s "$MNT/t1/final.tmp")"
+check_pages "stat of a temp file right after its close: the blocks of its 2 pages" \
+	$((2 * PAGE / 512)) "$(stat -c %b "$MNT/t1/final.tmp")"
+tmp_id="$(stat -c %i "$MNT/t1/final.tmp") $(getfattr --absolute-names --only-values -n user.offload.descriptor \
+	"$MNT/t1/final.tmp" 2>&1)"
+mv -f "$MNT/t1/final.tmp" "$MNT/t1/final"
+check_eq "stat right after the rename over the final name: the new size" $((PAGE + 5)) \
+	"$(stat -c %s "$MNT/t1/final")"
+check_pages "stat right after the rename: the blocks of the new 2 pages" \
+	$((2 * PAGE / 512)) "$(stat -c %b "$MNT/t1/final")"
+check_eq "the renamed file is the temp file's object: same inode, same descriptor (no copy)" \
+	"$tmp_id" "$(stat -c %i "$MNT/t1/final") $(getfattr --absolute-names --only-values -n user.offload.descriptor \
+	"$MNT/t1/final" 2>&1)"
+check_pages "the rename freed the replaced file's 3 pages; the temp file's 2 stay in use" \
+	$((freeR + 3 - 2)) "$(ofs_free)"
 chmod 604 "$MNT/t1/new/n1"
 touch -d "2022-02-22 22:22:22.222222222 UTC" "$MNT/t1/new/n2"
 check_tree "before kill -9"
