@@ -1,0 +1,360 @@
+/*
+ * test_pages_files.c: unit tests for kvbackend/pages/ over real bucket files
+ * (blocks held, snapshot and rebuild) and for store/open.c's opening rules.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "kvb.h"
+#include "mem_buckets.h"
+#include "meta.h"
+#include "store.h"
+
+#include "test_pages.h"
+
+/* ---- real bucket files, snapshot and rebuild, store opening rules ---- */
+
+static char dir[256];
+
+static void dir_setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/ofs-test-pages-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void dir_teardown(void)
+{
+	char cmd[600];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static struct ofs_config cfg_small(void)
+{
+	struct ofs_config cfg = { 0 };
+
+	cfg.root = dir;
+	cfg.geom.page_size = PS;
+	cfg.geom.bucket_size = 32 * PS;
+	cfg.geom.bucket_count = 3;
+	cfg.set_page_size = cfg.set_bucket_size = cfg.set_bucket_count = 1;
+	return cfg;
+}
+
+/* Bytes of disk the bucket files under dir hold. */
+static uint64_t bucket_blocks(unsigned n)
+{
+	char path[512];
+	struct stat sb;
+	uint64_t total = 0;
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/bucket_%02x.data", dir, i);
+		ck_assert_int_eq(stat(path, &sb), 0);
+		total += (uint64_t)sb.st_blocks * 512;
+	}
+	return total;
+}
+
+/*
+ * A run holds its disk blocks from its allocation (a write-back then
+ * never meets a full disk) and gives them back when it is freed: a working
+ * state's at once, a committed one's after the barrier.
+ */
+START_TEST(test_runs_hold_blocks_until_freed)
+{
+	struct kvb_pages_geom g = { PS, 32 * PS, 1, 0 };
+	struct kvb_map empty = KVB_MAP_EMPTY, map, view;
+	struct kvb_obj *o;
+	char err[256];
+	uint64_t csum;
+
+	char probe[512];
+	int fd, can;
+
+	/* A filesystem under /tmp without fallocate and hole punching: nothing to check. */
+	snprintf(probe, sizeof(probe), "%s/probe", dir);
+	fd = open(probe, O_RDWR | O_CREAT, 0600);
+	ck_assert_int_ge(fd, 0);
+	can = fallocate(fd, 0, 0, PS) == 0 &&
+	      fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, PS) == 0;
+	close(fd);
+	unlink(probe);
+	if (!can)
+		return;
+	ck_assert_int_eq(kvb_pages_init(&kvb, dir, &g, 1, err, sizeof(err)), 0);
+	ck_assert_uint_eq(bucket_blocks(1), 0);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "a", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_truncate(&kvb, o, 8 * PS), 0);
+	ck_assert_uint_ge(bucket_blocks(1), 8 * PS);
+	kvb_obj_view(&kvb, o, &view);
+	ck_assert_int_eq(view.npages, 8);
+	/* Dropped uncommitted: its blocks go back at once. */
+	kvb_obj_close(&kvb, o);
+	ck_assert_uint_eq(bucket_blocks(1), 0);
+	/* Committed, then removed: the blocks stay until the barrier. */
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "a", 1, &o), 0);
+	put(o, 4 * PS, 0, 1);
+	commit(o, &map, &csum);
+	kvb_obj_commit_done(&kvb, o, 1);
+	kvb_obj_close(&kvb, o);
+	ck_assert_uint_ge(bucket_blocks(1), 4 * PS);
+	ck_assert_int_eq(kvb_remove(&kvb, &map), 0);
+	ck_assert_uint_ge(bucket_blocks(1), 4 * PS);
+	ck_assert_uint_eq(settle(), 4);
+	ck_assert_uint_eq(bucket_blocks(1), 0);
+	kvb_release(&kvb);
+}
+END_TEST
+
+START_TEST(test_store_create_snapshot_rebuild)
+{
+	struct ofs_config cfg = cfg_small();
+	struct ofs_store s;
+	struct kvb_statfs st1, st2;
+	struct meta_inode in = { 0 };
+	struct kvb_map empty = KVB_MAP_EMPTY, map;
+	struct kvb_obj *o;
+	char err[512], path[512], buf[5000];
+	uint64_t csum;
+	struct stat sb;
+	int i;
+
+	ck_assert_msg(ofs_store_open(&s, &cfg, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(s.created, 1);
+	for (i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/bucket_%02x.data", dir, i);
+		ck_assert_int_eq(stat(path, &sb), 0);
+		ck_assert_int_eq(sb.st_size, 32 * PS);
+	}
+	/* Three committed objects recorded in the metadata. */
+	for (i = 0; i < 3; i++) {
+		char key[8];
+
+		snprintf(key, sizeof(key), "obj%d", i);
+		ck_assert_int_eq(kvb_obj_open(&s.kvb, &empty, key, strlen(key), &o), 0);
+		fill(buf, sizeof(buf), (unsigned)i);
+		ck_assert_int_eq(kvb_obj_write(&s.kvb, o, buf, sizeof(buf), 0),
+				 (ssize_t)sizeof(buf));
+		{
+			const uint64_t *pcs;
+
+			ck_assert_int_eq(kvb_obj_commit_prepare(&s.kvb, o, 1, &map, &csum,
+								       &pcs),
+					 0);
+		}
+		memset(&in, 0, sizeof(in));
+		in.parent = META_ROOT_INO;
+		in.mode = 0100644;
+		in.size = map.size;
+		in.bucket = map.bucket;
+		in.page = map.page;
+		in.npages = map.npages;
+		in.csum = csum;
+		ck_assert_int_eq(meta_insert(s.meta, &in, key, strlen(key)), 0);
+		kvb_obj_commit_done(&s.kvb, o, 1);
+		kvb_obj_close(&s.kvb, o);
+	}
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &st1), 0);
+	ck_assert_uint_eq(st1.blocks, 96);
+	ck_assert_uint_eq(st1.blocks_free, 96 - 6);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+
+	/* Clean: the snapshot is loaded. */
+	ck_assert_msg(ofs_store_open(&s, &cfg, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(s.was_clean, 1);
+	ck_assert_ptr_nonnull(strstr(s.start_msg, "snapshot"));
+	ck_assert_uint_eq(s.nfiles, 3);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &st2), 0);
+	ck_assert_uint_eq(st2.blocks_free, st1.blocks_free);
+	/* Simulate a crash: drop the handles without the clean close. */
+	meta_close(s.meta);
+	kvb_release(&s.kvb);
+	close(s.lock_fd);
+	free(s.root);
+	free(s.meta_path);
+
+	ck_assert_msg(ofs_store_open(&s, &cfg, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(s.was_clean, 0);
+	ck_assert_ptr_nonnull(strstr(s.start_msg, "rebuilt from 3 mappings"));
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &st2), 0);
+	ck_assert_uint_eq(st2.blocks_free, st1.blocks_free);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+START_TEST(test_store_refusals)
+{
+	struct ofs_config cfg = cfg_small();
+	struct ofs_store s, s2;
+	char err[512], path[512];
+	FILE *f;
+
+	/* A foreign file in ROOT: refused and left alone. */
+	snprintf(path, sizeof(path), "%s/notes.txt", dir);
+	f = fopen(path, "w");
+	fputs("mine", f);
+	fclose(f);
+	ck_assert_int_eq(ofs_store_open(&s, &cfg, err, sizeof(err)), -EEXIST);
+	ck_assert_ptr_nonnull(strstr(err, "did not create"));
+	ck_assert_ptr_nonnull(strstr(err, "notes.txt"));
+	snprintf(path, sizeof(path), "%s/offloadfs.db", dir);
+	ck_assert_int_ne(access(path, F_OK), 0);
+	snprintf(path, sizeof(path), "%s/notes.txt", dir);
+	unlink(path);
+
+	ck_assert_msg(ofs_store_open(&s, &cfg, err, sizeof(err)) == 0, "%s", err);
+	/* One process per store. */
+	ck_assert_int_eq(ofs_store_open(&s2, &cfg, err, sizeof(err)), -EBUSY);
+	ck_assert_ptr_nonnull(strstr(err, "in use"));
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+
+	/* Another geometry: refused, naming both values. */
+	cfg.geom.bucket_count = 4;
+	ck_assert_int_eq(ofs_store_open(&s, &cfg, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "geometry mismatch: bucket_count=4 requested, store has 3");
+	cfg.geom.bucket_count = 3;
+	cfg.geom.page_size = 2 * PS;
+	ck_assert_int_eq(ofs_store_open(&s, &cfg, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "page_size=8192 requested, store has 4096"));
+	/* Geometry not given: the store's own is used. */
+	cfg.set_page_size = cfg.set_bucket_size = cfg.set_bucket_count = 0;
+	ck_assert_msg(ofs_store_open(&s, &cfg, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(s.geom.page_size, PS);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+
+	/* A truncated bucket file is never silently re-extended. */
+	snprintf(path, sizeof(path), "%s/bucket_01.data", dir);
+	ck_assert_int_eq(truncate(path, PS), 0);
+	ck_assert_int_eq(ofs_store_open(&s, &cfg, err, sizeof(err)), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(err, "truncated"));
+
+	/* Bucket files without their database: refused. */
+	snprintf(path, sizeof(path), "%s/offloadfs.db", dir);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(ofs_store_open(&s, &cfg, err, sizeof(err)), -EEXIST);
+	ck_assert_ptr_nonnull(strstr(err, "no metadata"));
+}
+END_TEST
+
+START_TEST(test_parse_size)
+{
+	uint64_t v;
+
+	ck_assert_int_eq(ofs_parse_size("4G", &v), 0);
+	ck_assert_uint_eq(v, 4ULL << 30);
+	ck_assert_int_eq(ofs_parse_size("64k", &v), 0);
+	ck_assert_uint_eq(v, 65536);
+	ck_assert_int_eq(ofs_parse_size("1MiB", &v), 0);
+	ck_assert_uint_eq(v, 1 << 20);
+	ck_assert_int_eq(ofs_parse_size("65536", &v), 0);
+	ck_assert_uint_eq(v, 65536);
+	ck_assert_int_eq(ofs_parse_size("", &v), -EINVAL);
+	ck_assert_int_eq(ofs_parse_size("abc", &v), -EINVAL);
+	ck_assert_int_eq(ofs_parse_size("-1", &v), -EINVAL);
+	ck_assert_int_eq(ofs_parse_size("4X", &v), -EINVAL);
+	ck_assert_int_eq(ofs_parse_size("99999999999T", &v), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_desc_escape)
+{
+	char out[64], small[8];
+	const char *v = "t/evil\nkey=x%y\x7f\x01z";
+
+	/* Nothing a name holds can start a line; '%' itself is escaped. */
+	ck_assert_uint_eq(kvb_desc_escape(out, sizeof(out), v), strlen("t/evil%0Akey=x%25y%7F%01z"));
+	ck_assert_str_eq(out, "t/evil%0Akey=x%25y%7F%01z");
+	ck_assert_ptr_null(strchr(out, '\n'));
+	ck_assert_int_eq(kvb_desc_unescape(out), 0);
+	ck_assert_str_eq(out, v);
+	/* Plain names are unchanged. */
+	ck_assert_uint_eq(kvb_desc_escape(out, sizeof(out), "/mnt/3fs/root"), 13);
+	ck_assert_str_eq(out, "/mnt/3fs/root");
+	/* Too small: the full length is returned, the buffer stays terminated. */
+	ck_assert_uint_eq(kvb_desc_escape(small, sizeof(small), "ab\ncdefgh"), 11);
+	ck_assert_uint_lt(strlen(small), sizeof(small));
+	strcpy(out, "bad%4");
+	ck_assert_int_eq(kvb_desc_unescape(out), -EINVAL);
+	strcpy(out, "bad%zz");
+	ck_assert_int_eq(kvb_desc_unescape(out), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_geom_valid)
+{
+	struct meta_geom g = { .page_size = 65536, .bucket_size = 4ULL << 30, .bucket_count = 256 };
+	char err[256];
+
+	ck_assert_int_eq(ofs_geom_valid(&g, err, sizeof(err)), 0);
+	g.page_size = 3;
+	ck_assert_int_eq(ofs_geom_valid(&g, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "invalid page_size 3: a power of two from 4096 to 1G");
+	g.page_size = 2048;
+	ck_assert_int_eq(ofs_geom_valid(&g, err, sizeof(err)), -EINVAL);
+	g.page_size = 2ULL << 30;
+	ck_assert_int_eq(ofs_geom_valid(&g, err, sizeof(err)), -EINVAL);
+	g.page_size = 4096;
+	g.bucket_count = 0;
+	ck_assert_int_eq(ofs_geom_valid(&g, err, sizeof(err)), -EINVAL);
+	g.bucket_count = 1;
+	g.bucket_size = 4096 * 3 + 1;
+	ck_assert_int_eq(ofs_geom_valid(&g, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "a multiple of page_size"));
+}
+END_TEST
+
+START_TEST(test_store_refuses_symlinks_and_sets_modes)
+{
+	struct ofs_config cfg = cfg_small();
+	struct ofs_store s;
+	char err[512], path[512], target[512];
+	struct stat st;
+
+	/* A dangling link where the database goes: refused, its target not created. */
+	snprintf(path, sizeof(path), "%s/offloadfs.db", dir);
+	snprintf(target, sizeof(target), "%s.elsewhere", dir);
+	ck_assert_int_eq(symlink(target, path), 0);
+	ck_assert_int_eq(ofs_store_open(&s, &cfg, err, sizeof(err)), -ELOOP);
+	ck_assert_ptr_nonnull(strstr(err, "symbolic link"));
+	ck_assert_int_ne(access(target, F_OK), 0);
+	unlink(path);
+
+	ck_assert_msg(ofs_store_open(&s, &cfg, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(stat(dir, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0700);
+	snprintf(path, sizeof(path), "%s/bucket_00.data", dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
+	snprintf(path, sizeof(path), "%s/offloadfs.db", dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+/* The "files" case: each test in a fresh directory. */
+TCase *pages_tcase_files(void)
+{
+	TCase *files = tcase_create("files");
+
+	tcase_add_checked_fixture(files, dir_setup, dir_teardown);
+	tcase_add_test(files, test_runs_hold_blocks_until_freed);
+	tcase_add_test(files, test_store_create_snapshot_rebuild);
+	tcase_add_test(files, test_store_refusals);
+	tcase_add_test(files, test_parse_size);
+	tcase_add_test(files, test_desc_escape);
+	tcase_add_test(files, test_geom_valid);
+	tcase_add_test(files, test_store_refuses_symlinks_and_sets_modes);
+	return files;
+}
