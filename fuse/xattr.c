@@ -26,6 +26,17 @@ static int ofs_user_xattr(const char *name)
 	       strncmp(name, OURS_XATTR_PREFIX, sizeof(OURS_XATTR_PREFIX) - 1);
 }
 
+/* The one reply of a get or list: the error, the size asked for (size 0), or the bytes. */
+static void ofs_reply_xattr(fuse_req_t req, ssize_t n, const char *buf, size_t size)
+{
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
 static void ofs_get_user_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct ofs *ofs = ofs_of(req);
@@ -41,12 +52,7 @@ static void ofs_get_user_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	pthread_mutex_lock(&ofs->store.lock);
 	n = meta_xattr_get(ofs->store.meta, ino, name, buf, size);
 	pthread_mutex_unlock(&ofs->store.lock);
-	if (n < 0)
-		fuse_reply_err(req, (int)-n);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)n);
-	else
-		fuse_reply_buf(req, buf, (size_t)n);
+	ofs_reply_xattr(req, n, buf, size);
 	free(buf);
 }
 
@@ -124,12 +130,7 @@ void ofs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		n = meta_xattr_list(ofs->store.meta, ino, buf, size);
 		pthread_mutex_unlock(&ofs->store.lock);
 	}
-	if (n < 0)
-		fuse_reply_err(req, (int)-n);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)n);
-	else
-		fuse_reply_buf(req, buf, (size_t)n);
+	ofs_reply_xattr(req, n, buf, size);
 	free(buf);
 }
 
