@@ -215,8 +215,10 @@ static void batch_resv_drop(struct ofs *ofs, struct batch_handle *h, size_t i)
 
 static void batch_handle_free(struct ofs *ofs, struct batch_handle *h)
 {
+	pthread_mutex_lock(&h->lock);
 	while (h->nresv)
 		batch_resv_drop(ofs, h, h->nresv - 1);
+	pthread_mutex_unlock(&h->lock);
 	free(h->resv);
 	free(h->reply);
 	pthread_mutex_destroy(&h->lock);
@@ -243,15 +245,20 @@ static void batch_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
 static void batch_op_destroy(void *userdata)
 {
 	struct ofs *ofs = userdata;
+	struct batch_handle *h;
 
-	/* Descriptions still open at unmount (lazy or aborted): their runs go back first. */
+	/*
+	 * Runs still reserved at unmount go back before the snapshot is
+	 * saved.  The handles themselves stay: a RELEASE the kernel sent in
+	 * the background may be served by another thread meanwhile, and it
+	 * alone unlinks and frees its handle.
+	 */
 	pthread_mutex_lock(&batch_all_lock);
-	while (batch_all.next != &batch_all) {
-		struct batch_handle *h = batch_all.next;
-
-		h->prev->next = h->next;
-		h->next->prev = h->prev;
-		batch_handle_free(ofs, h);
+	for (h = batch_all.next; h != &batch_all; h = h->next) {
+		pthread_mutex_lock(&h->lock);
+		while (h->nresv)
+			batch_resv_drop(ofs, h, h->nresv - 1);
+		pthread_mutex_unlock(&h->lock);
 	}
 	pthread_mutex_unlock(&batch_all_lock);
 	ofs_ll_ops.destroy(userdata);

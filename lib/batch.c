@@ -326,7 +326,7 @@ static int batch_statuses(struct offloadfs_batch *b, int op, int flags, const ch
 			if (errs)
 				errs[i + k] = e;
 			if (e && !ret)
-				ret = e;
+				ret = st ? st : e;
 		}
 		i += taken;
 	}
