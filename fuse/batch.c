@@ -547,6 +547,7 @@ static int batch_commit_records(struct ofs *ofs, struct batch_handle *h, const s
 	struct ofs_store *s = &ofs->store;
 	int64_t now = ofs_now();
 	struct meta_inode m, cur;
+	uint64_t last_dir = 0;
 	uint32_t i;
 	int ret = meta_begin(s->meta);
 
@@ -579,10 +580,12 @@ static int batch_commit_records(struct ofs *ofs, struct batch_handle *h, const s
 		m.state = META_COMMITTED;
 		m.gen = s->gen;
 		ret = meta_commit_object(s->meta, &m, ce[i].pcs, m.npages, NULL, META_SKEY_SET);
-		if (!ret)
+		/* A batch's keys usually share a directory: its times once per run of them. */
+		if (!ret && ce[i].dir != last_dir)
 			ret = meta_dir_changed(s->meta, ce[i].dir, now, NULL);
 		if (ret)
 			break;
+		last_dir = ce[i].dir;
 		ce[i].ino = m.ino;
 		ce[i].done = 1;
 	}

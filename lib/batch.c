@@ -370,6 +370,16 @@ static struct offloadfs_batch *batch_get(const char *tenant_dir, int *err)
 	return b;
 }
 
+/* A call that failed before any batch: every key fails with it. */
+static int fail_all(int *errs, size_t n, int err)
+{
+	size_t i;
+
+	for (i = 0; errs && i < n; i++)
+		errs[i] = err;
+	return err;
+}
+
 /* Make the directories of key below dir (mkdir -p), as the mount allows. */
 static int make_dirs(const char *dir, const char *key, char *last, size_t lastcap)
 {
@@ -413,12 +423,12 @@ int offloadfs_put_many(const char *tenant_dir, const char *const *keys, const vo
 
 	b = batch_get(tenant_dir, &ret);
 	if (!b)
-		return ret;
+		return fail_all(errs, n, ret);
 	for (i = 0; i < n; i++) {
 		int e = make_dirs(tenant_dir, keys[i], last, sizeof(last));
 
 		if (e)
-			return e;
+			return fail_all(errs, n, e);
 		npcs += (lens[i] + b->page_size - 1) / b->page_size;
 	}
 	d = calloc(n + 1, sizeof(*d));
@@ -429,7 +439,7 @@ int offloadfs_put_many(const char *tenant_dir, const char *const *keys, const vo
 	cerr = calloc(n + 1, sizeof(*cerr));
 	pcbuf = calloc(npcs + 1, sizeof(*pcbuf));
 	if (!d || !ckeys || !clens || !cpcs || !idx || !cerr || !pcbuf) {
-		ret = -ENOMEM;
+		ret = fail_all(errs, n, -ENOMEM);
 		goto out;
 	}
 	ret = offloadfs_batch_reserve(b, keys, lens, n, d);
@@ -499,10 +509,10 @@ int offloadfs_get_many(const char *tenant_dir, const char *const *keys, void *co
 
 	b = batch_get(tenant_dir, &ret);
 	if (!b)
-		return ret;
+		return fail_all(errs, n, ret);
 	d = calloc(n + 1, sizeof(*d));
 	if (!d)
-		return -ENOMEM;
+		return fail_all(errs, n, -ENOMEM);
 	offloadfs_batch_lookup(b, keys, n, d);
 	for (i = 0; i < n; i++) {
 		int e = d[i].err;
@@ -562,6 +572,6 @@ int offloadfs_delete_many(const char *tenant_dir, const char *const *keys, size_
 
 	b = batch_get(tenant_dir, &ret);
 	if (!b)
-		return ret;
+		return fail_all(errs, n, ret);
 	return batch_statuses(b, OFS_BATCH_DELETE, 0, keys, NULL, NULL, n, errs);
 }
