@@ -2,6 +2,7 @@
 # t-batch.sh: the batch interface (TENANT/.offload-batch, liboffloadfs_batch,
 # docs/batch.md) on the pages backend: put_many/get_many of 64 keys of
 # 128 KiB, visible to POSIX readers at once; exists_many and delete_many;
+# 1,500 keys (more than one request) and empty objects;
 # the Python module; a client killed between reserve and commit gives its
 # runs back; duplicate keys refuse a batch; a commit with a wrong page sum
 # fails and shows nothing; commits racing unlinks of the same key leave
@@ -57,6 +58,20 @@ check_eq "deleted names are gone for stat" "no" "$(stat "$MNT/t1/k0000" >/dev/nu
 run "$BT" exists "$MNT/t1" 64
 check_eq "exists_many after delete" "exists 0" "$OUT"
 check_eq "pages back after delete" "$FREE0" "$(ofs_free)"
+
+# ---- more keys than one request holds; empty objects ----
+run "$BT" put "$MNT/t1" 1500 4096 2 many
+check_eq "put_many of 1,500 keys (two requests)" "put 0" "$OUT"
+run "$BT" exists "$MNT/t1" 1500 4096 2 many
+check_eq "exists_many of 1,500 keys" "exists 1500" "$OUT"
+check "get_many of 1,500 keys" "$BT" get "$MNT/t1" 1500 4096 2 many
+run "$BT" delete "$MNT/t1" 1500 4096 2 many
+check_eq "delete_many of 1,500 keys" "deleted 1500" "$OUT"
+check "empty objects: put" "$BT" put "$MNT/t1" 3 0 2 empty
+check "empty objects: get" "$BT" get "$MNT/t1" 3 0 2 empty
+check_eq "an empty object is an empty file" 0 "$(stat -c %s "$MNT/t1/empty/k0002" 2>&1)"
+"$BT" delete "$MNT/t1" 3 0 2 empty >/dev/null
+check_eq "pages back after the large batches" "$FREE0" "$(ofs_free)"
 
 # ---- the Python module, keys with directories ----
 run python3 -c '
