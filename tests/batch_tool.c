@@ -334,10 +334,15 @@ static int cmd_bench(const char *t, size_t n, size_t size, unsigned rounds, cons
 	struct offloadfs_desc *d = calloc(n, sizeof(*d));
 	unsigned r, k;
 
+	double *steps[4];
+	const char *sname[4] = { "reserve", "client pwrite", "client page sums", "commit" };
+
 	if (!b)
 		die("open", -errno);
 	for (k = 0; k < 7; k++)
 		m[k] = calloc(rounds, sizeof(double));
+	for (k = 0; k < 4; k++)
+		steps[k] = calloc(rounds, sizeof(double));
 	for (i = 0; i < n; i++) {
 		bufs[i] = malloc(size);
 		fill(bufs[i], size, 1, i);
@@ -370,6 +375,36 @@ static int cmd_bench(const char *t, size_t n, size_t size, unsigned rounds, cons
 		if (ret)
 			die("lookup", ret);
 		offloadfs_delete_many(t, (const char *const *)keys, n, errs);
+
+		/* The put's steps, through the lower-level calls. */
+		{
+			uint64_t **pcs = calloc(n, sizeof(*pcs));
+			double t1, t2, t3;
+
+			t0 = now();
+			ret = offloadfs_batch_reserve(b, (const char *const *)keys, lens, n, d);
+			t1 = now();
+			for (i = 0; !ret && i < n; i++)
+				if (pwrite(d[i].fd, bufs[i], size, (off_t)d[i].offset) != (ssize_t)size)
+					die("pwrite", -errno);
+			t2 = now();
+			for (i = 0; i < n; i++)
+				pcs[i] = page_sums(bufs[i], size, offloadfs_batch_page_size(b));
+			t3 = now();
+			if (!ret)
+				ret = offloadfs_batch_commit(b, (const char *const *)keys, lens,
+							     (const uint64_t *const *)pcs, n, 0, errs);
+			if (ret)
+				die("steps", ret);
+			steps[0][r] = t1 - t0;
+			steps[1][r] = t2 - t1;
+			steps[2][r] = t3 - t2;
+			steps[3][r] = now() - t3;
+			for (i = 0; i < n; i++)
+				free(pcs[i]);
+			free(pcs);
+			offloadfs_delete_many(t, (const char *const *)keys, n, errs);
+		}
 
 		t0 = now();
 		for (i = 0; i < n; i++)
@@ -415,6 +450,9 @@ static int cmd_bench(const char *t, size_t n, size_t size, unsigned rounds, cons
 	printf("put: %.2fx raw pwrite, %.2fx posix; get: %.2fx raw pread, %.2fx posix (warm); "
 	       "lookup+pread: %.2fx raw pread\n",
 	       med[2] / med[0], med[4] / med[0], med[3] / med[1], med[5] / med[1], med[3] / med[6]);
+	printf("a put's steps (medians per batch):");
+	for (k = 0; k < 4; k++)
+		printf(" %s %.0f us%s", sname[k], median(steps[k], rounds) * 1e6, k < 3 ? "," : "\n");
 	offloadfs_batch_close(b);
 	return 0;
 }
