@@ -12,7 +12,7 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 
-BT="$OFS_BUILD/tests/batch_tool"
+BT=${OFS_BATCH_TOOL:-"$OFS_BUILD/tests/batch_tool"}
 [ -x "$BT" ] || ofs_bail "$BT missing (ninja -C build)"
 PYLIB="$OFS_TESTS_DIR/../../lib/python"
 export OFFLOADFS_BATCH_LIB=${OFFLOADFS_BATCH_LIB:-"$OFS_BUILD/liboffloadfs_batch.so"}
