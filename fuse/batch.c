@@ -580,7 +580,11 @@ static int batch_commit_records(struct ofs *ofs, struct batch_handle *h, const s
 		m.state = META_COMMITTED;
 		m.gen = s->gen;
 		ret = meta_commit_object(s->meta, &m, ce[i].pcs, m.npages, NULL, META_SKEY_SET);
-		/* A batch's keys usually share a directory: its times once per run of them. */
+		/*
+		 * A batch's keys usually share a directory: its times once
+		 * per run of them.  This also refuses a directory removed
+		 * since the reserve (ENOENT): no row names a dead parent.
+		 */
 		if (!ret && ce[i].dir != last_dir)
 			ret = meta_dir_changed(s->meta, ce[i].dir, now, NULL);
 		if (ret)

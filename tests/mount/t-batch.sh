@@ -128,6 +128,28 @@ note "$OUT"
 wait_free "$FREE0"
 check_eq "no page leaked by the race" "$FREE0" "$(ofs_free)"
 
+# ---- the tenant removed between reserve and commit ----
+mkdir "$MNT/gone"
+run python3 -c '
+import ctypes, os, sys
+lib = ctypes.CDLL(sys.argv[2])
+lib.offloadfs_batch_open.restype = ctypes.c_void_p
+lib.offloadfs_batch_reserve.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+lib.offloadfs_batch_commit.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+lib.offloadfs_batch_close.argtypes = [ctypes.c_void_p]
+b = lib.offloadfs_batch_open(sys.argv[1].encode())
+keys = (ctypes.c_char_p * 1)(b"k")
+lens = (ctypes.c_size_t * 1)(0)
+desc = (ctypes.c_char * 64)()
+r = lib.offloadfs_batch_reserve(b, keys, lens, 1, desc)
+os.rmdir(sys.argv[1])
+errs = (ctypes.c_int * 1)()
+pcs = (ctypes.c_void_p * 1)()
+print(r, lib.offloadfs_batch_commit(b, keys, lens, pcs, 1, 0, errs))
+lib.offloadfs_batch_close(b)
+' "$MNT/gone" "$OFFLOADFS_BATCH_LIB"
+check_eq "a commit into a tenant removed since the reserve: ENOENT" "0 -2" "$OUT${ERR:+ $ERR}"
+
 # ---- a clean unmount: fsck ----
 "$BT" put "$MNT/t1" 16 131072 3 >/dev/null
 ofs_umount
