@@ -650,8 +650,9 @@ static int batch_commit(struct ofs *ofs, struct batch_handle *h, const struct ba
 		obj = h->resv[ce[i].resv].obj;
 		e = r->ent[i]->size > h->resv[ce[i].resv].size ? -EINVAL :
 			kvb_obj_adopt(&s->kvb, obj, r->ent[i]->size);
+		/* With sync, the barrier below syncs every bucket adopt marked: once, not per key. */
 		if (!e)
-			e = kvb_obj_commit_prepare(&s->kvb, obj, sync, &ce[i].map, &ce[i].csum,
+			e = kvb_obj_commit_prepare(&s->kvb, obj, 0, &ce[i].map, &ce[i].csum,
 						   &ce[i].pcs);
 		if (!e) {
 			uint64_t np = ce[i].map.bucket >= 0 ? ce[i].map.npages : 0;

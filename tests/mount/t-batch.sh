@@ -81,7 +81,8 @@ import offloadfs_batch as ob
 t = ob.Tenant(sys.argv[1])
 keys = ["Qwen/Qwen3-32B/blk%d" % i for i in range(32)]
 data = [os.urandom(1000 * i + 1) for i in range(32)]
-t.put_many(keys, data)
+t.put_many(keys[:16], data[:16])
+t.put_many(keys[16:], data[16:], flags=ob.SYNC)
 bufs = [bytearray(40000) for _ in keys]
 sizes = t.get_many(keys, bufs)
 assert all(bytes(b[:s]) == d for b, s, d in zip(bufs, sizes, data)), "content"
@@ -90,7 +91,7 @@ t.delete_many(keys)
 assert t.exists_many(keys) == [False] * 32
 print("py ok")
 ' "$MNT/t1" "$PYLIB"
-check_eq "Python module: put, get, exists, delete of 32 nested keys" "py ok" "$OUT${ERR:+ $ERR}"
+check_eq "Python module: put (and with SYNC), get, exists, delete of 32 nested keys" "py ok" "$OUT${ERR:+ $ERR}"
 
 # ---- a client killed between reserve and commit ----
 "$BT" hold "$MNT/t1" 8 131072 >"$TESTDIR/hold.out" 2>&1 &
