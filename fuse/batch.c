@@ -444,8 +444,9 @@ static void batch_status(struct batch_handle *h, int status)
 	((struct ofs_batch_hdr *)(void *)h->reply)->status = status;
 }
 
-static int batch_reserve_one(struct ofs *ofs, struct batch_handle *h, const char *key,
-			     uint32_t klen, uint64_t size, struct ofs_batch_desc *d)
+/* before: reservations made by earlier requests (this one's keys are distinct). */
+static int batch_reserve_one(struct ofs *ofs, struct batch_handle *h, size_t before,
+			     const char *key, uint32_t klen, uint64_t size, struct ofs_batch_desc *d)
 {
 	struct ofs_store *s = &ofs->store;
 	char name[META_NAME_MAX + 1], full[OFS_KEY_MAX];
@@ -454,11 +455,12 @@ static int batch_reserve_one(struct ofs *ofs, struct batch_handle *h, const char
 	struct kvb_obj *obj;
 	struct batch_resv *nr;
 	uint64_t dir;
-	size_t flen;
+	size_t flen, k;
 	int ret;
 
-	if (batch_find_resv(h, key, klen, 0) >= 0)
-		return -EBUSY;
+	for (k = 0; k < before; k++)
+		if (h->resv[k].klen == klen && !memcmp(h->resv[k].key, key, klen))
+			return -EBUSY;
 	pthread_mutex_lock(&s->lock);
 	ret = batch_resolve(ofs, h->tenant, key, klen, &dir, name, &m);
 	pthread_mutex_unlock(&s->lock);
@@ -509,6 +511,7 @@ static int batch_reserve_one(struct ofs *ofs, struct batch_handle *h, const char
 static int batch_reserve(struct ofs *ofs, struct batch_handle *h, const struct batch_req *r)
 {
 	struct ofs_batch_desc *d = batch_reply_alloc(h, r, sizeof(*d));
+	size_t before = h->nresv;
 	uint32_t i;
 	int dup;
 
@@ -523,7 +526,7 @@ static int batch_reserve(struct ofs *ofs, struct batch_handle *h, const struct b
 		if (r->ent[i]->size > ofs->store.geom.bucket_size)
 			d[i].err = -EFBIG;
 		else
-			d[i].err = batch_reserve_one(ofs, h, r->key[i], r->ent[i]->klen,
+			d[i].err = batch_reserve_one(ofs, h, before, r->key[i], r->ent[i]->klen,
 						     r->ent[i]->size, &d[i]);
 	}
 	return 0;

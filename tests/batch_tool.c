@@ -220,6 +220,15 @@ static int cmd_dup(const char *t)
 		cret = offloadfs_batch_commit(b, k2, l2, (const uint64_t *const *)pcs, 2, 0, errs);
 		printf("commit-dup %d\n", cret);
 	}
+	{
+		/* The same key reserved again on the description, in a later request. */
+		const char *one[1] = { "dupd" };
+		size_t l1[1] = { 4096 };
+
+		offloadfs_batch_reserve(b, one, l1, 1, d);
+		ret = offloadfs_batch_reserve(b, one, l1, 1, d);
+		printf("reserve-again %d\n", d[0].err);
+	}
 	offloadfs_batch_close(b);
 	return 0;
 }

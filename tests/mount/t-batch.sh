@@ -109,6 +109,7 @@ run "$BT" dup "$MNT/t1"
 check_contains "a reserve with a duplicate key is refused (EINVAL)" "reserve-dup -22 -22 -22 -22" "$OUT"
 check_contains "the same keys once: committed" "commit-unique 0 0" "$OUT"
 check_contains "a commit with a duplicate key is refused (EINVAL)" "commit-dup -22" "$OUT"
+check_contains "a key reserved again on the same description: EBUSY" "reserve-again -16" "$OUT"
 check_eq "only the committed keys are visible" "dupa dupb" "$(cd "$MNT/t1" && echo dup*)"
 rm -f "$MNT/t1"/dup*
 wait_free "$FREE0"
