@@ -110,15 +110,13 @@ static void batch_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 
 static void batch_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
-	struct ofs *ofs = ofs_of(req);
-	size_t i;
+	size_t i, n = 0;
 
-	pthread_mutex_lock(&ofs->store.lock);
+	/* The control files' entries left out (they hold nothing), in place. */
 	for (i = 0; i < count; i++)
 		if (!batch_ino(forgets[i].ino))
-			ofs_forget_one(ofs, forgets[i].ino, forgets[i].nlookup);
-	pthread_mutex_unlock(&ofs->store.lock);
-	fuse_reply_none(req);
+			forgets[n++] = forgets[i];
+	ofs_ll_ops.forget_multi(req, n, forgets);
 }
 
 static void batch_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
