@@ -232,6 +232,10 @@ static void batch_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
 		ofs_ll_ops.release(req, ino, fi);
 		return;
 	}
+	if (!h) {
+		fuse_reply_err(req, 0);
+		return;
+	}
 	pthread_mutex_lock(&batch_all_lock);
 	h->prev->next = h->next;
 	h->next->prev = h->prev;
@@ -277,6 +281,11 @@ static void batch_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 
 	if (!batch_ino(ino)) {
 		ofs_ll_ops.read(req, ino, size, off, fi);
+		return;
+	}
+	if (!h) {
+		/* No OPEN reached us (a kernel in no-open mode): no description to answer from. */
+		fuse_reply_err(req, EBADF);
 		return;
 	}
 	pthread_mutex_lock(&h->lock);
@@ -863,6 +872,10 @@ static void batch_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size
 
 	if (!batch_ino(ino)) {
 		ofs_ll_ops.write(req, ino, buf, size, off, fi);
+		return;
+	}
+	if (!h) {
+		fuse_reply_err(req, EBADF);
 		return;
 	}
 	pthread_mutex_lock(&h->lock);
