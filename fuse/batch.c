@@ -31,6 +31,7 @@ struct batch_resv {
 	uint32_t klen;
 	uint64_t size;
 	struct kvb_obj *obj;  /* the working state holding the reserved run */
+	int done;             /* committed or refused by the current commit */
 };
 
 struct batch_handle {
@@ -507,6 +508,7 @@ static int batch_reserve_one(struct ofs *ofs, struct batch_handle *h, size_t bef
 	nr->klen = klen;
 	nr->size = size;
 	nr->obj = obj;
+	nr->done = 0;
 	h->nresv++;
 	kvb_obj_view(&s->kvb, obj, &w);
 	d->bucket = size ? w.bucket : -1;
@@ -698,26 +700,24 @@ static int batch_commit(struct ofs *ofs, struct batch_handle *h, const struct ba
 	/*
 	 * Committed pages now belong to their records (the working state
 	 * shares them: closing frees nothing); an entry that was refused
-	 * (its name taken meanwhile) gives its run back.  Highest index
-	 * first, since a drop moves the last reservation into the hole.
+	 * (its name taken meanwhile) gives its run back.  Every entry's
+	 * reservation goes, in one pass over the description's.
 	 */
+	for (i = 0; i < n; i++)
+		if (ce[i].resv >= 0)
+			h->resv[ce[i].resv].done = 1;
 	{
-		ssize_t *order = malloc((n + 1) * sizeof(*order));
-		uint32_t j, k = 0;
+		size_t j, k = 0;
 
-		for (i = 0; i < n; i++)
-			if (ce[i].resv >= 0)
-				order[k++] = ce[i].resv;
-		for (i = 1; i < k; i++)
-			for (j = i; j > 0 && order[j - 1] < order[j]; j--) {
-				ssize_t t = order[j];
-
-				order[j] = order[j - 1];
-				order[j - 1] = t;
+		for (j = 0; j < h->nresv; j++) {
+			if (h->resv[j].done) {
+				kvb_obj_close(&s->kvb, h->resv[j].obj);
+				free(h->resv[j].key);
+			} else {
+				h->resv[k++] = h->resv[j];
 			}
-		for (i = 0; i < k; i++)
-			batch_resv_drop(ofs, h, (size_t)order[i]);
-		free(order);
+		}
+		h->nresv = k;
 	}
 	if (sync)
 		batch_status(h, ofs_store_barrier(s, NULL));
