@@ -30,4 +30,7 @@ void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 		     size_t size, int flags);
 void ofs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
+/* batch.c: ofs_ll_ops with the batch control file (TENANT/.offload-batch) served in front. */
+const struct fuse_lowlevel_ops *ofs_batch_ops(void);
+
 #endif

@@ -5,6 +5,7 @@
  * mount helper: mount -t fuse.offloadfs ROOT MOUNTPOINT -o ...
  */
 #include "ofs.h"
+#include "ll.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -614,7 +615,7 @@ int main(int argc, char *argv[])
 	ofs.foreground = opts.foreground;
 	pthread_cond_init(&ofs.kcond, NULL);
 	/* Unknown -o options are refused here, by name, before anything is touched. */
-	se = fuse_session_new(&args, &ofs_ll_ops, sizeof(ofs_ll_ops), &ofs);
+	se = fuse_session_new(&args, ofs_batch_ops(), sizeof(struct fuse_lowlevel_ops), &ofs);
 	if (!se)
 		goto out_args;
 	ofs.se = se;

@@ -117,6 +117,14 @@ struct kvb_ops {
 	void (*obj_commit_done)(void *arg, struct kvb_obj *o, int ok);
 	/* Drop the working state, freeing what was never committed. */
 	void (*obj_close)(void *arg, struct kvb_obj *o);
+	/*
+	 * May be NULL (-EOPNOTSUPP).  The working run, reserved with
+	 * obj_reserve, holds size bytes that someone else wrote there through
+	 * the bucket file (a batch client): take size as the working size
+	 * without writing, and count the bucket as written for the next
+	 * barrier.  commit_prepare then hashes the pages as they are.
+	 */
+	int (*obj_adopt)(void *arg, struct kvb_obj *o, uint64_t size);
 
 	/* Read committed (or viewed) bytes; short at the end of the object. */
 	ssize_t (*read)(void *arg, const struct kvb_map *m, void *buf, size_t len, uint64_t off);
@@ -249,6 +257,11 @@ static inline int kvb_obj_truncate(const struct kvb *k, struct kvb_obj *o, uint6
 static inline int kvb_obj_reserve(const struct kvb *k, struct kvb_obj *o, uint64_t size)
 {
 	return k->ops->obj_reserve ? k->ops->obj_reserve(k->arg, o, size) : 0;
+}
+
+static inline int kvb_obj_adopt(const struct kvb *k, struct kvb_obj *o, uint64_t size)
+{
+	return k->ops->obj_adopt ? k->ops->obj_adopt(k->arg, o, size) : -EOPNOTSUPP;
 }
 
 static inline void kvb_obj_view(const struct kvb *k, struct kvb_obj *o, struct kvb_map *view)

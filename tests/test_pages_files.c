@@ -344,12 +344,64 @@ START_TEST(test_store_refuses_symlinks_and_sets_modes)
 END_TEST
 
 /* The "files" case: each test in a fresh directory. */
+/*
+ * A batch client's put: a reserved run written through the bucket file by
+ * someone else, adopted at its size and committed with the page sums of
+ * those bytes; a size past the run is refused; a reservation dropped
+ * uncommitted frees its pages at once.
+ */
+START_TEST(test_adopt_run_written_outside)
+{
+	struct kvb_pages_geom g = { PS, 32 * PS, 1, 0 };
+	struct kvb_map empty = KVB_MAP_EMPTY, map, view;
+	struct kvb_obj *o;
+	const uint64_t *pcs;
+	char err[256], path[512], buf[2 * PS + 10];
+	uint64_t csum, before;
+	unsigned p;
+	int fd;
+
+	ck_assert_int_eq(kvb_pages_init(&kvb, dir, &g, 1, err, sizeof(err)), 0);
+	before = free_pages();
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "t/k", 3, &o), 0);
+	ck_assert_int_eq(kvb_obj_reserve(&kvb, o, sizeof(buf)), 0);
+	kvb_obj_view(&kvb, o, &view);
+	ck_assert_int_eq(view.npages, 3);
+	ck_assert_uint_eq(view.size, 0);
+	ck_assert_uint_eq(free_pages(), before - 3);
+	fill(buf, sizeof(buf), 4);
+	snprintf(path, sizeof(path), "%s/bucket_00.data", dir);
+	fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, buf, sizeof(buf), (off_t)(view.page * PS)), (ssize_t)sizeof(buf));
+	close(fd);
+	ck_assert_int_eq(kvb_obj_adopt(&kvb, o, 3 * PS + 1), -EINVAL);
+	ck_assert_int_eq(kvb_obj_adopt(&kvb, o, sizeof(buf)), 0);
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &map, &csum, &pcs), 0);
+	ck_assert_uint_eq(csum, XXH3_64bits(buf, sizeof(buf)));
+	for (p = 0; p < 3; p++)
+		ck_assert_uint_eq(pcs[p], XXH3_64bits(buf + p * PS, p < 2 ? PS : 10));
+	kvb_obj_commit_done(&kvb, o, 1);
+	kvb_obj_close(&kvb, o);
+	expect(&map, buf, sizeof(buf));
+	ck_assert_uint_eq(free_pages(), before - 3);
+	/* Reserved, never committed: back at once. */
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "t/j", 3, &o), 0);
+	ck_assert_int_eq(kvb_obj_reserve(&kvb, o, 5 * PS), 0);
+	ck_assert_uint_eq(free_pages(), before - 8);
+	kvb_obj_close(&kvb, o);
+	ck_assert_uint_eq(free_pages(), before - 3);
+	kvb_release(&kvb);
+}
+END_TEST
+
 TCase *pages_tcase_files(void)
 {
 	TCase *files = tcase_create("files");
 
 	tcase_add_checked_fixture(files, dir_setup, dir_teardown);
 	tcase_add_test(files, test_runs_hold_blocks_until_freed);
+	tcase_add_test(files, test_adopt_run_written_outside);
 	tcase_add_test(files, test_store_create_snapshot_rebuild);
 	tcase_add_test(files, test_store_refusals);
 	tcase_add_test(files, test_parse_size);

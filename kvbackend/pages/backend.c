@@ -439,6 +439,7 @@ static const struct kvb_ops pages_ops = {
 	.obj_commit_prepare = pages_obj_commit_prepare,
 	.obj_commit_done = pages_obj_commit_done,
 	.obj_close = pages_obj_close,
+	.obj_adopt = pages_obj_adopt,
 	.read = pages_read,
 	.read_fd = pages_read_fd,
 	.read_verified = pages_read_verified,

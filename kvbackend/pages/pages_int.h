@@ -151,6 +151,7 @@ ssize_t pages_obj_write(void *arg, struct kvb_obj *o, const void *buf, size_t le
 int pages_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size);
 int pages_obj_reserve(void *arg, struct kvb_obj *o, uint64_t size);
 void pages_obj_view(void *arg, struct kvb_obj *o, struct kvb_map *view);
+int pages_obj_adopt(void *arg, struct kvb_obj *o, uint64_t size);
 int pages_obj_settle(void *arg, struct kvb_obj *o, uint64_t off, uint64_t len);
 int pages_obj_dirty(void *arg, struct kvb_obj *o);
 int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,

@@ -472,3 +472,25 @@ void pages_obj_close(void *arg, struct kvb_obj *o)
 	free(o->pcs);
 	free(o);
 }
+
+int pages_obj_adopt(void *arg, struct kvb_obj *o, uint64_t size)
+{
+	struct pages *p = arg;
+
+	/* Only a fresh run of the object's own: committed pages are never taken over. */
+	if (o->c.bucket >= 0 || o->src.bucket >= 0)
+		return -EINVAL;
+	if (size == 0) {
+		o->w.size = 0;
+		o->dirty = 1;
+		return 0;
+	}
+	if (o->w.bucket < 0 || pages_for(p, size) > o->w.npages)
+		return -EINVAL;
+	o->w.size = size;
+	o->hash_ok = 0;
+	o->dirty = 1;
+	/* The client's writes returned before this: the next barrier syncs them (rule 7). */
+	__atomic_store_n(&p->b[o->w.bucket].dirty, 1, __ATOMIC_RELEASE);
+	return 0;
+}

@@ -1,0 +1,949 @@
+/*
+ * batch.c: the batch control file, TENANT/.offload-batch (docs/batch.md).
+ *
+ * A client writes one request (reserve, commit, lookup, delete or abort of
+ * up to OFS_BATCH_KEYS_MAX keys) and reads its reply: two FUSE round trips
+ * per batch.  Reserved runs are working states of the open description
+ * (struct batch_handle), never in any record: a release (the client closed
+ * or died) frees them, and after a daemon crash the rebuild of the bitmaps
+ * from the records does.  A commit reads the pages back and checks them
+ * against the client's page checksums, then makes every entry visible in
+ * one metadata transaction.
+ *
+ * The file is not in the database: its inode number is the tenant's with
+ * OFS_BATCH_INO set, and the ops here wrap the table of ll.c for it.
+ * Lock order: a handle's lock, then store.lock.
+ */
+#include "ofs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "offloadfs_batch_proto.h"
+
+#define OFS_BATCH_INO (1ULL << 62) /* AUTOINCREMENT inode numbers never get there */
+
+struct batch_resv {
+	char *key;            /* below the tenant */
+	uint32_t klen;
+	uint64_t size;
+	struct kvb_obj *obj;  /* the working state holding the reserved run */
+	int done;             /* committed or refused by the current commit */
+};
+
+struct batch_handle {
+	pthread_mutex_t lock; /* one request at a time per open description */
+	struct batch_handle *next, *prev; /* batch_all; batch_all_lock */
+	uint64_t tenant;
+	char tname[META_NAME_MAX + 1];
+	struct batch_resv *resv;
+	size_t nresv, cap;
+	char *reply;
+	size_t rlen;
+};
+
+/* Every open handle, so that an unmount with some still open frees their runs. */
+static pthread_mutex_t batch_all_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct batch_handle batch_all = { .next = &batch_all, .prev = &batch_all };
+
+static int batch_ino(fuse_ino_t ino)
+{
+	return (ino & OFS_BATCH_INO) != 0;
+}
+
+/* A tenant directory's record (parent is the root).  Under store.lock. */
+static int batch_tenant(struct ofs *ofs, uint64_t ino, struct meta_inode *m)
+{
+	int ret = meta_get(ofs->store.meta, ino, m);
+
+	if (!ret && (m->parent != 1 || !S_ISDIR(m->mode)))
+		ret = -ENOENT;
+	return ret;
+}
+
+static void batch_stat(const struct meta_inode *t, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = t->ino | OFS_BATCH_INO;
+	st->st_mode = S_IFREG | 0600; /* the tenant's owner (and root) only */
+	st->st_nlink = 1;
+	st->st_uid = t->uid;
+	st->st_gid = t->gid;
+	st->st_blksize = 4096;
+}
+
+static void batch_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct fuse_entry_param e;
+	struct meta_inode t;
+	int ret;
+
+	if (strcmp(name, OFS_BATCH_NAME) != 0) {
+		ofs_ll_ops.lookup(req, parent, name);
+		return;
+	}
+	pthread_mutex_lock(&ofs->store.lock);
+	ret = batch_tenant(ofs, parent, &t);
+	pthread_mutex_unlock(&ofs->store.lock);
+	if (ret) {
+		ofs_ll_ops.lookup(req, parent, name);
+		return;
+	}
+	memset(&e, 0, sizeof(e));
+	e.ino = t.ino | OFS_BATCH_INO;
+	batch_stat(&t, &e.attr);
+	e.attr_timeout = ofs->timeout;
+	e.entry_timeout = ofs->timeout;
+	fuse_reply_entry(req, &e);
+}
+
+static void batch_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	if (batch_ino(ino))
+		fuse_reply_none(req);
+	else
+		ofs_ll_ops.forget(req, ino, nlookup);
+}
+
+static void batch_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	size_t i, n = 0;
+
+	/* The control files' entries left out (they hold nothing), in place. */
+	for (i = 0; i < count; i++)
+		if (!batch_ino(forgets[i].ino))
+			forgets[n++] = forgets[i];
+	ofs_ll_ops.forget_multi(req, n, forgets);
+}
+
+static void batch_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct meta_inode t;
+	struct stat st;
+	int ret;
+
+	if (!batch_ino(ino)) {
+		ofs_ll_ops.getattr(req, ino, fi);
+		return;
+	}
+	pthread_mutex_lock(&ofs->store.lock);
+	ret = batch_tenant(ofs, ino & ~OFS_BATCH_INO, &t);
+	pthread_mutex_unlock(&ofs->store.lock);
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	batch_stat(&t, &st);
+	fuse_reply_attr(req, &st, ofs->timeout);
+}
+
+static void batch_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			     struct fuse_file_info *fi)
+{
+	if (batch_ino(ino))
+		fuse_reply_err(req, EPERM);
+	else
+		ofs_ll_ops.setattr(req, ino, attr, to_set, fi);
+}
+
+static void batch_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct batch_handle *h;
+	struct meta_inode t;
+	size_t len = sizeof(h->tname) - 1;
+	uint64_t parent;
+	int ret;
+
+	if (!batch_ino(ino)) {
+		ofs_ll_ops.open(req, ino, fi);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDWR) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&ofs->store.lock);
+	ret = batch_tenant(ofs, ino & ~OFS_BATCH_INO, &t);
+	if (!ret)
+		ret = meta_name(ofs->store.meta, t.ino, &parent, h->tname, &len);
+	pthread_mutex_unlock(&ofs->store.lock);
+	if (ret) {
+		free(h);
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	h->tname[len] = '\0';
+	h->tenant = t.ino;
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_mutex_lock(&batch_all_lock);
+	h->next = batch_all.next;
+	h->prev = &batch_all;
+	batch_all.next->prev = h;
+	batch_all.next = h;
+	pthread_mutex_unlock(&batch_all_lock);
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->direct_io = 1; /* every write is a request, every read a reply */
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* The opener was interrupted: no release will come for it. */
+		pthread_mutex_lock(&batch_all_lock);
+		h->prev->next = h->next;
+		h->next->prev = h->prev;
+		pthread_mutex_unlock(&batch_all_lock);
+		pthread_mutex_destroy(&h->lock);
+		free(h);
+	}
+}
+
+static void batch_resv_drop(struct ofs *ofs, struct batch_handle *h, size_t i)
+{
+	kvb_obj_close(&ofs->store.kvb, h->resv[i].obj);
+	free(h->resv[i].key);
+	h->resv[i] = h->resv[--h->nresv];
+}
+
+static void batch_handle_free(struct ofs *ofs, struct batch_handle *h)
+{
+	pthread_mutex_lock(&h->lock);
+	while (h->nresv)
+		batch_resv_drop(ofs, h, h->nresv - 1);
+	pthread_mutex_unlock(&h->lock);
+	free(h->resv);
+	free(h->reply);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+}
+
+static void batch_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct batch_handle *h = (struct batch_handle *)(uintptr_t)fi->fh;
+
+	if (!batch_ino(ino)) {
+		ofs_ll_ops.release(req, ino, fi);
+		return;
+	}
+	if (!h) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	pthread_mutex_lock(&batch_all_lock);
+	h->prev->next = h->next;
+	h->next->prev = h->prev;
+	pthread_mutex_unlock(&batch_all_lock);
+	batch_handle_free(ofs, h);
+	fuse_reply_err(req, 0);
+}
+
+static void batch_op_destroy(void *userdata)
+{
+	struct ofs *ofs = userdata;
+	struct batch_handle *h;
+
+	/*
+	 * Runs still reserved at unmount go back before the snapshot is
+	 * saved.  The handles themselves stay: a RELEASE the kernel sent in
+	 * the background may be served by another thread meanwhile, and it
+	 * alone unlinks and frees its handle.
+	 */
+	pthread_mutex_lock(&batch_all_lock);
+	for (h = batch_all.next; h != &batch_all; h = h->next) {
+		pthread_mutex_lock(&h->lock);
+		while (h->nresv)
+			batch_resv_drop(ofs, h, h->nresv - 1);
+		pthread_mutex_unlock(&h->lock);
+	}
+	pthread_mutex_unlock(&batch_all_lock);
+	ofs_ll_ops.destroy(userdata);
+}
+
+static void batch_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (batch_ino(ino))
+		fuse_reply_err(req, 0);
+	else
+		ofs_ll_ops.flush(req, ino, fi);
+}
+
+static void batch_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			  struct fuse_file_info *fi)
+{
+	struct batch_handle *h = (struct batch_handle *)(uintptr_t)fi->fh;
+
+	if (!batch_ino(ino)) {
+		ofs_ll_ops.read(req, ino, size, off, fi);
+		return;
+	}
+	if (!h) {
+		/* No OPEN reached us (a kernel in no-open mode): no description to answer from. */
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	pthread_mutex_lock(&h->lock);
+	if (off < 0 || (size_t)off >= h->rlen)
+		fuse_reply_buf(req, NULL, 0);
+	else
+		fuse_reply_buf(req, h->reply + off,
+			       size < h->rlen - (size_t)off ? size : h->rlen - (size_t)off);
+	pthread_mutex_unlock(&h->lock);
+}
+
+/* ---- requests ---- */
+
+struct batch_req {
+	const struct ofs_batch_hdr *hdr;
+	const struct ofs_batch_ent **ent;
+	const char **key;
+	const uint64_t **pcs;
+};
+
+/* Split the request into entries; -EINVAL when it is malformed. */
+static int batch_parse(const char *buf, size_t size, struct batch_req *r)
+{
+	const struct ofs_batch_hdr *hdr = (const void *)buf;
+	size_t pos = sizeof(*hdr);
+	uint32_t i;
+
+	if (size < sizeof(*hdr) || hdr->magic != OFS_BATCH_MAGIC || hdr->len != size ||
+	    hdr->n > OFS_BATCH_KEYS_MAX)
+		return -EINVAL;
+	r->hdr = hdr;
+	r->ent = calloc(hdr->n + 1, sizeof(*r->ent));
+	r->key = calloc(hdr->n + 1, sizeof(*r->key));
+	r->pcs = calloc(hdr->n + 1, sizeof(*r->pcs));
+	if (!r->ent || !r->key || !r->pcs)
+		return -ENOMEM;
+	for (i = 0; i < hdr->n; i++) {
+		const struct ofs_batch_ent *e = (const void *)(buf + pos);
+
+		if (size - pos < sizeof(*e))
+			return -EINVAL;
+		pos += sizeof(*e);
+		if (e->klen == 0 || e->klen > META_KEY_MAX || size - pos < ofs_batch_pad8(e->klen))
+			return -EINVAL;
+		r->ent[i] = e;
+		r->key[i] = buf + pos;
+		pos += ofs_batch_pad8(e->klen);
+		if (e->npcs > (size - pos) / 8)
+			return -EINVAL;
+		r->pcs[i] = (const void *)(buf + pos);
+		pos += (size_t)e->npcs * 8;
+	}
+	return pos == size ? 0 : -EINVAL;
+}
+
+static const struct batch_req *batch_sort_req;
+
+static int batch_key_cmp(const void *a, const void *b)
+{
+	const struct batch_req *r = batch_sort_req;
+	uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+	uint32_t li = r->ent[i]->klen, lj = r->ent[j]->klen;
+	int c = memcmp(r->key[i], r->key[j], li < lj ? li : lj);
+
+	return c ? c : (li > lj) - (li < lj);
+}
+
+/* 1 when a key appears twice. */
+static int batch_has_dup(const struct batch_req *r)
+{
+	static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
+	uint32_t n = r->hdr->n, i, *idx = malloc((n + 1) * sizeof(*idx));
+	int dup = 0;
+
+	if (!idx)
+		return -ENOMEM;
+	for (i = 0; i < n; i++)
+		idx[i] = i;
+	pthread_mutex_lock(&sort_lock);
+	batch_sort_req = r;
+	qsort(idx, n, sizeof(*idx), batch_key_cmp);
+	for (i = 1; i < n && !dup; i++)
+		dup = batch_key_cmp(&idx[i - 1], &idx[i]) == 0;
+	pthread_mutex_unlock(&sort_lock);
+	free(idx);
+	return dup;
+}
+
+/*
+ * Walk key's directories below the tenant: *dir the last one, *name its
+ * last component (NUL-terminated, in namebuf), *m the entry when it exists
+ * (0) or -ENOENT.  Other errors: the key cannot name a file.  Under
+ * store.lock.
+ */
+static int batch_resolve(struct ofs *ofs, uint64_t tenant, const char *key, uint32_t klen,
+			 uint64_t *dir, char *namebuf, struct meta_inode *m)
+{
+	uint64_t cur = tenant;
+	uint32_t pos = 0;
+	int ret;
+
+	for (;;) {
+		const char *slash = memchr(key + pos, '/', klen - pos);
+		uint32_t len = slash ? (uint32_t)(slash - (key + pos)) : klen - pos;
+
+		if (len == 0 || len > META_NAME_MAX || memchr(key + pos, '\0', len) ||
+		    (len == 1 && key[pos] == '.') ||
+		    (len == 2 && key[pos] == '.' && key[pos + 1] == '.'))
+			return -EINVAL;
+		if (!slash) {
+			memcpy(namebuf, key + pos, len);
+			namebuf[len] = '\0';
+			*dir = cur;
+			if (cur == tenant && strcmp(namebuf, OFS_BATCH_NAME) == 0)
+				return -EINVAL;
+			return meta_lookup(ofs->store.meta, cur, key + pos, len, m);
+		}
+		ret = meta_lookup(ofs->store.meta, cur, key + pos, len, m);
+		if (ret)
+			return ret;
+		if (!S_ISDIR(m->mode))
+			return -ENOTDIR;
+		cur = m->ino;
+		pos += len + 1;
+	}
+}
+
+static ssize_t batch_find_resv(struct batch_handle *h, const char *key, uint32_t klen,
+			       size_t hint)
+{
+	size_t i, k;
+
+	/* Commits usually come in the order of their reserve: start where the last one matched. */
+	for (k = 0; k < h->nresv; k++) {
+		i = (hint + k) % h->nresv;
+		if (h->resv[i].klen == klen && !memcmp(h->resv[i].key, key, klen))
+			return (ssize_t)i;
+	}
+	return -1;
+}
+
+static void *batch_reply_alloc(struct batch_handle *h, const struct batch_req *r, size_t entsize)
+{
+	size_t len = sizeof(struct ofs_batch_hdr) + (size_t)r->hdr->n * entsize;
+	struct ofs_batch_hdr *hdr;
+
+	free(h->reply);
+	h->rlen = 0;
+	h->reply = calloc(1, len);
+	if (!h->reply)
+		return NULL;
+	hdr = (void *)h->reply;
+	hdr->magic = OFS_BATCH_MAGIC;
+	hdr->op = r->hdr->op;
+	hdr->n = r->hdr->n;
+	hdr->len = (uint32_t)len;
+	h->rlen = len;
+	return h->reply + sizeof(*hdr);
+}
+
+static void batch_status(struct batch_handle *h, int status)
+{
+	((struct ofs_batch_hdr *)(void *)h->reply)->status = status;
+}
+
+/* before: reservations made by earlier requests (this one's keys are distinct). */
+static int batch_reserve_one(struct ofs *ofs, struct batch_handle *h, size_t before,
+			     const char *key, uint32_t klen, uint64_t size, struct ofs_batch_desc *d)
+{
+	struct ofs_store *s = &ofs->store;
+	char name[META_NAME_MAX + 1], full[OFS_KEY_MAX];
+	struct kvb_map w;
+	struct meta_inode m;
+	struct kvb_obj *obj;
+	struct batch_resv *nr;
+	uint64_t dir;
+	size_t flen, k;
+	int ret;
+
+	for (k = 0; k < before; k++)
+		if (h->resv[k].klen == klen && !memcmp(h->resv[k].key, key, klen))
+			return -EBUSY;
+	pthread_mutex_lock(&s->lock);
+	ret = batch_resolve(ofs, h->tenant, key, klen, &dir, name, &m);
+	pthread_mutex_unlock(&s->lock);
+	if (ret == 0)
+		return -EEXIST;
+	if (ret != -ENOENT)
+		return ret;
+	if (ofs_store_meta_low(s))
+		return -ENOSPC;
+	if (h->nresv == h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 64;
+
+		nr = realloc(h->resv, cap * sizeof(*nr));
+		if (!nr)
+			return -ENOMEM;
+		h->resv = nr;
+		h->cap = cap;
+	}
+	flen = (size_t)snprintf(full, sizeof(full), "%s/%.*s", h->tname, (int)klen, key);
+	if (flen >= sizeof(full))
+		return -ENAMETOOLONG;
+	ret = kvb_obj_open(&s->kvb, &KVB_MAP_EMPTY, full, flen, &obj);
+	if (ret)
+		return ret;
+	ret = kvb_obj_reserve(&s->kvb, obj, size);
+	if (ret == -ENOSPC && ofs_store_reclaim(s))
+		ret = kvb_obj_reserve(&s->kvb, obj, size);
+	nr = &h->resv[h->nresv];
+	nr->key = ret ? NULL : malloc(klen);
+	if (!ret && !nr->key)
+		ret = -ENOMEM;
+	if (ret) {
+		kvb_obj_close(&s->kvb, obj);
+		return ret;
+	}
+	memcpy(nr->key, key, klen);
+	nr->klen = klen;
+	nr->size = size;
+	nr->obj = obj;
+	nr->done = 0;
+	h->nresv++;
+	kvb_obj_view(&s->kvb, obj, &w);
+	d->bucket = size ? w.bucket : -1;
+	d->offset = size ? w.page * s->geom.page_size : 0;
+	d->size = size;
+	return 0;
+}
+
+static int batch_reserve(struct ofs *ofs, struct batch_handle *h, const struct batch_req *r)
+{
+	struct ofs_batch_desc *d = batch_reply_alloc(h, r, sizeof(*d));
+	size_t before = h->nresv;
+	uint32_t i;
+	int dup;
+
+	if (!d)
+		return -ENOMEM;
+	dup = batch_has_dup(r);
+	if (dup) {
+		batch_status(h, dup < 0 ? dup : -EINVAL);
+		return 0;
+	}
+	for (i = 0; i < r->hdr->n; i++) {
+		if (r->ent[i]->size > ofs->store.geom.bucket_size)
+			d[i].err = -EFBIG;
+		else
+			d[i].err = batch_reserve_one(ofs, h, before, r->key[i], r->ent[i]->klen,
+						     r->ent[i]->size, &d[i]);
+	}
+	return 0;
+}
+
+struct batch_commit_ent {
+	ssize_t resv;
+	struct kvb_map map;
+	uint64_t csum;
+	const uint64_t *pcs;
+	int prepared, done;
+	uint64_t dir, ino;
+	char name[META_NAME_MAX + 1];
+};
+
+/* The verified entries as new files, in one transaction.  Under store.lock. */
+static int batch_commit_records(struct ofs *ofs, struct batch_handle *h, const struct batch_req *r,
+				struct batch_commit_ent *ce, struct ofs_batch_status *st,
+				const struct fuse_ctx *ctx, uint64_t *ncommitted)
+{
+	struct ofs_store *s = &ofs->store;
+	int64_t now = ofs_now();
+	struct meta_inode m, cur;
+	uint64_t last_dir = 0;
+	uint32_t i;
+	int ret = meta_begin(s->meta);
+
+	for (i = 0; !ret && i < r->hdr->n; i++) {
+		int e = batch_resolve(ofs, h->tenant, r->key[i], r->ent[i]->klen, &ce[i].dir,
+				      ce[i].name, &cur);
+
+		if (e != -ENOENT) {
+			st[i].err = e ? e : -EEXIST;
+			continue;
+		}
+		memset(&m, 0, sizeof(m));
+		m.parent = ce[i].dir;
+		m.mode = S_IFREG | (0666 & ~ctx->umask);
+		m.uid = ctx->uid;
+		m.gid = ctx->gid;
+		m.atime = m.mtime = m.ctime = now;
+		m.nlink = 1;
+		m.bucket = -1;
+		m.prev_bucket = -1;
+		m.state = META_NEW;
+		ret = meta_insert(s->meta, &m, ce[i].name, strlen(ce[i].name));
+		if (ret)
+			break;
+		m.size = ce[i].map.size;
+		m.bucket = ce[i].map.bucket;
+		m.page = ce[i].map.page;
+		m.npages = ce[i].map.bucket >= 0 ? ce[i].map.npages : 0;
+		m.csum = ce[i].csum;
+		m.state = META_COMMITTED;
+		m.gen = s->gen;
+		ret = meta_commit_object(s->meta, &m, ce[i].pcs, m.npages, NULL, META_SKEY_SET);
+		/*
+		 * A batch's keys usually share a directory: its times once
+		 * per run of them.  This also refuses a directory removed
+		 * since the reserve (ENOENT): no row names a dead parent.
+		 */
+		if (!ret && ce[i].dir != last_dir)
+			ret = meta_dir_changed(s->meta, ce[i].dir, now, NULL);
+		if (ret)
+			break;
+		last_dir = ce[i].dir;
+		ce[i].ino = m.ino;
+		ce[i].done = 1;
+	}
+	if (!ret)
+		ret = meta_commit(s->meta);
+	else
+		meta_rollback(s->meta);
+	*ncommitted = 0;
+	for (i = 0; i < r->hdr->n; i++) {
+		struct ofs_object *d;
+
+		if (ret)
+			ce[i].done = 0;
+		if (!ce[i].done)
+			continue;
+		(*ncommitted)++;
+		d = ofs_object_find(s, ce[i].dir);
+		if (d)
+			d->m.mtime = d->m.ctime = now;
+	}
+	s->nfiles += *ncommitted;
+	return ret;
+}
+
+static int batch_commit(struct ofs *ofs, struct batch_handle *h, const struct batch_req *r,
+			const struct fuse_ctx *ctx)
+{
+	struct ofs_store *s = &ofs->store;
+	struct ofs_batch_status *st = batch_reply_alloc(h, r, sizeof(*st));
+	struct batch_commit_ent *ce;
+	uint32_t i, n = r->hdr->n;
+	int sync = (r->hdr->flags & OFS_BATCH_SYNC) != 0, bad = 0, ret = 0, dup;
+	uint64_t ncommitted = 0;
+	size_t hint = 0;
+
+	if (!st)
+		return -ENOMEM;
+	dup = batch_has_dup(r);
+	if (dup) {
+		batch_status(h, dup < 0 ? dup : -EINVAL);
+		return 0;
+	}
+	ce = calloc(n + 1, sizeof(*ce));
+	if (!ce)
+		return -ENOMEM;
+	/* Verify: the pages as they are now against the client's sums, outside every lock. */
+	for (i = 0; i < n; i++) {
+		struct kvb_obj *obj;
+		int e;
+
+		ce[i].resv = batch_find_resv(h, r->key[i], r->ent[i]->klen, hint);
+		if (ce[i].resv < 0) {
+			st[i].err = -ENOENT; /* not reserved on this description */
+			bad = bad ? bad : -ENOENT;
+			continue;
+		}
+		hint = (size_t)ce[i].resv + 1;
+		obj = h->resv[ce[i].resv].obj;
+		e = r->ent[i]->size > h->resv[ce[i].resv].size ? -EINVAL :
+			kvb_obj_adopt(&s->kvb, obj, r->ent[i]->size);
+		/* With sync, the barrier below syncs every bucket adopt marked: once, not per key. */
+		if (!e)
+			e = kvb_obj_commit_prepare(&s->kvb, obj, 0, &ce[i].map, &ce[i].csum,
+						   &ce[i].pcs);
+		if (!e) {
+			uint64_t np = ce[i].map.bucket >= 0 ? ce[i].map.npages : 0;
+
+			ce[i].prepared = 1;
+			if (r->ent[i]->npcs != np ||
+			    memcmp(r->pcs[i], ce[i].pcs, np * sizeof(uint64_t)))
+				e = -EBADMSG;
+		}
+		st[i].err = e;
+		if (e && !bad)
+			bad = e;
+	}
+	if (!bad) {
+		pthread_mutex_lock(&s->lock);
+		ret = batch_commit_records(ofs, h, r, ce, st, ctx, &ncommitted);
+		pthread_mutex_unlock(&s->lock);
+	}
+	for (i = 0; i < n; i++) {
+		if (ce[i].prepared)
+			kvb_obj_commit_done(&s->kvb, h->resv[ce[i].resv].obj, ce[i].done);
+		if (ret)
+			st[i].err = ret;
+	}
+	if (bad || ret) {
+		/* Nothing is visible; the reservations stay for a retry or an abort. */
+		batch_status(h, bad ? bad : ret);
+		free(ce);
+		OFS_COUNT(s->metrics.commit_failures, 1);
+		return 0;
+	}
+	OFS_COUNT(s->metrics.objects_committed, ncommitted);
+	/*
+	 * Committed pages now belong to their records (the working state
+	 * shares them: closing frees nothing); an entry that was refused
+	 * (its name taken meanwhile) gives its run back.  Every entry's
+	 * reservation goes, in one pass over the description's.
+	 */
+	for (i = 0; i < n; i++)
+		if (ce[i].resv >= 0)
+			h->resv[ce[i].resv].done = 1;
+	{
+		size_t j, k = 0;
+
+		for (j = 0; j < h->nresv; j++) {
+			if (h->resv[j].done) {
+				kvb_obj_close(&s->kvb, h->resv[j].obj);
+				free(h->resv[j].key);
+			} else {
+				h->resv[k++] = h->resv[j];
+			}
+		}
+		h->nresv = k;
+	}
+	if (sync)
+		batch_status(h, ofs_store_barrier(s, NULL));
+	/* The kernel may remember these names as missing (a stat before the put). */
+	for (i = 0; i < n; i++)
+		if (ce[i].done && ofs->se)
+			fuse_lowlevel_notify_inval_entry(ofs->se, ce[i].dir, ce[i].name,
+							 strlen(ce[i].name));
+	free(ce);
+	return 0;
+}
+
+static int batch_lookup(struct ofs *ofs, struct batch_handle *h, const struct batch_req *r)
+{
+	struct ofs_batch_desc *d = batch_reply_alloc(h, r, sizeof(*d));
+	char name[META_NAME_MAX + 1];
+	struct meta_inode m;
+	uint64_t dir;
+	uint32_t i;
+
+	if (!d)
+		return -ENOMEM;
+	pthread_mutex_lock(&ofs->store.lock);
+	for (i = 0; i < r->hdr->n; i++) {
+		int e = batch_resolve(ofs, h->tenant, r->key[i], r->ent[i]->klen, &dir, name, &m);
+
+		if (!e) {
+			struct ofs_object *o = ofs_object_find(&ofs->store, m.ino);
+
+			if (o)
+				m = o->m;
+			if (S_ISDIR(m.mode))
+				e = -EISDIR;
+			else if (m.state != META_COMMITTED)
+				e = -ENOENT;
+		}
+		d[i].err = e;
+		if (e)
+			continue;
+		d[i].bucket = m.bucket;
+		d[i].offset = m.bucket >= 0 ? m.page * ofs->store.geom.page_size : 0;
+		d[i].size = m.size;
+		d[i].csum = m.csum;
+	}
+	pthread_mutex_unlock(&ofs->store.lock);
+	return 0;
+}
+
+static int batch_delete(struct ofs *ofs, struct batch_handle *h, const struct batch_req *r)
+{
+	struct ofs_batch_status *st = batch_reply_alloc(h, r, sizeof(*st));
+	char name[META_NAME_MAX + 1];
+	struct meta_inode m;
+	uint64_t dir;
+	uint32_t i;
+
+	if (!st)
+		return -ENOMEM;
+	for (i = 0; i < r->hdr->n; i++) {
+		int e;
+
+		pthread_mutex_lock(&ofs->store.lock);
+		e = batch_resolve(ofs, h->tenant, r->key[i], r->ent[i]->klen, &dir, name, &m);
+		pthread_mutex_unlock(&ofs->store.lock);
+		if (!e)
+			e = S_ISDIR(m.mode) ? -EISDIR : ofs_ns_unlink(&ofs->store, dir, name);
+		st[i].err = e;
+		/* The kernel's cached entry names a file that is gone. */
+		if (!e && ofs->se)
+			fuse_lowlevel_notify_inval_entry(ofs->se, dir, name, strlen(name));
+	}
+	return 0;
+}
+
+static int batch_abort(struct ofs *ofs, struct batch_handle *h, const struct batch_req *r)
+{
+	struct ofs_batch_status *st = batch_reply_alloc(h, r, sizeof(*st));
+	uint32_t i;
+
+	if (!st)
+		return -ENOMEM;
+	for (i = 0; i < r->hdr->n; i++) {
+		ssize_t k = batch_find_resv(h, r->key[i], r->ent[i]->klen, 0);
+
+		st[i].err = k < 0 ? -ENOENT : 0;
+		if (k >= 0)
+			batch_resv_drop(ofs, h, (size_t)k);
+	}
+	return 0;
+}
+
+static int batch_info(struct ofs *ofs, struct batch_handle *h, const struct batch_req *r)
+{
+	struct ofs_batch_info *in;
+	size_t len = sizeof(struct ofs_batch_hdr) + sizeof(*in);
+	struct ofs_batch_hdr *hdr;
+
+	free(h->reply);
+	h->rlen = 0;
+	h->reply = calloc(1, len);
+	if (!h->reply)
+		return -ENOMEM;
+	hdr = (void *)h->reply;
+	hdr->magic = OFS_BATCH_MAGIC;
+	hdr->op = r->hdr->op;
+	hdr->len = (uint32_t)len;
+	in = (void *)(h->reply + sizeof(*hdr));
+	in->page_size = ofs->store.geom.page_size;
+	in->bucket_count = ofs->store.geom.bucket_count;
+	in->rootlen = (uint32_t)strlen(ofs->store.root);
+	if (in->rootlen >= sizeof(in->root))
+		return -ENAMETOOLONG;
+	memcpy(in->root, ofs->store.root, in->rootlen);
+	h->rlen = len;
+	/* Batches move data through the bucket files: only the pages backend has them. */
+	if (strcmp(kvb_name(&ofs->store.kvb), "pages") != 0)
+		hdr->status = -EOPNOTSUPP;
+	return 0;
+}
+
+static int batch_request(struct ofs *ofs, struct batch_handle *h, const char *buf, size_t size,
+			 const struct fuse_ctx *ctx)
+{
+	struct batch_req r = { 0 };
+	int ret = batch_parse(buf, size, &r);
+
+	if (!ret && r.hdr->op != OFS_BATCH_INFO && strcmp(kvb_name(&ofs->store.kvb), "pages"))
+		ret = -EOPNOTSUPP;
+	if (!ret) {
+		switch (r.hdr->op) {
+		case OFS_BATCH_INFO: ret = batch_info(ofs, h, &r); break;
+		case OFS_BATCH_RESERVE: ret = batch_reserve(ofs, h, &r); break;
+		case OFS_BATCH_COMMIT: ret = batch_commit(ofs, h, &r, ctx); break;
+		case OFS_BATCH_LOOKUP: ret = batch_lookup(ofs, h, &r); break;
+		case OFS_BATCH_DELETE: ret = batch_delete(ofs, h, &r); break;
+		case OFS_BATCH_ABORT: ret = batch_abort(ofs, h, &r); break;
+		default: ret = -EINVAL;
+		}
+	}
+	free(r.ent);
+	free(r.key);
+	free(r.pcs);
+	return ret;
+}
+
+static void batch_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct batch_handle *h = (struct batch_handle *)(uintptr_t)fi->fh;
+	int ret;
+
+	if (!batch_ino(ino)) {
+		ofs_ll_ops.write(req, ino, buf, size, off, fi);
+		return;
+	}
+	if (!h) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	pthread_mutex_lock(&h->lock);
+	free(h->reply);
+	h->reply = NULL;
+	h->rlen = 0;
+	ret = off != 0 ? -EINVAL : batch_request(ofs, h, buf, size, fuse_req_ctx(req));
+	pthread_mutex_unlock(&h->lock);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_write(req, size);
+}
+
+/* A name that shadows the control file cannot be made in a tenant. */
+static void batch_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			    struct fuse_file_info *fi)
+{
+	if (strcmp(name, OFS_BATCH_NAME) == 0)
+		fuse_reply_err(req, EEXIST);
+	else
+		ofs_ll_ops.create(req, parent, name, mode, fi);
+}
+
+static void batch_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	if (strcmp(name, OFS_BATCH_NAME) == 0)
+		fuse_reply_err(req, EEXIST);
+	else
+		ofs_ll_ops.mkdir(req, parent, name, mode);
+}
+
+static void batch_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+			    fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	if (strcmp(name, OFS_BATCH_NAME) == 0 || strcmp(newname, OFS_BATCH_NAME) == 0)
+		fuse_reply_err(req, EPERM);
+	else
+		ofs_ll_ops.rename(req, parent, name, newparent, newname, flags);
+}
+
+static void batch_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	if (strcmp(name, OFS_BATCH_NAME) == 0)
+		fuse_reply_err(req, EPERM);
+	else
+		ofs_ll_ops.unlink(req, parent, name);
+}
+
+const struct fuse_lowlevel_ops *ofs_batch_ops(void)
+{
+	static struct fuse_lowlevel_ops ops;
+
+	ops = ofs_ll_ops;
+	ops.destroy = batch_op_destroy;
+	ops.lookup = batch_op_lookup;
+	ops.forget = batch_op_forget;
+	ops.forget_multi = batch_op_forget_multi;
+	ops.getattr = batch_op_getattr;
+	ops.setattr = batch_op_setattr;
+	ops.open = batch_op_open;
+	ops.read = batch_op_read;
+	ops.write = batch_op_write;
+	ops.flush = batch_op_flush;
+	ops.release = batch_op_release;
+	ops.create = batch_op_create;
+	ops.mkdir = batch_op_mkdir;
+	ops.rename = batch_op_rename;
+	ops.unlink = batch_op_unlink;
+	return &ops;
+}

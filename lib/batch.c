@@ -1,0 +1,577 @@
+/*
+ * batch.c: the client side of the batch control file (offloadfs_batch.h,
+ * wire format in offloadfs_batch_proto.h).
+ */
+#include "offloadfs_batch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "offloadfs_batch_proto.h"
+
+#define BATCH_KEYS 1024u /* per request */
+#define BATCH_BUCKETS 256u
+
+struct offloadfs_batch {
+	pthread_mutex_t lock;   /* one request (write, then read) at a time */
+	char *dir;
+	int ctl;
+	uint64_t page_size;
+	uint32_t bucket_count;
+	char root[4096];
+	pthread_mutex_t fdlock; /* fds */
+	int fds[BATCH_BUCKETS];
+	struct offloadfs_batch *next; /* the per-process cache of tenants */
+	char *req;              /* request buffer, OFS_BATCH_REQ_MAX bytes; lock */
+	char *reply;            /* reply buffer; lock */
+	size_t replycap;
+};
+
+static ssize_t full_pwrite(int fd, const void *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, off + (off_t)done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		done += (size_t)n;
+	}
+	return (ssize_t)done;
+}
+
+static ssize_t full_pread(int fd, void *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, off + (off_t)done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	return (ssize_t)done;
+}
+
+/*
+ * Send the request in b->req (len bytes) and read a reply of up to
+ * replylen bytes into b->reply: the batch's status, or -errno.
+ */
+static int batch_call(struct offloadfs_batch *b, size_t len, size_t replylen)
+{
+	struct ofs_batch_hdr *hdr;
+	ssize_t n;
+
+	if (replylen > b->replycap) {
+		char *r = realloc(b->reply, replylen);
+
+		if (!r)
+			return -ENOMEM;
+		b->reply = r;
+		b->replycap = replylen;
+	}
+	n = pwrite(b->ctl, b->req, len, 0);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n != len)
+		return -EIO;
+	n = full_pread(b->ctl, b->reply, replylen, 0);
+	if (n < 0)
+		return (int)n;
+	hdr = (void *)b->reply;
+	if ((size_t)n < sizeof(*hdr) || hdr->magic != OFS_BATCH_MAGIC || hdr->len != (size_t)n)
+		return -EIO;
+	return hdr->status;
+}
+
+/*
+ * Fill b->req with an op over keys [0, n) that fit: *taken of them.
+ * sizes and pcs may be NULL.
+ */
+static size_t batch_build(struct offloadfs_batch *b, int op, int flags, const char *const *keys,
+			  const size_t *sizes, const uint64_t *const *pcs, size_t n, size_t *taken)
+{
+	struct ofs_batch_hdr *hdr = (void *)b->req;
+	size_t pos = sizeof(*hdr), i;
+
+	for (i = 0; i < n && i < BATCH_KEYS; i++) {
+		struct ofs_batch_ent e = { 0 };
+		size_t klen = strlen(keys[i]), need;
+
+		e.klen = (uint32_t)klen;
+		e.size = sizes ? sizes[i] : 0;
+		e.npcs = pcs ? (uint32_t)((e.size + b->page_size - 1) / b->page_size) : 0;
+		need = sizeof(e) + ofs_batch_pad8(e.klen) + (size_t)e.npcs * 8;
+		if (pos + need > OFS_BATCH_REQ_MAX)
+			break;
+		memcpy(b->req + pos, &e, sizeof(e));
+		pos += sizeof(e);
+		memset(b->req + pos, 0, ofs_batch_pad8(e.klen));
+		memcpy(b->req + pos, keys[i], klen);
+		pos += ofs_batch_pad8(e.klen);
+		if (e.npcs) {
+			memcpy(b->req + pos, pcs[i], (size_t)e.npcs * 8);
+			pos += (size_t)e.npcs * 8;
+		}
+	}
+	memset(hdr, 0, sizeof(*hdr));
+	hdr->magic = OFS_BATCH_MAGIC;
+	hdr->op = (uint16_t)op;
+	hdr->flags = (uint16_t)flags;
+	hdr->n = (uint32_t)i;
+	hdr->len = (uint32_t)pos;
+	*taken = i;
+	return pos;
+}
+
+static int bucket_fd(struct offloadfs_batch *b, int32_t bucket)
+{
+	char path[4200];
+	int fd;
+
+	if (bucket < 0 || (uint32_t)bucket >= b->bucket_count)
+		return -EIO;
+	pthread_mutex_lock(&b->fdlock);
+	fd = b->fds[bucket];
+	if (fd < 0) {
+		snprintf(path, sizeof(path), "%s/bucket_%02x.data", b->root, (unsigned)bucket);
+		fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0 && (errno == EACCES || errno == EPERM))
+			fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			fd = -errno;
+		else
+			b->fds[bucket] = fd;
+	}
+	pthread_mutex_unlock(&b->fdlock);
+	return fd;
+}
+
+struct offloadfs_batch *offloadfs_batch_open(const char *tenant_dir)
+{
+	struct offloadfs_batch *b = calloc(1, sizeof(*b));
+	struct ofs_batch_hdr *hdr;
+	struct ofs_batch_info *in;
+	char path[4200];
+	int ret, i;
+
+	if (!b)
+		return NULL;
+	for (i = 0; i < (int)BATCH_BUCKETS; i++)
+		b->fds[i] = -1;
+	pthread_mutex_init(&b->lock, NULL);
+	pthread_mutex_init(&b->fdlock, NULL);
+	snprintf(path, sizeof(path), "%s/%s", tenant_dir, OFS_BATCH_NAME);
+	b->dir = strdup(tenant_dir);
+	b->req = malloc(OFS_BATCH_REQ_MAX);
+	b->ctl = open(path, O_RDWR | O_CLOEXEC);
+	if (!b->dir || !b->req || b->ctl < 0) {
+		ret = b->ctl < 0 ? errno : ENOMEM;
+		goto fail;
+	}
+	hdr = (void *)b->req;
+	memset(hdr, 0, sizeof(*hdr));
+	hdr->magic = OFS_BATCH_MAGIC;
+	hdr->op = OFS_BATCH_INFO;
+	hdr->len = sizeof(*hdr);
+	ret = -batch_call(b, sizeof(*hdr), sizeof(*hdr) + sizeof(*in));
+	if (ret)
+		goto fail;
+	in = (void *)(b->reply + sizeof(*hdr));
+	b->page_size = in->page_size;
+	b->bucket_count = in->bucket_count;
+	if (in->rootlen >= sizeof(b->root) || b->bucket_count > BATCH_BUCKETS || !b->page_size) {
+		ret = EIO;
+		goto fail;
+	}
+	memcpy(b->root, in->root, in->rootlen);
+	b->root[in->rootlen] = '\0';
+	return b;
+fail:
+	offloadfs_batch_close(b);
+	errno = ret;
+	return NULL;
+}
+
+void offloadfs_batch_close(struct offloadfs_batch *b)
+{
+	int i;
+
+	if (!b)
+		return;
+	if (b->ctl >= 0)
+		close(b->ctl);
+	for (i = 0; i < (int)BATCH_BUCKETS; i++)
+		if (b->fds[i] >= 0)
+			close(b->fds[i]);
+	pthread_mutex_destroy(&b->lock);
+	pthread_mutex_destroy(&b->fdlock);
+	free(b->dir);
+	free(b->req);
+	free(b->reply);
+	free(b);
+}
+
+uint64_t offloadfs_batch_page_size(const struct offloadfs_batch *b)
+{
+	return b->page_size;
+}
+
+/* A request with a struct ofs_batch_desc reply per key, over every key in chunks. */
+static int batch_descs(struct offloadfs_batch *b, int op, const char *const *keys,
+		       const size_t *sizes, size_t n, struct offloadfs_desc *d)
+{
+	size_t i = 0, k, taken, len;
+	int ret = 0, st;
+
+	pthread_mutex_lock(&b->lock);
+	while (i < n) {
+		const struct ofs_batch_desc *rd;
+
+		len = batch_build(b, op, 0, keys + i, sizes ? sizes + i : NULL, NULL, n - i, &taken);
+		if (!taken) {
+			ret = -E2BIG;
+			break;
+		}
+		st = batch_call(b, len, sizeof(struct ofs_batch_hdr) + taken * sizeof(*rd));
+		rd = (const void *)(b->reply + sizeof(struct ofs_batch_hdr));
+		for (k = 0; k < taken; k++) {
+			struct offloadfs_desc *o = &d[i + k];
+
+			memset(o, 0, sizeof(*o));
+			o->fd = -1;
+			o->err = st ? st : rd[k].err;
+			if (!o->err) {
+				o->offset = rd[k].offset;
+				o->size = rd[k].size;
+				o->csum = rd[k].csum;
+				if (rd[k].bucket >= 0) {
+					o->fd = bucket_fd(b, rd[k].bucket);
+					if (o->fd < 0)
+						o->err = o->fd;
+				}
+			}
+			if (o->err && !ret)
+				ret = o->err;
+		}
+		if (st)
+			break;
+		i += taken;
+	}
+	for (; i < n; i++) {
+		/* Keys the loop never reached (a batch failed) fail with it. */
+		memset(&d[i], 0, sizeof(d[i]));
+		d[i].fd = -1;
+		d[i].err = ret;
+	}
+	pthread_mutex_unlock(&b->lock);
+	return ret;
+}
+
+int offloadfs_batch_reserve(struct offloadfs_batch *b, const char *const *keys,
+			    const size_t *lens, size_t n, struct offloadfs_desc *d)
+{
+	return batch_descs(b, OFS_BATCH_RESERVE, keys, lens, n, d);
+}
+
+int offloadfs_batch_lookup(struct offloadfs_batch *b, const char *const *keys, size_t n,
+			   struct offloadfs_desc *d)
+{
+	return batch_descs(b, OFS_BATCH_LOOKUP, keys, NULL, n, d);
+}
+
+/* COMMIT, DELETE or ABORT: a status per key. */
+static int batch_statuses(struct offloadfs_batch *b, int op, int flags, const char *const *keys,
+			  const size_t *sizes, const uint64_t *const *pcs, size_t n, int *errs)
+{
+	size_t i = 0, k, taken, len;
+	int ret = 0, st;
+
+	pthread_mutex_lock(&b->lock);
+	while (i < n) {
+		const struct ofs_batch_status *rs;
+
+		len = batch_build(b, op, flags, keys + i, sizes ? sizes + i : NULL,
+				  pcs ? pcs + i : NULL, n - i, &taken);
+		if (!taken) {
+			ret = -E2BIG;
+			break;
+		}
+		st = batch_call(b, len, sizeof(struct ofs_batch_hdr) + taken * sizeof(*rs));
+		rs = (const void *)(b->reply + sizeof(struct ofs_batch_hdr));
+		for (k = 0; k < taken; k++) {
+			/*
+			 * A failed commit names the entries that failed; the
+			 * others were not committed either (ECANCELED).
+			 */
+			int e = rs[k].err;
+
+			if (st && !e)
+				e = st == -EBADMSG || st == -ENOENT ? -ECANCELED : st;
+			if (errs)
+				errs[i + k] = e;
+			if (e && !ret)
+				ret = st ? st : e;
+		}
+		i += taken;
+	}
+	for (; errs && i < n; i++)
+		errs[i] = ret;
+	pthread_mutex_unlock(&b->lock);
+	return ret;
+}
+
+int offloadfs_batch_commit(struct offloadfs_batch *b, const char *const *keys,
+			   const size_t *lens, const uint64_t *const *pcs, size_t n, int flags,
+			   int *errs)
+{
+	return batch_statuses(b, OFS_BATCH_COMMIT, flags & OFFLOADFS_SYNC ? OFS_BATCH_SYNC : 0,
+			      keys, lens, pcs, n, errs);
+}
+
+/* ---- the per-process cache of tenants ---- */
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct offloadfs_batch *cache;
+
+static struct offloadfs_batch *batch_get(const char *tenant_dir, int *err)
+{
+	struct offloadfs_batch *b;
+
+	pthread_mutex_lock(&cache_lock);
+	for (b = cache; b; b = b->next)
+		if (!strcmp(b->dir, tenant_dir))
+			break;
+	if (!b) {
+		b = offloadfs_batch_open(tenant_dir);
+		if (b) {
+			b->next = cache;
+			cache = b;
+		} else {
+			*err = -errno;
+		}
+	}
+	pthread_mutex_unlock(&cache_lock);
+	return b;
+}
+
+/* A call that failed before any batch: every key fails with it. */
+static int fail_all(int *errs, size_t n, int err)
+{
+	size_t i;
+
+	for (i = 0; errs && i < n; i++)
+		errs[i] = err;
+	return err;
+}
+
+/* Make the directories of key below dir (mkdir -p), as the mount allows. */
+static int make_dirs(const char *dir, const char *key, char *last, size_t lastcap)
+{
+	const char *slash = strrchr(key, '/');
+	char path[8192];
+	size_t dlen, plen, i;
+
+	if (!slash)
+		return 0;
+	plen = (size_t)(slash - key);
+	if (plen < lastcap && !strncmp(last, key, plen) && last[plen] == '\0')
+		return 0;
+	dlen = (size_t)snprintf(path, sizeof(path), "%s/", dir);
+	if (dlen + plen >= sizeof(path))
+		return -ENAMETOOLONG;
+	for (i = 0; i <= plen; i++) {
+		if (i == plen || key[i] == '/') {
+			path[dlen + i] = '\0';
+			if (mkdir(path, 0777) && errno != EEXIST)
+				return -errno;
+		}
+		path[dlen + i] = key[i];
+	}
+	if (plen < lastcap) {
+		memcpy(last, key, plen);
+		last[plen] = '\0';
+	}
+	return 0;
+}
+
+int offloadfs_put_many(const char *tenant_dir, const char *const *keys, const void *const *bufs,
+		       const size_t *lens, size_t n, int flags, int *errs)
+{
+	struct offloadfs_batch *b;
+	struct offloadfs_desc *d = NULL;
+	const char **ckeys = NULL;
+	size_t *clens = NULL, *idx = NULL, i, nc = 0, npcs = 0;
+	uint64_t **cpcs = NULL, *pcbuf = NULL;
+	int ret = 0, *cerr = NULL;
+	char last[4096] = "";
+
+	b = batch_get(tenant_dir, &ret);
+	if (!b)
+		return fail_all(errs, n, ret);
+	for (i = 0; i < n; i++) {
+		int e = make_dirs(tenant_dir, keys[i], last, sizeof(last));
+
+		if (e)
+			return fail_all(errs, n, e);
+		npcs += (lens[i] + b->page_size - 1) / b->page_size;
+	}
+	d = calloc(n + 1, sizeof(*d));
+	ckeys = calloc(n + 1, sizeof(*ckeys));
+	clens = calloc(n + 1, sizeof(*clens));
+	cpcs = calloc(n + 1, sizeof(*cpcs));
+	idx = calloc(n + 1, sizeof(*idx));
+	cerr = calloc(n + 1, sizeof(*cerr));
+	pcbuf = calloc(npcs + 1, sizeof(*pcbuf));
+	if (!d || !ckeys || !clens || !cpcs || !idx || !cerr || !pcbuf) {
+		ret = fail_all(errs, n, -ENOMEM);
+		goto out;
+	}
+	ret = offloadfs_batch_reserve(b, keys, lens, n, d);
+	npcs = 0;
+	for (i = 0; i < n; i++) {
+		uint64_t np = (lens[i] + b->page_size - 1) / b->page_size, p;
+		ssize_t w = 0;
+
+		if (errs)
+			errs[i] = d[i].err;
+		if (d[i].err)
+			continue;
+		if (lens[i])
+			w = full_pwrite(d[i].fd, bufs[i], lens[i], (off_t)d[i].offset);
+		if (w < 0) {
+			/* Not committed; the reservation goes back with the others below. */
+			if (errs)
+				errs[i] = (int)w;
+			if (!ret)
+				ret = (int)w;
+			batch_statuses(b, OFS_BATCH_ABORT, 0, &keys[i], NULL, NULL, 1, NULL);
+			continue;
+		}
+		cpcs[nc] = pcbuf + npcs;
+		for (p = 0; p < np; p++) {
+			uint64_t off = p * b->page_size;
+			size_t len = lens[i] - off < b->page_size ? lens[i] - off : b->page_size;
+
+			pcbuf[npcs++] = XXH3_64bits((const char *)bufs[i] + off, len);
+		}
+		ckeys[nc] = keys[i];
+		clens[nc] = lens[i];
+		idx[nc++] = i;
+	}
+	if (nc) {
+		int c = offloadfs_batch_commit(b, ckeys, clens, (const uint64_t *const *)cpcs, nc,
+					       flags, cerr);
+
+		if (c) {
+			/* Whatever was not committed is given back now rather than at close. */
+			batch_statuses(b, OFS_BATCH_ABORT, 0, ckeys, NULL, NULL, nc, NULL);
+		}
+		for (i = 0; i < nc; i++)
+			if (errs && !errs[idx[i]])
+				errs[idx[i]] = cerr[i];
+		if (c && !ret)
+			ret = c;
+	}
+out:
+	free(d);
+	free(ckeys);
+	free(clens);
+	free(cpcs);
+	free(idx);
+	free(cerr);
+	free(pcbuf);
+	return ret;
+}
+
+int offloadfs_get_many(const char *tenant_dir, const char *const *keys, void *const *bufs,
+		       const size_t *caps, size_t n, size_t *lens, int *errs)
+{
+	struct offloadfs_batch *b;
+	struct offloadfs_desc *d;
+	size_t i;
+	int ret = 0;
+
+	b = batch_get(tenant_dir, &ret);
+	if (!b)
+		return fail_all(errs, n, ret);
+	d = calloc(n + 1, sizeof(*d));
+	if (!d)
+		return fail_all(errs, n, -ENOMEM);
+	offloadfs_batch_lookup(b, keys, n, d);
+	for (i = 0; i < n; i++) {
+		int e = d[i].err;
+
+		if (!e && d[i].size > caps[i])
+			e = -EOVERFLOW;
+		if (!e && d[i].size) {
+			ssize_t r = full_pread(d[i].fd, bufs[i], d[i].size, (off_t)d[i].offset);
+
+			if (r < 0)
+				e = (int)r;
+			else if ((uint64_t)r != d[i].size)
+				e = -EIO;
+		}
+		/* Pages of a version deleted meanwhile may be reused: the checksum tells. */
+		if (!e && XXH3_64bits(bufs[i], d[i].size) != d[i].csum)
+			e = -EIO;
+		if (lens)
+			lens[i] = e ? 0 : d[i].size;
+		if (errs)
+			errs[i] = e;
+		if (e && !ret)
+			ret = e;
+	}
+	free(d);
+	return ret;
+}
+
+int offloadfs_exists_many(const char *tenant_dir, const char *const *keys, size_t n,
+			  int *exists)
+{
+	struct offloadfs_batch *b;
+	struct offloadfs_desc *d;
+	size_t i;
+	int ret = 0;
+
+	b = batch_get(tenant_dir, &ret);
+	if (!b)
+		return ret;
+	d = calloc(n + 1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	offloadfs_batch_lookup(b, keys, n, d);
+	for (i = 0; i < n; i++) {
+		exists[i] = d[i].err == 0;
+		if (d[i].err && d[i].err != -ENOENT && !ret)
+			ret = d[i].err;
+	}
+	free(d);
+	return ret;
+}
+
+int offloadfs_delete_many(const char *tenant_dir, const char *const *keys, size_t n, int *errs)
+{
+	struct offloadfs_batch *b;
+	int ret = 0;
+
+	b = batch_get(tenant_dir, &ret);
+	if (!b)
+		return fail_all(errs, n, ret);
+	return batch_statuses(b, OFS_BATCH_DELETE, 0, keys, NULL, NULL, n, errs);
+}

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# t-batch.sh: the batch interface (TENANT/.offload-batch, liboffloadfs_batch,
+# docs/batch.md) on the pages backend: put_many/get_many of 64 keys of
+# 128 KiB, visible to POSIX readers at once; exists_many and delete_many;
+# 1,500 keys (more than one request) and empty objects;
+# the Python module; a client killed between reserve and commit gives its
+# runs back; duplicate keys refuse a batch; a commit with a wrong page sum
+# fails and shows nothing; commits racing unlinks of the same key leave
+# either the whole file or none; a daemon kill -9 between reserve and commit
+# leaves nothing visible and no leaked page (fsck clean).  On the ubsio
+# backend: every batch is EOPNOTSUPP.
+set -u
+. "$(dirname "$0")/lib.sh"
+
+BT=${OFS_BATCH_TOOL:-"$OFS_BUILD/tests/batch_tool"}
+[ -x "$BT" ] || ofs_bail "$BT missing (ninja -C build)"
+PYLIB="$OFS_TESTS_DIR/../../lib/python"
+export OFFLOADFS_BATCH_LIB=${OFFLOADFS_BATCH_LIB:-"$OFS_BUILD/liboffloadfs_batch.so"}
+
+ofs_mount || ofs_bail "cannot mount"
+mkdir -p "$MNT/t1/held"
+if [ "$OFS_BACKEND" != pages ]; then
+	# Values live in the KV store: no bucket file for a client to write.
+	check_fails "batches are EOPNOTSUPP on $OFS_BACKEND" "Operation not supported" \
+		"$BT" put "$MNT/t1" 4 4096
+	ofs_umount
+	ofs_done
+fi
+FREE0=$(ofs_free)
+
+# ---- round trip ----
+stat "$MNT/t1/k0000" >/dev/null 2>&1 # the kernel now remembers the name as missing
+check "put_many of 64 keys of 128 KiB" "$BT" put "$MNT/t1" 64 131072 5
+check "get_many returns every byte" "$BT" get "$MNT/t1" 64 131072 5
+check_eq "the files are in the namespace" 64 "$(find "$MNT/t1" -maxdepth 1 -name 'k*' -type f | wc -l)"
+check_eq "a name stat saw missing before the put is there" 131072 "$(stat -c %s "$MNT/t1/k0000" 2>&1)"
+python3 -c '
+import sys
+sys.path.insert(0, sys.argv[2])
+import offloadfs_batch as ob
+t = ob.Tenant(sys.argv[1])
+buf = [bytearray(131072)]
+n = t.get_many(["k0007"], buf)[0]
+sys.exit(0 if open(sys.argv[1] + "/k0007", "rb").read() == bytes(buf[0][:n]) and n == 131072 else 1)
+' "$MNT/t1" "$PYLIB"
+check_eq "a POSIX read gives the bytes get_many gives" 0 $?
+check_eq "checksum xattr of a batch-put file" \
+	"$(python3 -c 'import sys; print(len(sys.argv[1]))' "$(getfattr -n user.offload.checksum --only-values "$MNT/t1/k0001" 2>/dev/null)")" 16
+run "$BT" exists "$MNT/t1" 70
+check_eq "exists_many: 64 of 70" "exists 64" "$OUT"
+run "$BT" put "$MNT/t1" 2 131072 9
+check_contains "a put of an existing key is EEXIST" "File exists" "$ERR"
+run "$BT" get "$MNT/t1" 2 131072 5
+check_eq "and keeps its content" "get 0 bad 0" "$OUT"
+run "$BT" delete "$MNT/t1" 64
+check_eq "delete_many: 64" "deleted 64" "$OUT"
+check_eq "deleted names are gone for stat" "no" "$(stat "$MNT/t1/k0000" >/dev/null 2>&1 && echo yes || echo no)"
+run "$BT" exists "$MNT/t1" 64
+check_eq "exists_many after delete" "exists 0" "$OUT"
+check_eq "pages back after delete" "$FREE0" "$(ofs_free)"
+
+# ---- more keys than one request holds; empty objects ----
+run "$BT" put "$MNT/t1" 1500 4096 2 many
+check_eq "put_many of 1,500 keys (two requests)" "put 0" "$OUT"
+run "$BT" exists "$MNT/t1" 1500 4096 2 many
+check_eq "exists_many of 1,500 keys" "exists 1500" "$OUT"
+check "get_many of 1,500 keys" "$BT" get "$MNT/t1" 1500 4096 2 many
+run "$BT" delete "$MNT/t1" 1500 4096 2 many
+check_eq "delete_many of 1,500 keys" "deleted 1500" "$OUT"
+check "empty objects: put" "$BT" put "$MNT/t1" 3 0 2 empty
+check "empty objects: get" "$BT" get "$MNT/t1" 3 0 2 empty
+check_eq "an empty object is an empty file" 0 "$(stat -c %s "$MNT/t1/empty/k0002" 2>&1)"
+"$BT" delete "$MNT/t1" 3 0 2 empty >/dev/null
+check_eq "pages back after the large batches" "$FREE0" "$(ofs_free)"
+
+# ---- the Python module, keys with directories ----
+run python3 -c '
+import os, sys
+sys.path.insert(0, sys.argv[2])
+import offloadfs_batch as ob
+t = ob.Tenant(sys.argv[1])
+keys = ["Qwen/Qwen3-32B/blk%d" % i for i in range(32)]
+data = [os.urandom(1000 * i + 1) for i in range(32)]
+t.put_many(keys[:16], data[:16])
+t.put_many(keys[16:], data[16:], flags=ob.SYNC)
+bufs = [bytearray(40000) for _ in keys]
+sizes = t.get_many(keys, bufs)
+assert all(bytes(b[:s]) == d for b, s, d in zip(bufs, sizes, data)), "content"
+assert t.exists_many(keys[:1] + ["Qwen/none"]) == [True, False]
+t.delete_many(keys)
+assert t.exists_many(keys) == [False] * 32
+print("py ok")
+' "$MNT/t1" "$PYLIB"
+check_eq "Python module: put (and with SYNC), get, exists, delete of 32 nested keys" "py ok" "$OUT${ERR:+ $ERR}"
+
+# ---- a client killed between reserve and commit ----
+"$BT" hold "$MNT/t1" 8 131072 >"$TESTDIR/hold.out" 2>&1 &
+HPID=$!
+bg_track "$HPID"
+wait_until 10 grep -q held "$TESTDIR/hold.out"
+check_eq "reserved runs are taken (8 keys x 2 pages)" $((FREE0 - 16)) "$(ofs_free)"
+check_eq "reserved keys are invisible" 0 "$(find "$MNT/t1/held" -type f | wc -l)"
+bg_kill "$HPID"
+wait_free "$FREE0"
+check_eq "a killed client's runs are freed" "$FREE0" "$(ofs_free)"
+
+# ---- duplicate keys ----
+run "$BT" dup "$MNT/t1"
+check_contains "a reserve with a duplicate key is refused (EINVAL)" "reserve-dup -22 -22 -22 -22" "$OUT"
+check_contains "the same keys once: committed" "commit-unique 0 0" "$OUT"
+check_contains "a commit with a duplicate key is refused (EINVAL)" "commit-dup -22" "$OUT"
+check_contains "a key reserved again on the same description: EBUSY" "reserve-again -16" "$OUT"
+check_eq "only the committed keys are visible" "dupa dupb" "$(cd "$MNT/t1" && echo dup*)"
+rm -f "$MNT/t1"/dup*
+wait_free "$FREE0"
+check_eq "the refused batch's run is freed at close" "$FREE0" "$(ofs_free)"
+
+# ---- bad checksums ----
+run "$BT" badsum "$MNT/t1"
+check_eq "a wrong page sum fails the whole commit (EBADMSG; the others ECANCELED)" \
+	"badsum 0 -74 -125 -125 -125 -74" "$OUT"
+check_eq "nothing of it is visible" "" "$(cd "$MNT/t1" && ls -d bad* 2>/dev/null)"
+wait_free "$FREE0"
+check_eq "its runs are freed at close" "$FREE0" "$(ofs_free)"
+
+# ---- commits racing unlinks ----
+run "$BT" race "$MNT/t1" 200
+check_eq "commit vs unlink: every committed file whole or gone" 0 "$RC"
+note "$OUT"
+wait_free "$FREE0"
+check_eq "no page leaked by the race" "$FREE0" "$(ofs_free)"
+
+# ---- the tenant removed between reserve and commit ----
+mkdir "$MNT/gone"
+run python3 -c '
+import ctypes, os, sys
+lib = ctypes.CDLL(sys.argv[2])
+lib.offloadfs_batch_open.restype = ctypes.c_void_p
+lib.offloadfs_batch_reserve.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+lib.offloadfs_batch_commit.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+lib.offloadfs_batch_close.argtypes = [ctypes.c_void_p]
+b = lib.offloadfs_batch_open(sys.argv[1].encode())
+keys = (ctypes.c_char_p * 1)(b"k")
+lens = (ctypes.c_size_t * 1)(0)
+desc = (ctypes.c_char * 64)()
+r = lib.offloadfs_batch_reserve(b, keys, lens, 1, desc)
+os.rmdir(sys.argv[1])
+errs = (ctypes.c_int * 1)()
+pcs = (ctypes.c_void_p * 1)()
+print(r, lib.offloadfs_batch_commit(b, keys, lens, pcs, 1, 0, errs))
+lib.offloadfs_batch_close(b)
+' "$MNT/gone" "$OFFLOADFS_BATCH_LIB"
+check_eq "a commit into a tenant removed since the reserve: ENOENT" "0 -2" "$OUT${ERR:+ $ERR}"
+
+# ---- a clean unmount: fsck ----
+"$BT" put "$MNT/t1" 16 131072 3 >/dev/null
+ofs_umount
+check_fsck_clean "after batches and a clean unmount"
+ofs_mount || ofs_bail "cannot remount"
+check "batch-put files survive a remount" "$BT" get "$MNT/t1" 16 131072 3
+
+# ---- the daemon killed between reserve and commit ----
+FREE1=$(ofs_free)
+"$BT" hold "$MNT/t1" 8 131072 >"$TESTDIR/hold2.out" 2>&1 &
+HPID=$!
+bg_track "$HPID"
+wait_until 10 grep -q held "$TESTDIR/hold2.out"
+check_eq "reserved before the kill" $((FREE1 - 16)) "$(ofs_free)"
+ofs_kill9
+bg_kill "$HPID"
+ofs_mount || ofs_bail "cannot mount after kill -9"
+check_grep_log "bitmaps rebuilt after the kill" "$OFS_LOG_REBUILT"
+check_eq "nothing reserved is visible after the kill" 0 "$(find "$MNT/t1/held" -type f | wc -l)"
+check_eq "the reserved runs are free after the kill" "$FREE1" "$(ofs_free)"
+check "committed files intact after the kill" "$BT" get "$MNT/t1" 16 131072 3
+ofs_umount
+check_fsck_clean "after a kill -9 between reserve and commit"
+
+ofs_done
