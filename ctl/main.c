@@ -7,6 +7,7 @@
  *   offloadctl scrub MOUNTPOINT [--ubsio-*]          checksum pass on a mounted store
  *   offloadctl stats MOUNTPOINT [--buckets] [--json] live metrics of a mounted store
  *   offloadctl promote MOUNTPOINT FILE...            queue promotions to the DRAM tier
+ *   offloadctl evict MOUNTPOINT [--tenant T] --bytes N  evict least recently used files
  *
  * This file: usage, the options the commands share, and the dispatch.
  * fsck's engine is the store's (store/fsck.h); scrub, stats and promote
@@ -29,6 +30,7 @@ void ctl_usage(FILE *out)
 		     "                        [--ubsio-device N]\n"
 		     "       offloadctl stats MOUNTPOINT [--buckets] [--json]\n"
 		     "       offloadctl promote MOUNTPOINT FILE...\n"
+		     "       offloadctl evict MOUNTPOINT [--tenant T] --bytes N\n"
 		     "       offloadctl --version\n"
 		     "fsck checks an unmounted store (read-only unless --repair, which frees\n"
 		     "leaked pages and moves corrupted objects to <tenant>/lost+found); on a\n"
@@ -134,6 +136,8 @@ int main(int argc, char **argv)
 		return ctl_stats(argc, argv);
 	if (argc >= 4 && !strcmp(argv[1], "promote"))
 		return ctl_promote(argc, argv);
+	if (argc >= 3 && !strcmp(argv[1], "evict"))
+		return ctl_evict(argc, argv);
 	ctl_usage(stderr);
 	return 2;
 }
