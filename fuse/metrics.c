@@ -90,6 +90,29 @@ static void mb_hist(struct mbuf *b, const char *name, const char *help, const st
 	mb_printf(b, "%s_count %llu\n", name, (unsigned long long)cum);
 }
 
+/* Tenants with a quota: what their files hold and the quota. */
+static void ofs_metrics_tenants(struct ofs *ofs, struct mbuf *b)
+{
+	struct ofs_tenant_use t[64];
+	int i, n = ofs_evict_tenants(&ofs->store, t, 64), k;
+	const char *l;
+
+	for (k = 0; k < 2; k++) {
+		mb_head(b, k ? "offloadfs_tenant_quota_bytes" : "offloadfs_tenant_used_bytes",
+			"gauge", k ? "A tenant's quota (user.offload.quota on its directory)."
+				   : "Bytes (whole pages) a tenant's files hold, for tenants with a quota.");
+		for (i = 0; i < n; i++) {
+			mb_printf(b, "%s{tenant=\"", k ? "offloadfs_tenant_quota_bytes"
+						       : "offloadfs_tenant_used_bytes");
+			for (l = t[i].name; *l; l++)
+				mb_printf(b, *l == '"' || *l == '\\' ? "\\%c" : *l == '\n' ? "\\n" : "%c",
+					  *l);
+			mb_printf(b, "\"} %llu\n",
+				  (unsigned long long)(k ? t[i].quota : t[i].used));
+		}
+	}
+}
+
 /* Eviction: by reason, bytes, and the pinned objects (a count of their xattrs). */
 static void ofs_metrics_evict(struct ofs *ofs, struct mbuf *b)
 {
@@ -110,6 +133,7 @@ static void ofs_metrics_evict(struct ofs *ofs, struct mbuf *b)
 	pthread_mutex_unlock(&ofs->store.lock);
 	mb_one(b, "offloadfs_objects_pinned", "gauge",
 	       "Files with user.offload.pin set, never evicted.", pinned);
+	ofs_metrics_tenants(ofs, b);
 }
 
 char *ofs_metrics_render(struct ofs *ofs, size_t *len)

@@ -23,13 +23,14 @@
 
 /*
  * A user xattr the store keeps: user.*, but for our own names; the pin
- * (OFS_PIN_XATTR) is one the store keeps and eviction reads.
+ * and a tenant's quota (evict.h) are ones the store keeps and eviction
+ * reads.
  */
 static int ofs_user_xattr(const char *name)
 {
 	return !strncmp(name, "user.", 5) &&
 	       (strncmp(name, OURS_XATTR_PREFIX, sizeof(OURS_XATTR_PREFIX) - 1) ||
-		!strcmp(name, OFS_PIN_XATTR));
+		!strcmp(name, OFS_PIN_XATTR) || !strcmp(name, OFS_QUOTA_XATTR));
 }
 
 /*

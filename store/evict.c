@@ -214,11 +214,81 @@ static uint64_t evict_over(struct ofs_store *s, unsigned pct)
 	return used > mark ? used - mark : 0;
 }
 
+struct evict_tenants {
+	struct ofs_tenant_use *t;
+	int n, max;
+};
+
+static int evict_tenant_row(void *ctx, uint64_t ino, const char *name, size_t len,
+			    const char *value, size_t vlen)
+{
+	struct evict_tenants *et = ctx;
+	struct ofs_tenant_use *t;
+	char buf[32];
+	uint64_t quota;
+
+	if (et->n == et->max || vlen == 0 || vlen >= sizeof(buf))
+		return 0;
+	memcpy(buf, value, vlen);
+	buf[vlen] = 0;
+	if (ofs_parse_size(buf, &quota) || quota == 0)
+		return 0; /* not a size, or no limit */
+	t = &et->t[et->n++];
+	t->ino = ino;
+	t->quota = quota;
+	t->used = 0;
+	if (len >= sizeof(t->name))
+		len = sizeof(t->name) - 1;
+	memcpy(t->name, name, len);
+	t->name[len] = 0;
+	return 0;
+}
+
+int ofs_evict_tenants(struct ofs_store *s, struct ofs_tenant_use *t, int max)
+{
+	struct evict_tenants et = { t, 0, max };
+	uint64_t pages;
+	int i;
+
+	pthread_mutex_lock(&s->lock);
+	if (meta_tenant_xattrs(s->meta, OFS_QUOTA_XATTR, evict_tenant_row, &et))
+		et.n = 0;
+	for (i = 0; i < et.n; i++)
+		if (meta_tenant_pages(s->meta, t[i].ino, &pages) == 0)
+			t[i].used = pages * s->geom.page_size;
+	pthread_mutex_unlock(&s->lock);
+	return et.n;
+}
+
+#define EVICT_TENANTS_MAX 256
+
+uint64_t ofs_evict_quotas(struct ofs_store *s)
+{
+	struct ofs_tenant_use *t = malloc(EVICT_TENANTS_MAX * sizeof(*t));
+	uint64_t done = 0;
+	int i, n;
+
+	if (!t)
+		return 0;
+	n = ofs_evict_tenants(s, t, EVICT_TENANTS_MAX);
+	for (i = 0; i < n; i++)
+		if (t[i].used > t[i].quota)
+			done += ofs_evict(s, t[i].used - t[i].quota, t[i].ino, OFS_EVICT_QUOTA);
+	free(t);
+	return done;
+}
+
 uint64_t ofs_evict_tick(struct ofs_store *s)
 {
-	if (!s->evict.on || !evict_over(s, s->evict.high))
+	uint64_t done;
+
+	if (!s->evict.on)
 		return 0;
-	return ofs_evict(s, evict_over(s, s->evict.low), 0, OFS_EVICT_WATERMARK);
+	/* Tenants over their quota first: they never push out the others. */
+	done = ofs_evict_quotas(s);
+	if (evict_over(s, s->evict.high))
+		done += ofs_evict(s, evict_over(s, s->evict.low), 0, OFS_EVICT_WATERMARK);
+	return done;
 }
 
 int ofs_evict_for_put(struct ofs_store *s)
@@ -228,6 +298,8 @@ int ofs_evict_for_put(struct ofs_store *s)
 
 	if (!s->evict.on || kvb_statfs(&s->kvb, &ks))
 		return 0;
+	if (ofs_evict_quotas(s))
+		return 1;
 	band = ks.blocks * ks.block_size / 100 * (s->evict.high - s->evict.low);
 	need = evict_over(s, s->evict.low);
 	if (need < band)

@@ -16,6 +16,8 @@
 #include <stdint.h>
 
 #define OFS_PIN_XATTR "user.offload.pin"
+/* On a tenant directory: the bytes its files may hold (0 or absent: no limit). */
+#define OFS_QUOTA_XATTR "user.offload.quota"
 #define OFS_EVICT_HIGH 90       /* percent of capacity */
 #define OFS_EVICT_LOW 80
 #define OFS_EVICT_MIN_AGE 10    /* seconds */
@@ -76,5 +78,15 @@ uint64_t ofs_evict_tick(struct ofs_store *s);
  * held, or an object's stripe.
  */
 int ofs_evict_for_put(struct ofs_store *s);
+
+/* A tenant with a quota: what its files hold (pages, in bytes) and may hold. */
+struct ofs_tenant_use {
+	uint64_t ino, used, quota;
+	char name[256];
+};
+/* Up to max tenants with a quota into t; returns how many.  Takes the store's lock. */
+int ofs_evict_tenants(struct ofs_store *s, struct ofs_tenant_use *t, int max);
+/* Evict from each tenant over its quota down to it.  Bytes freed.  No lock held. */
+uint64_t ofs_evict_quotas(struct ofs_store *s);
 
 #endif

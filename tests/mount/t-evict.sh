@@ -3,9 +3,10 @@
 # across a clean remount.  With evict=lru a workload writing 3x the store's
 # capacity keeps succeeding and keeps the most recently used objects, open
 # and pinned files, and never touches objects younger than evict_min_age;
-# offloadctl evict frees on demand; the metrics count it; a kill -9 during
-# eviction loses no file that was not evicted and leaks no page.  evict=off
-# gives ENOSPC as before.
+# a tenant over its quota (user.offload.quota) is evicted first and never
+# pushes out another tenant's objects; offloadctl evict frees on demand;
+# the metrics count it; a kill -9 during eviction loses no file that was
+# not evicted and leaks no page.  evict=off gives ENOSPC as before.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -97,6 +98,34 @@ check "counted as manual" [ "$(metric 'offloadfs_evictions_total{reason="manual"
 check_cmp "not the pinned one" "$REF/pin" "$MNT/t/pin"
 ofs_umount
 check_fsck_clean "after eviction"
+fresh
+
+# ---- a tenant over its quota is evicted first ----
+ofs_mount "$LRU" || ofs_bail "cannot mount"
+mkdir "$MNT/a" "$MNT/b"
+for i in $(seq 0 7); do
+	mkrand "$REF/b$i" $OBJ
+	cp "$REF/b$i" "$MNT/b/k$i"
+done
+check "set a tenant's quota" setfattr -n user.offload.quota -v $((8 * OBJ)) "$MNT/a"
+run python3 - "$MNT/a" $OBJ <<'PY'
+import os, sys
+d, size = sys.argv[1], int(sys.argv[2])
+for i in range(64):
+    with open("%s/k%d" % (d, i), "wb") as f:
+        f.write(os.urandom(size))
+PY
+check_eq "a tenant writes 2x the capacity past its quota" 0 "$RC"
+bad=0
+for i in $(seq 0 7); do cmp -s "$REF/b$i" "$MNT/b/k$i" || bad=$((bad + 1)); done
+check_eq "another tenant's older objects are all kept" 0 "$bad"
+check "the tenant's last object is kept" test -s "$MNT/a/k63"
+sleep 1.2 # a group-commit tick
+check "the tenant is held to its quota" [ "$(metric 'offloadfs_tenant_used_bytes{tenant="a"}')" -le $((8 * OBJ)) ]
+check_eq "its quota is shown" $((8 * OBJ)) "$(metric 'offloadfs_tenant_quota_bytes{tenant="a"}')"
+check "quota evictions are counted" [ "$(metric 'offloadfs_evictions_total{reason="quota"}')" -ge 56 ]
+ofs_umount
+check_fsck_clean "after quota evictions"
 fresh
 
 # ---- young objects are never evicted ----
