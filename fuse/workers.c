@@ -129,7 +129,7 @@ static void *ofs_syncer(void *arg)
 		if (ofs->stopping)
 			break;
 		pthread_mutex_unlock(&ofs->slock);
-		/* The last uses of the interval, in one transaction the barrier covers. */
+		/* The last uses of the interval, in one transaction (durable at the next barrier). */
 		ofs_evict_flush(&ofs->store);
 		pthread_mutex_lock(&ofs->store.lock);
 		changes = meta_changes(ofs->store.meta);
