@@ -252,7 +252,9 @@ static int ofs_open_inode(struct ofs *ofs, struct ofs_inode *in, int writer, int
 	pthread_mutex_lock(&ofs->store.lock);
 	if (in->o.unlinked == 1)
 		ret = -ENOENT;
-	else
+	else if (writer)
+		ret = ofs_evict_quota_check(&ofs->store, in->o.m.ino);
+	if (!ret)
 		in->o.nopen++;
 	/* Every open waits for a prefill in progress: see ofs_prefill. */
 	while (!ret && in->kfresh == 2)

@@ -278,12 +278,50 @@ uint64_t ofs_evict_quotas(struct ofs_store *s)
 	return done;
 }
 
+/* Eviction off: note which tenants are over their quota (ofs_evict_quota_check). */
+static void evict_note_over(struct ofs_store *s)
+{
+	struct ofs_tenant_use *t = malloc(EVICT_TENANTS_MAX * sizeof(*t));
+	unsigned nover = 0;
+	uint64_t over[64];
+	int i, n;
+
+	if (!t)
+		return;
+	n = ofs_evict_tenants(s, t, EVICT_TENANTS_MAX);
+	for (i = 0; i < n && nover < 64; i++)
+		if (t[i].used >= t[i].quota)
+			over[nover++] = t[i].ino;
+	free(t);
+	pthread_mutex_lock(&s->lock);
+	memcpy(s->evict.over, over, nover * sizeof(over[0]));
+	s->evict.nover = nover;
+	pthread_mutex_unlock(&s->lock);
+}
+
+int ofs_evict_quota_check(struct ofs_store *s, uint64_t ino)
+{
+	char key[OFS_KEY_MAX + 1];
+	uint64_t tenant = 0;
+	size_t klen;
+	unsigned i;
+
+	if (!s->evict.nover || meta_path(s->meta, ino, 0, key, sizeof(key), &klen, &tenant))
+		return 0;
+	for (i = 0; i < s->evict.nover; i++)
+		if (s->evict.over[i] == tenant)
+			return -EDQUOT;
+	return 0;
+}
+
 uint64_t ofs_evict_tick(struct ofs_store *s)
 {
 	uint64_t done;
 
-	if (!s->evict.on)
+	if (!s->evict.on) {
+		evict_note_over(s);
 		return 0;
+	}
 	/* Tenants over their quota first: they never push out the others. */
 	done = ofs_evict_quotas(s);
 	if (evict_over(s, s->evict.high))

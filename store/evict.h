@@ -48,6 +48,13 @@ struct ofs_evict {
 	void (*gone)(void *arg, uint64_t parent, const char *name, size_t len);
 	void *gone_arg;
 	uint64_t evictions[OFS_EVICT_NREASONS], evicted_bytes; /* atomics */
+	/*
+	 * With eviction off: the tenants over their quota at the last tick,
+	 * whose new files and writers' opens get EDQUOT.  Under the store's
+	 * lock.
+	 */
+	uint64_t over[64];
+	unsigned nover;
 };
 
 void ofs_evict_init(struct ofs_store *s, int on, unsigned high, unsigned low,
@@ -88,5 +95,11 @@ struct ofs_tenant_use {
 int ofs_evict_tenants(struct ofs_store *s, struct ofs_tenant_use *t, int max);
 /* Evict from each tenant over its quota down to it.  Bytes freed.  No lock held. */
 uint64_t ofs_evict_quotas(struct ofs_store *s);
+/*
+ * -EDQUOT when ino (a directory for a create, a file for an open for
+ * writing) is in a tenant that was over its quota at the last tick and
+ * eviction is off.  Under the store's lock.
+ */
+int ofs_evict_quota_check(struct ofs_store *s, uint64_t ino);
 
 #endif

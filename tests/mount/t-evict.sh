@@ -4,9 +4,10 @@
 # capacity keeps succeeding and keeps the most recently used objects, open
 # and pinned files, and never touches objects younger than evict_min_age;
 # a tenant over its quota (user.offload.quota) is evicted first and never
-# pushes out another tenant's objects; offloadctl evict frees on demand;
-# the metrics count it; a kill -9 during eviction loses no file that was
-# not evicted and leaks no page.  evict=off gives ENOSPC as before.
+# pushes out another tenant's objects (with evict=off: EDQUOT for its new
+# files); offloadctl evict frees on demand; the metrics count it; a kill -9
+# during eviction loses no file that was not evicted and leaks no page.
+# evict=off gives ENOSPC as before.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -126,6 +127,34 @@ check_eq "its quota is shown" $((8 * OBJ)) "$(metric 'offloadfs_tenant_quota_byt
 check "quota evictions are counted" [ "$(metric 'offloadfs_evictions_total{reason="quota"}')" -ge 56 ]
 ofs_umount
 check_fsck_clean "after quota evictions"
+fresh
+
+# ---- evict=off: a tenant over its quota gets EDQUOT ----
+ofs_mount "$GEOM,evict=off" || ofs_bail "cannot mount"
+mkdir "$MNT/a" "$MNT/b"
+setfattr -n user.offload.quota -v $((4 * OBJ)) "$MNT/a"
+for i in 0 1 2 3; do head -c $OBJ /dev/urandom >"$MNT/a/k$i"; done
+sleep 1.2 # the tick that finds it at its quota
+run python3 -c 'import errno, sys
+try:
+    open(sys.argv[1], "wb").close()
+    print("created")
+except OSError as e:
+    print(errno.errorcode[e.errno])' "$MNT/a/k4"
+check_eq "evict=off: a new file in a tenant at its quota gets EDQUOT" EDQUOT "$OUT"
+run python3 -c 'import errno, sys
+try:
+    open(sys.argv[1], "r+b").close()
+    print("opened")
+except OSError as e:
+    print(errno.errorcode[e.errno])' "$MNT/a/k0"
+check_eq "and so does an open for writing" EDQUOT "$OUT"
+check "reading works" cat "$MNT/a/k0"
+check "another tenant writes" cp "$REF/open" "$MNT/b/x"
+check "a delete works" rm "$MNT/a/k3"
+sleep 1.2
+check "below its quota again, the tenant writes" cp "$REF/open" "$MNT/a/k4"
+ofs_umount
 fresh
 
 # ---- young objects are never evicted ----
