@@ -21,6 +21,7 @@ void ctl_usage(FILE *out)
 		     "                        [--ubsio-device N]\n"
 		     "       offloadctl stats MOUNTPOINT [--buckets] [--json]\n"
 		     "       offloadctl promote MOUNTPOINT FILE...\n"
+		     "       offloadctl evict MOUNTPOINT [--tenant T] --bytes N\n"
 		     "       offloadctl --version\n"
 		     "fsck checks an unmounted store (read-only unless --repair, which frees\n"
 		     "leaked pages and moves corrupted objects to <tenant>/lost+found); on a\n"

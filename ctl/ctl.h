@@ -27,5 +27,6 @@ int ctl_fsck(int argc, char **argv);
 int ctl_scrub(int argc, char **argv);
 int ctl_stats(int argc, char **argv);
 int ctl_promote(int argc, char **argv);
+int ctl_evict(int argc, char **argv);
 
 #endif

@@ -7,6 +7,7 @@
  *   offloadctl scrub MOUNTPOINT [--ubsio-*]          checksum pass on a mounted store
  *   offloadctl stats MOUNTPOINT [--buckets] [--json] live metrics of a mounted store
  *   offloadctl promote MOUNTPOINT FILE...            queue promotions to the DRAM tier
+ *   offloadctl evict MOUNTPOINT [--tenant T] --bytes N  evict least recently used files
  *
  * This file: the dispatch; the usage and the options the commands share
  * are common.c's.
@@ -37,6 +38,8 @@ int main(int argc, char **argv)
 		return ctl_stats(argc, argv);
 	if (argc >= 4 && !strcmp(argv[1], "promote"))
 		return ctl_promote(argc, argv);
+	if (argc >= 3 && !strcmp(argv[1], "evict"))
+		return ctl_evict(argc, argv);
 	ctl_usage(stderr);
 	return 2;
 }

@@ -241,7 +241,7 @@ static void ofs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, in
  */
 static int ofs_open_inode(struct ofs *ofs, struct ofs_inode *in, int writer, int trunc)
 {
-	int ret = 0, prefill;
+	int ret = 0, prefill, shown;
 
 	/*
 	 * Counted open before the working state exists: an unlink from now on
@@ -252,7 +252,9 @@ static int ofs_open_inode(struct ofs *ofs, struct ofs_inode *in, int writer, int
 	pthread_mutex_lock(&ofs->store.lock);
 	if (in->o.unlinked == 1)
 		ret = -ENOENT;
-	else
+	else if (writer)
+		ret = ofs_evict_quota_check(&ofs->store, in->o.m.ino);
+	if (!ret)
 		in->o.nopen++;
 	/* Every open waits for a prefill in progress: see ofs_prefill. */
 	while (!ret && in->kfresh == 2)
@@ -283,6 +285,14 @@ static int ofs_open_inode(struct ofs *ofs, struct ofs_inode *in, int writer, int
 		OFS_COUNT(ofs->store.metrics.objects_read, 1);
 		ofs_promotion_policy(ofs, in);
 		pthread_mutex_unlock(&ofs->store.lock);
+	}
+	if (!ret) {
+		/* Recency is per open: warm reads never reach us. */
+		pthread_mutex_lock(&ofs->store.lock);
+		shown = ofs_evict_touch(&ofs->store, &in->o);
+		pthread_mutex_unlock(&ofs->store.lock);
+		if (shown)
+			ofs_queue_inval_attr(ofs, in->o.m.ino);
 	}
 	return ret;
 }

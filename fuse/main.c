@@ -24,6 +24,7 @@ struct ofs_cli {
 	char *dram, *promote_after, *promote_window, *metrics;
 	char *backend, *ubsio_lib, *ubsio_device, *ubsio_ssd_size, *kv_max_bytes, *kv_max_keys;
 	char *kv_buffer_max, *kv_cache, *ubsio_key_max, *prefill, *data_group;
+	char *evict, *evict_high, *evict_low, *evict_min_age;
 	char ubsio_lib_abs[4096];
 	int ubsio_old_init;
 	int verify;
@@ -59,6 +60,10 @@ static const struct fuse_opt ofs_opts[] = {
 	CLI_OPT("metrics=%s", metrics),
 	CLI_OPT("prefill=%s", prefill),
 	CLI_OPT("data_group=%s", data_group),
+	CLI_OPT("evict=%s", evict),
+	CLI_OPT("evict_high=%s", evict_high),
+	CLI_OPT("evict_low=%s", evict_low),
+	CLI_OPT("evict_min_age=%s", evict_min_age),
 	CLI_OPT("backend=%s", backend),
 	CLI_OPT("ubsio_lib=%s", ubsio_lib),
 	CLI_OPT("ubsio_device=%s", ubsio_device),
@@ -134,6 +139,10 @@ static void ofs_usage(const char *prog)
 	       "    data_group=GROUP  ROOT 0750 and the bucket files 0640 owned by GROUP, whose\n"
 	       "                      members can then read every tenant's objects straight\n"
 	       "                      from the bucket files (default: ROOT 0700, files 0600)\n"
+	       "    evict=lru|off     when full, unlink the least recently opened closed files\n"
+	       "                      (default lru); off: ENOSPC\n"
+	       "    evict_high=P, evict_low=P  watermarks, percent of capacity (default 90, 80)\n"
+	       "    evict_min_age=S   never evict a file used or changed within S s (default 10)\n"
 	       "    backend=NAME      pages (default for a new store) or ubsio; an existing store\n"
 	       "                      keeps the backend it was created with\n"
 	       "ubsio backend options (a distributed KV store through libubsio_kvc.so):\n"
@@ -414,6 +423,30 @@ static char *ofs_fsname_opt(const char *root)
 	return out;
 }
 
+/* evict=, evict_high=, evict_low=, evict_min_age=; -1 after saying what is wrong. */
+static int ofs_evict_opts(struct ofs_cli *cli, struct ofs *ofs)
+{
+	ofs->evict_on = 1;
+	ofs->evict_high = OFS_EVICT_HIGH;
+	ofs->evict_low = OFS_EVICT_LOW;
+	ofs->evict_min_age = OFS_EVICT_MIN_AGE;
+	if (cli->evict && strcmp(cli->evict, "lru") && strcmp(cli->evict, "off")) {
+		fprintf(stderr, "offloadfs: invalid evict '%s': lru or off\n", cli->evict);
+		return -1;
+	}
+	ofs->evict_on = !cli->evict || !strcmp(cli->evict, "lru");
+	if (ofs_uint_opt("evict_high", cli->evict_high, &ofs->evict_high) ||
+	    ofs_uint_opt("evict_low", cli->evict_low, &ofs->evict_low) ||
+	    ofs_uint_opt("evict_min_age", cli->evict_min_age, &ofs->evict_min_age))
+		return -1;
+	if (ofs->evict_high > 100 || ofs->evict_low >= ofs->evict_high) {
+		fprintf(stderr, "offloadfs: evict_low=%u and evict_high=%u: percentages with "
+				"low < high <= 100\n", ofs->evict_low, ofs->evict_high);
+		return -1;
+	}
+	return 0;
+}
+
 /* The daemon's own options, checked, with their defaults; -1 after saying what is wrong. */
 static int ofs_daemon_opts(struct ofs_cli *cli, struct ofs *ofs, struct ofs_config *cfg)
 {
@@ -477,7 +510,7 @@ static int ofs_daemon_opts(struct ofs_cli *cli, struct ofs *ofs, struct ofs_conf
 	ofs->metrics_path = cli->metrics;
 	if (cli->metrics && ofs_metrics_path_check(cli->metrics))
 		return -1;
-	return 0;
+	return ofs_evict_opts(cli, ofs);
 }
 
 /* What the mount found and did, in one line of the log. */
@@ -558,6 +591,10 @@ static void ofs_cli_free(struct ofs_cli *cli)
 	free(cli->metrics);
 	free(cli->prefill);
 	free(cli->data_group);
+	free(cli->evict);
+	free(cli->evict_high);
+	free(cli->evict_low);
+	free(cli->evict_min_age);
 }
 
 int main(int argc, char *argv[])
@@ -623,6 +660,9 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "offloadfs: %s\n", err);
 		goto out_session;
 	}
+	ofs_evict_init(&ofs.store, ofs.evict_on, ofs.evict_high, ofs.evict_low, ofs.evict_min_age);
+	ofs.store.evict.gone = ofs_evicted;
+	ofs.store.evict.gone_arg = &ofs;
 	if (ofs_table_init(&ofs)) {
 		fprintf(stderr, "offloadfs: %s: cannot load the root directory\n",
 			ofs.store.meta_path);
@@ -641,6 +681,7 @@ out_store:
 	fuse_session_destroy(se);
 	se = NULL;
 	ofs_table_release(&ofs);
+	ofs_evict_fini(&ofs.store);
 	if (ofs_store_close(&ofs.store)) {
 		ofs_log("unmount: the clean snapshot could not be saved; the next mount rebuilds");
 		ret = 1;

@@ -90,6 +90,52 @@ static void mb_hist(struct mbuf *b, const char *name, const char *help, const st
 	mb_printf(b, "%s_count %llu\n", name, (unsigned long long)cum);
 }
 
+/* Tenants with a quota: what their files hold and the quota. */
+static void ofs_metrics_tenants(struct ofs *ofs, struct mbuf *b)
+{
+	struct ofs_tenant_use t[64];
+	int i, n = ofs_evict_tenants(&ofs->store, t, 64), k;
+	const char *l;
+
+	for (k = 0; k < 2; k++) {
+		mb_head(b, k ? "offloadfs_tenant_quota_bytes" : "offloadfs_tenant_used_bytes",
+			"gauge", k ? "A tenant's quota (user.offload.quota on its directory)."
+				   : "Bytes (whole pages) a tenant's files hold, for tenants with a quota.");
+		for (i = 0; i < n; i++) {
+			mb_printf(b, "%s{tenant=\"", k ? "offloadfs_tenant_quota_bytes"
+						       : "offloadfs_tenant_used_bytes");
+			for (l = t[i].name; *l; l++)
+				mb_printf(b, *l == '"' || *l == '\\' ? "\\%c" : *l == '\n' ? "\\n" : "%c",
+					  *l);
+			mb_printf(b, "\"} %llu\n",
+				  (unsigned long long)(k ? t[i].quota : t[i].used));
+		}
+	}
+}
+
+/* Eviction: by reason, bytes, and the pinned objects (a count of their xattrs). */
+static void ofs_metrics_evict(struct ofs *ofs, struct mbuf *b)
+{
+	struct ofs_evict *e = &ofs->store.evict;
+	uint64_t pinned = 0;
+	int r;
+
+	mb_head(b, "offloadfs_evictions_total", "counter",
+		"Files evicted (unlinked as least recently used), by reason.");
+	for (r = 0; r < OFS_EVICT_NREASONS; r++)
+		mb_printf(b, "offloadfs_evictions_total{reason=\"%s\"} %llu\n",
+			  ofs_evict_reason_name[r], (unsigned long long)ld(&e->evictions[r]));
+	mb_one(b, "offloadfs_evicted_bytes_total", "counter", "Bytes of the files evicted.",
+	       ld(&e->evicted_bytes));
+	pthread_mutex_lock(&ofs->store.lock);
+	if (meta_xattr_count(ofs->store.meta, OFS_PIN_XATTR, &pinned))
+		pinned = 0;
+	pthread_mutex_unlock(&ofs->store.lock);
+	mb_one(b, "offloadfs_objects_pinned", "gauge",
+	       "Files with user.offload.pin set, never evicted.", pinned);
+	ofs_metrics_tenants(ofs, b);
+}
+
 char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 {
 	struct kvb *kvb = &ofs->store.kvb;
@@ -180,6 +226,7 @@ char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 		"(missing: a KV store evicted or lost it; a cache miss, not corruption).");
 	mb_printf(&b, "offloadfs_objects_lost_total{reason=\"missing\"} %llu\n",
 		  (unsigned long long)ld(&m->values_missing));
+	ofs_metrics_evict(ofs, &b);
 	mb_hist(&b, "offloadfs_read_latency_seconds", "Daemon time per read request.",
 		&m->read_lat);
 	mb_hist(&b, "offloadfs_write_latency_seconds", "Daemon time per write request.",

@@ -111,8 +111,10 @@ static int ofs_create_inode(struct ofs *ofs, fuse_req_t req, fuse_ino_t parent, 
 
 	pthread_mutex_lock(&ofs->store.lock);
 	/* Never committed until its first close or fsync: recovery drops it. */
-	ret = ofs_ns_make(&ofs->store, parent, name, S_IFREG | (mode & 07777), ctx->uid, ctx->gid,
-			  META_NEW, &m);
+	ret = ofs_evict_quota_check(&ofs->store, parent);
+	if (!ret)
+		ret = ofs_ns_make(&ofs->store, parent, name, S_IFREG | (mode & 07777), ctx->uid,
+				  ctx->gid, META_NEW, &m);
 	if (!ret) {
 		ret = ofs_entry(ofs, &m, e);
 		if (ret)

@@ -21,7 +21,7 @@
 
 #define OFS_VERSION "0.1.0"
 #define OFS_INVAL_MAX 64       /* inodes queued for invalidation */
-#define OFS_INVAL_ENTRY_MAX 16 /* names queued for invalidation */
+#define OFS_INVAL_ENTRY_MAX 256 /* names queued for invalidation (evictions come in batches) */
 
 /*
  * An inode the kernel knows (nlookup > 0) or that has open handles: the
@@ -73,6 +73,9 @@ struct ofs {
 	struct fuse_session *se;
 	uint64_t inval[OFS_INVAL_MAX];
 	unsigned ninval;
+	/* Inodes whose cached attributes only (a moved atime) the kernel must drop.  Under slock. */
+	uint64_t inval_attr[OFS_INVAL_MAX];
+	unsigned ninval_attr;
 	/* Names the kernel must forget (files dropped outside an unlink).  Under slock. */
 	struct ofs_inval_entry {
 		uint64_t parent;
@@ -80,6 +83,8 @@ struct ofs {
 		char name[META_NAME_MAX + 1];
 	} inval_entry[OFS_INVAL_ENTRY_MAX];
 	unsigned ninval_entry;
+	/* -o evict=, evict_high=, evict_low= (percent), evict_min_age= (s): store/evict.h. */
+	unsigned evict_on, evict_high, evict_low, evict_min_age;
 };
 
 static inline pthread_rwlock_t *ofs_rw(struct ofs *ofs, const struct ofs_inode *in)
@@ -127,6 +132,10 @@ void ofs_promoter_stop(struct ofs *ofs);
 /* Ask the group-commit thread to drop the kernel's cached pages of ino, or a name. */
 void ofs_queue_inval(struct ofs *ofs, uint64_t ino);
 void ofs_queue_inval_entry(struct ofs *ofs, uint64_t parent, const char *name, size_t len);
+/* The kernel's cached attributes of ino are stale (its atime moved); sent at the next tick. */
+void ofs_queue_inval_attr(struct ofs *ofs, uint64_t ino);
+/* The store evicted parent/name: the kernel forgets it (store.evict.gone). */
+void ofs_evicted(void *arg, uint64_t parent, const char *name, size_t len);
 /* Under store.lock. */
 int ofs_queue_promotion(struct ofs *ofs, struct ofs_inode *in, const char *reason);
 void ofs_promotion_policy(struct ofs *ofs, struct ofs_inode *in);

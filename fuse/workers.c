@@ -30,6 +30,20 @@ void ofs_queue_inval(struct ofs *ofs, uint64_t ino)
 	pthread_mutex_unlock(&ofs->slock);
 }
 
+void ofs_queue_inval_attr(struct ofs *ofs, uint64_t ino)
+{
+	pthread_mutex_lock(&ofs->slock);
+	/* Not urgent, and never a reason to wake the group commit: dropped when full. */
+	if (ofs->ninval_attr < OFS_INVAL_MAX)
+		ofs->inval_attr[ofs->ninval_attr++] = ino;
+	pthread_mutex_unlock(&ofs->slock);
+}
+
+void ofs_evicted(void *arg, uint64_t parent, const char *name, size_t len)
+{
+	ofs_queue_inval_entry(arg, parent, name, len);
+}
+
 void ofs_queue_inval_entry(struct ofs *ofs, uint64_t parent, const char *name, size_t len)
 {
 	pthread_mutex_lock(&ofs->slock);
@@ -49,9 +63,9 @@ void ofs_queue_inval_entry(struct ofs *ofs, uint64_t parent, const char *name, s
 
 static void ofs_send_invals(struct ofs *ofs)
 {
-	uint64_t inos[OFS_INVAL_MAX];
+	uint64_t inos[OFS_INVAL_MAX], attrs[OFS_INVAL_MAX];
 	struct ofs_inval_entry ents[OFS_INVAL_ENTRY_MAX];
-	unsigned n, ne, i;
+	unsigned n, ne, na, i;
 
 	pthread_mutex_lock(&ofs->slock);
 	n = ofs->ninval;
@@ -60,7 +74,13 @@ static void ofs_send_invals(struct ofs *ofs)
 	ne = ofs->ninval_entry;
 	memcpy(ents, ofs->inval_entry, ne * sizeof(ents[0]));
 	ofs->ninval_entry = 0;
+	na = ofs->ninval_attr;
+	memcpy(attrs, ofs->inval_attr, na * sizeof(attrs[0]));
+	ofs->ninval_attr = 0;
 	pthread_mutex_unlock(&ofs->slock);
+	/* A negative offset: the attributes only, the cached pages stay. */
+	for (i = 0; ofs->se && i < na; i++)
+		fuse_lowlevel_notify_inval_inode(ofs->se, attrs[i], -1, 0);
 	for (i = 0; ofs->se && i < n; i++)
 		fuse_lowlevel_notify_inval_inode(ofs->se, inos[i], 0, 0);
 	for (i = 0; ofs->se && i < ne; i++)
@@ -109,6 +129,8 @@ static void *ofs_syncer(void *arg)
 		if (ofs->stopping)
 			break;
 		pthread_mutex_unlock(&ofs->slock);
+		/* The last uses of the interval, in one transaction (durable at the next barrier). */
+		ofs_evict_flush(&ofs->store);
 		pthread_mutex_lock(&ofs->store.lock);
 		changes = meta_changes(ofs->store.meta);
 		pthread_mutex_unlock(&ofs->store.lock);
@@ -122,6 +144,9 @@ static void *ofs_syncer(void *arg)
 			ofs_store_barrier(&ofs->store, NULL);
 		}
 		ofs_watch_space(ofs);
+		/* Above the high watermark: the least recently used go, down to the low one. */
+		if (ofs_evict_tick(&ofs->store))
+			ofs_send_invals(ofs);
 		/* The textfile collector's file, every few seconds. */
 		if (ofs->metrics_path && ofs_now_ns() - last_metrics >= OFS_METRICS_EVERY_NS) {
 			int r = ofs_metrics_write(ofs, ofs->metrics_path);
@@ -134,6 +159,7 @@ static void *ofs_syncer(void *arg)
 		pthread_mutex_lock(&ofs->slock);
 	}
 	pthread_mutex_unlock(&ofs->slock);
+	ofs_evict_flush(&ofs->store); /* the unmount's snapshot keeps them */
 	return NULL;
 }
 

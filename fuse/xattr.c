@@ -19,11 +19,50 @@
 /* Names under it are ours; every other user.* name is kept for its owner (meta). */
 #define OURS_XATTR_PREFIX "user.offload."
 
-/* A user xattr the store keeps: user.*, but for our own names. */
+#define EVICT_XATTR "user.offload.evict"
+
+/*
+ * A user xattr the store keeps: user.*, but for our own names; the pin
+ * and a tenant's quota (evict.h) are ones the store keeps and eviction
+ * reads.
+ */
 static int ofs_user_xattr(const char *name)
 {
 	return !strncmp(name, "user.", 5) &&
-	       strncmp(name, OURS_XATTR_PREFIX, sizeof(OURS_XATTR_PREFIX) - 1);
+	       (strncmp(name, OURS_XATTR_PREFIX, sizeof(OURS_XATTR_PREFIX) - 1) ||
+		!strcmp(name, OFS_PIN_XATTR) || !strcmp(name, OFS_QUOTA_XATTR));
+}
+
+/*
+ * setfattr -n user.offload.evict -v BYTES DIR (offloadctl evict): evict
+ * that many bytes of least recently used files now, of DIR's tenant (any
+ * tenant at the root).  Not remembered.
+ */
+static int ofs_evict_request(struct ofs *ofs, fuse_ino_t ino, const char *value, size_t size)
+{
+	char buf[32];
+	uint64_t bytes, tenant = 0;
+	size_t klen;
+	char key[OFS_KEY_MAX + 1];
+	int ret = 0;
+
+	if (size == 0 || size >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, value, size);
+	buf[size] = 0;
+	if (ofs_parse_size(buf, &bytes))
+		return -EINVAL;
+	if (ino != META_ROOT_INO) {
+		pthread_mutex_lock(&ofs->store.lock);
+		ret = meta_path(ofs->store.meta, ino, 0, key, sizeof(key), &klen, &tenant);
+		if (!ret && klen == 0)
+			tenant = ino; /* the tenant directory itself */
+		pthread_mutex_unlock(&ofs->store.lock);
+		if (ret)
+			return ret;
+	}
+	(void)ofs_evict(&ofs->store, bytes, tenant, OFS_EVICT_MANUAL);
+	return 0;
 }
 
 /* The one reply of a get or list: the error, the size asked for (size 0), or the bytes. */
@@ -151,6 +190,11 @@ void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 						    (flags & XATTR_REPLACE ? META_XATTR_REPLACE : 0));
 			pthread_mutex_unlock(&ofs->store.lock);
 		}
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	if (!strcmp(name, EVICT_XATTR)) {
+		ret = ofs_evict_request(ofs, ino, value, size);
 		fuse_reply_err(req, -ret);
 		return;
 	}

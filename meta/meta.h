@@ -352,4 +352,27 @@ int meta_task_count(struct meta *m, int state, uint64_t *n);
 /* Keep the newest `keep` finished tasks, delete older ones. */
 int meta_task_prune(struct meta *m, uint64_t keep);
 
+/* ---- eviction (evict.c) ---- */
+
+/*
+ * Call fn for up to limit closed candidates of eviction (committed regular
+ * files in the namespace) in order of (atime, ino) after (after_atime,
+ * after_ino), oldest first, until fn returns non-zero (returned).
+ */
+int meta_lru(struct meta *m, int64_t after_atime, uint64_t after_ino, unsigned limit,
+	     meta_ino_fn fn, void *ctx);
+/* Write the atimes of n inodes (last uses kept in memory), in the caller's transaction. */
+int meta_set_atimes(struct meta *m, const uint64_t *inos, const int64_t *atimes, size_t n);
+/* How many inodes have the xattr name. */
+int meta_xattr_count(struct meta *m, const char *name, uint64_t *n);
+/* Pages held by the regular files below the directory tenant. */
+int meta_tenant_pages(struct meta *m, uint64_t tenant, uint64_t *pages);
+/*
+ * Call fn for each tenant directory with the xattr name: its ino, its name
+ * and the value (not NUL-terminated), until fn returns non-zero (returned).
+ */
+typedef int (*meta_tenant_fn)(void *ctx, uint64_t ino, const char *name, size_t len,
+			      const char *value, size_t vlen);
+int meta_tenant_xattrs(struct meta *m, const char *name, meta_tenant_fn fn, void *ctx);
+
 #endif

@@ -82,7 +82,10 @@ int ofs_store_reclaim(struct ofs_store *s)
 {
 	uint64_t released = 0;
 
-	return ofs_store_barrier(s, &released) == 0 && released > 0;
+	if (ofs_store_barrier(s, &released) == 0 && released > 0)
+		return 1;
+	/* A cache makes room: the least recently used objects go (evict.h). */
+	return ofs_evict_for_put(s);
 }
 
 int ofs_object_open(struct ofs_store *s, struct ofs_object *o)

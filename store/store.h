@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include "dram.h"
+#include "evict.h"
 #include "kvb.h"
 #include "log.h"
 #include "meta.h"
@@ -124,6 +125,7 @@ struct ofs_store {
 	uint64_t dram_capacity;
 	struct ofs_metrics metrics; /* atomics */
 	unsigned long promote_claims; /* the promotion worker's own (promote.c) */
+	struct ofs_evict evict;       /* recency and eviction (evict.h) */
 };
 
 #define OFS_RESERVE_SUFFIX "-reserve"

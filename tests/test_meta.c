@@ -682,6 +682,69 @@ START_TEST(test_path)
 }
 END_TEST
 
+/* Eviction's queries: candidates oldest first, paged; atimes in a batch; pins counted. */
+static int lru_collect(void *ctx, const struct meta_inode *in)
+{
+	uint64_t *got = ctx;
+
+	got[++got[0]] = in->ino;
+	return 0;
+}
+
+START_TEST(test_lru)
+{
+	struct meta *m = open_new();
+	struct meta_inode f[4], d = file_in(META_ROOT_INO, META_COMMITTED), n;
+	uint64_t got[8] = { 0 }, inos[2], pinned;
+	int64_t at[2];
+	int i;
+
+	d.mode = 040755;
+	ck_assert_int_eq(meta_insert(m, &d, "dir", 3), 0);
+	for (i = 0; i < 4; i++) {
+		char name[2] = { (char)('a' + i), 0 };
+
+		f[i] = file_in(META_ROOT_INO, META_COMMITTED);
+		f[i].atime = 1000 - i; /* d is the oldest, a the newest */
+		ck_assert_int_eq(meta_insert(m, &f[i], name, 1), 0);
+	}
+	n = file_in(META_ROOT_INO, META_NEW); /* never committed: not a candidate */
+	ck_assert_int_eq(meta_insert(m, &n, "n", 1), 0);
+	ck_assert_int_eq(meta_lru(m, INT64_MIN, 0, 3, lru_collect, got), 0);
+	ck_assert_uint_eq(got[0], 3);
+	ck_assert_uint_eq(got[1], f[3].ino);
+	ck_assert_uint_eq(got[2], f[2].ino);
+	ck_assert_uint_eq(got[3], f[1].ino);
+	/* Paged after the last one seen. */
+	got[0] = 0;
+	ck_assert_int_eq(meta_lru(m, 999, f[1].ino, 3, lru_collect, got), 0);
+	ck_assert_uint_eq(got[0], 1);
+	ck_assert_uint_eq(got[1], f[0].ino);
+	/* Last uses written in one batch reorder them: b and c are now the newest. */
+	inos[0] = f[1].ino;
+	inos[1] = f[2].ino;
+	at[0] = 5000;
+	at[1] = 4000;
+	ck_assert_int_eq(meta_begin(m), 0);
+	ck_assert_int_eq(meta_set_atimes(m, inos, at, 2), 0);
+	ck_assert_int_eq(meta_commit(m), 0);
+	got[0] = 0;
+	ck_assert_int_eq(meta_lru(m, INT64_MIN, 0, 8, lru_collect, got), 0);
+	ck_assert_uint_eq(got[0], 4);
+	ck_assert_uint_eq(got[1], f[3].ino);
+	ck_assert_uint_eq(got[2], f[0].ino);
+	ck_assert_uint_eq(got[3], f[2].ino);
+	ck_assert_uint_eq(got[4], f[1].ino);
+	ck_assert_int_eq(meta_xattr_count(m, "user.offload.pin", &pinned), 0);
+	ck_assert_uint_eq(pinned, 0);
+	ck_assert_int_eq(meta_xattr_set(m, f[0].ino, "user.offload.pin", "1", 1, 0), 0);
+	ck_assert_int_eq(meta_xattr_set(m, f[1].ino, "user.offload.pin", "", 0, 0), 0);
+	ck_assert_int_eq(meta_xattr_count(m, "user.offload.pin", &pinned), 0);
+	ck_assert_uint_eq(pinned, 2);
+	meta_close(m);
+}
+END_TEST
+
 static Suite *meta_suite(void)
 {
 	Suite *s = suite_create("meta");
@@ -706,6 +769,7 @@ static Suite *meta_suite(void)
 	tcase_add_test(tc, test_key_len);
 	tcase_add_test(tc, test_xattrs);
 	tcase_add_test(tc, test_migrate_v2);
+	tcase_add_test(tc, test_lru);
 	suite_add_tcase(s, tc);
 	return s;
 }

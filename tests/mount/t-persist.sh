@@ -14,7 +14,10 @@ set -u
 TREE="$REF/tree"
 
 # snap: names, types, sizes, modes, owners, mtimes and atimes under $MNT.
+# An open moves atime in memory; the next group-commit tick (1 s) records
+# it and drops the kernel's cached attributes: wait for it.
 snap() {
+	sleep 1.2
 	(cd "$MNT" && find . -mindepth 1 -printf '%p|%y|%s|%m|%U|%G|%T@|%A@\n' | LC_ALL=C sort)
 }
 

@@ -1,0 +1,111 @@
+/*
+ * evict.c: what eviction asks of the metadata: objects in order of last
+ * use (atime), a batch of atimes written at once, and the pinned count.
+ * Rare statements (one per eviction pass or group-commit tick), prepared
+ * when run.
+ */
+#include "meta_int.h"
+
+#include <errno.h>
+#include <string.h>
+
+int meta_lru(struct meta *m, int64_t after_atime, uint64_t after_ino, unsigned limit,
+	     meta_ino_fn fn, void *ctx)
+{
+	sqlite3_stmt *s;
+	int rc, ret;
+
+	/* Closed, committed regular files in the namespace; (atime, ino) pages the order. */
+	rc = sqlite3_prepare_v2(m->db,
+				"SELECT " INODE_COLS " FROM inodes WHERE parent IS NOT NULL "
+				"AND state = 0 AND (mode & 61440) = 32768 "
+				"AND (atime, ino) > (?1, ?2) ORDER BY atime, ino LIMIT ?3",
+				-1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return meta_errno(rc);
+	sqlite3_bind_int64(s, 1, after_atime);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64)after_ino);
+	sqlite3_bind_int64(s, 3, limit);
+	ret = meta_each_inode(s, fn, ctx);
+	sqlite3_finalize(s);
+	return ret;
+}
+
+int meta_set_atimes(struct meta *m, const uint64_t *inos, const int64_t *atimes, size_t n)
+{
+	sqlite3_stmt *s;
+	size_t i;
+	int rc, ret = 0;
+
+	rc = sqlite3_prepare_v2(m->db, "UPDATE inodes SET atime = ?2 WHERE ino = ?1", -1, &s,
+				NULL);
+	if (rc != SQLITE_OK)
+		return meta_errno(rc);
+	for (i = 0; i < n && !ret; i++) {
+		sqlite3_bind_int64(s, 1, (sqlite3_int64)inos[i]);
+		sqlite3_bind_int64(s, 2, atimes[i]);
+		ret = meta_step_done(m, s);
+	}
+	sqlite3_finalize(s);
+	return ret;
+}
+
+int meta_xattr_count(struct meta *m, const char *name, uint64_t *n)
+{
+	sqlite3_stmt *s;
+	int rc;
+
+	rc = sqlite3_prepare_v2(m->db, "SELECT count(*) FROM xattrs WHERE name = ?1", -1, &s,
+				NULL);
+	if (rc != SQLITE_OK)
+		return meta_errno(rc);
+	sqlite3_bind_blob(s, 1, name, (int)strlen(name), SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	*n = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
+	sqlite3_finalize(s);
+	return rc == SQLITE_ROW ? 0 : meta_errno(rc);
+}
+
+int meta_tenant_pages(struct meta *m, uint64_t tenant, uint64_t *pages)
+{
+	sqlite3_stmt *s;
+	int rc;
+
+	/* Every entry below the tenant, through the (parent, name) index. */
+	rc = sqlite3_prepare_v2(m->db,
+				"WITH RECURSIVE sub(ino) AS (SELECT ?1 UNION ALL "
+				"SELECT i.ino FROM inodes i JOIN sub ON i.parent = sub.ino) "
+				"SELECT total(npages) FROM inodes WHERE ino IN sub "
+				"AND (mode & 61440) = 32768",
+				-1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return meta_errno(rc);
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)tenant);
+	rc = sqlite3_step(s);
+	*pages = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_double(s, 0) : 0;
+	sqlite3_finalize(s);
+	return rc == SQLITE_ROW ? 0 : meta_errno(rc);
+}
+
+int meta_tenant_xattrs(struct meta *m, const char *name, meta_tenant_fn fn, void *ctx)
+{
+	sqlite3_stmt *s;
+	int rc, ret = 0;
+
+	rc = sqlite3_prepare_v2(m->db,
+				"SELECT i.ino, i.name, x.value FROM xattrs x JOIN inodes i "
+				"ON i.ino = x.ino WHERE x.name = ?1 AND i.parent = ?2 ORDER BY i.ino",
+				-1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return meta_errno(rc);
+	sqlite3_bind_blob(s, 1, name, (int)strlen(name), SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, META_ROOT_INO);
+	while (!ret && (rc = sqlite3_step(s)) == SQLITE_ROW)
+		ret = fn(ctx, (uint64_t)sqlite3_column_int64(s, 0),
+			 (const char *)sqlite3_column_blob(s, 1), (size_t)sqlite3_column_bytes(s, 1),
+			 (const char *)sqlite3_column_blob(s, 2), (size_t)sqlite3_column_bytes(s, 2));
+	if (!ret && rc != SQLITE_DONE)
+		ret = meta_errno(rc);
+	sqlite3_finalize(s);
+	return ret;
+}

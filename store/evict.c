@@ -1,0 +1,348 @@
+/*
+ * evict.c: recency (atimes set at open, written in batches) and LRU
+ * eviction by unlink.  See evict.h.
+ */
+#include "evict.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ns.h"
+#include "object.h"
+
+const char *const ofs_evict_reason_name[OFS_EVICT_NREASONS] = { "watermark", "put", "quota",
+								"manual" };
+
+/* Candidates read per query, under the store's lock. */
+#define EVICT_BATCH 64
+
+void ofs_evict_init(struct ofs_store *s, int on, unsigned high, unsigned low,
+		    unsigned min_age_s)
+{
+	struct ofs_evict *e = &s->evict;
+
+	pthread_mutex_init(&e->run, NULL);
+	e->on = on;
+	e->high = high;
+	e->low = low;
+	e->min_age_ns = (int64_t)min_age_s * 1000000000LL;
+}
+
+void ofs_evict_fini(struct ofs_store *s)
+{
+	struct ofs_evict *e = &s->evict;
+
+	free(e->dirty);
+	free(e->dirty_atime);
+	e->dirty = NULL;
+	e->dirty_atime = NULL;
+	e->ndirty = e->dirty_cap = 0;
+}
+
+#define EVICT_DAY_NS (86400LL * 1000000000LL)
+
+int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o)
+{
+	struct ofs_evict *e = &s->evict;
+	int64_t now = ofs_now();
+	int shown = o->m.atime <= o->m.mtime || o->m.atime <= o->m.ctime ||
+		    now - o->m.atime >= EVICT_DAY_NS;
+
+	o->m.atime = now;
+	if (e->ndirty == e->dirty_cap) {
+		size_t cap = e->dirty_cap ? 2 * e->dirty_cap : 256;
+		uint64_t *d = realloc(e->dirty, cap * sizeof(*d));
+		int64_t *a;
+
+		if (d)
+			e->dirty = d;
+		a = d ? realloc(e->dirty_atime, cap * sizeof(*a)) : NULL;
+		if (!a)
+			return shown; /* kept in memory only: written with the next record change */
+		e->dirty_atime = a;
+		e->dirty_cap = cap;
+	}
+	e->dirty[e->ndirty] = o->m.ino;
+	e->dirty_atime[e->ndirty++] = o->m.atime;
+	return shown;
+}
+
+int ofs_evict_flush(struct ofs_store *s)
+{
+	struct ofs_evict *e = &s->evict;
+	size_t i;
+	int ret = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (e->ndirty) {
+		/* The object's own atime wins: a utimens may have set it since. */
+		for (i = 0; i < e->ndirty; i++) {
+			struct ofs_object *o = ofs_object_find(s, e->dirty[i]);
+
+			if (o)
+				e->dirty_atime[i] = o->m.atime;
+		}
+		ret = meta_begin(s->meta);
+		if (!ret) {
+			ret = meta_set_atimes(s->meta, e->dirty, e->dirty_atime, e->ndirty);
+			if (!ret)
+				ret = meta_commit(s->meta);
+			else
+				meta_rollback(s->meta);
+		}
+		if (ret)
+			ofs_log("cannot record the last use of %zu objects: %s", e->ndirty,
+				strerror(-ret));
+		e->ndirty = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+struct evict_rows {
+	struct meta_inode rows[EVICT_BATCH];
+	unsigned n;
+};
+
+static int evict_row(void *ctx, const struct meta_inode *in)
+{
+	struct evict_rows *r = ctx;
+
+	r->rows[r->n++] = *in;
+	return 0;
+}
+
+/* m, whose record the store holds under its lock, may go.  Under s->lock. */
+static int evict_allowed(struct ofs_store *s, const struct meta_inode *m, uint64_t tenant,
+			 int64_t now)
+{
+	struct ofs_object *o = ofs_object_find(s, m->ino);
+	const struct meta_inode *cur = o ? &o->m : m;
+	int64_t last = cur->atime;
+	char key[OFS_KEY_MAX + 1];
+	size_t klen;
+	uint64_t t;
+
+	if (o && (o->nopen || o->obj || o->unlinked))
+		return 0;
+	if (!S_ISREG(cur->mode) || cur->state != META_COMMITTED)
+		return 0;
+	if (cur->mtime > last)
+		last = cur->mtime;
+	if (cur->ctime > last)
+		last = cur->ctime;
+	if (now - last < s->evict.min_age_ns)
+		return 0;
+	if (meta_xattr_get(s->meta, m->ino, OFS_PIN_XATTR, NULL, 0) != -ENODATA)
+		return 0;
+	if (tenant && (meta_path(s->meta, m->ino, 0, key, sizeof(key), &klen, &t) || t != tenant))
+		return 0;
+	return 1;
+}
+
+uint64_t ofs_evict(struct ofs_store *s, uint64_t need, uint64_t tenant,
+		   enum ofs_evict_reason reason)
+{
+	struct ofs_evict *e = &s->evict;
+	struct evict_rows *r = malloc(sizeof(*r));
+	int64_t after_atime = INT64_MIN;
+	uint64_t after_ino = 0, done = 0, count = 0;
+	int ret = 0;
+
+	if (!r)
+		return 0;
+	pthread_mutex_lock(&e->run);
+	/* The order on record is the order of use. */
+	(void)ofs_evict_flush(s);
+	while (done < need && !ret) {
+		int64_t now = ofs_now();
+		unsigned i;
+
+		r->n = 0;
+		pthread_mutex_lock(&s->lock);
+		ret = meta_lru(s->meta, after_atime, after_ino, EVICT_BATCH, evict_row, r);
+		for (i = 0; !ret && i < r->n && done < need; i++) {
+			const struct meta_inode *m = &r->rows[i];
+			char name[META_NAME_MAX + 1];
+			uint64_t parent, bytes;
+			size_t len;
+
+			after_atime = m->atime;
+			after_ino = m->ino;
+			if (!evict_allowed(s, m, tenant, now) ||
+			    meta_name(s->meta, m->ino, &parent, name, &len))
+				continue;
+			bytes = m->npages ? m->npages * s->geom.page_size : m->size;
+			/* As an unlink: one transaction, the pages freed at the next barrier. */
+			if (ofs_ns_drop(s, m))
+				continue;
+			done += bytes;
+			count++;
+			if (e->gone)
+				e->gone(e->gone_arg, parent, name, len);
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (r->n < EVICT_BATCH)
+			break;
+	}
+	pthread_mutex_unlock(&e->run);
+	free(r);
+	if (ret)
+		ofs_log("eviction: cannot read the candidates: %s", strerror(-ret));
+	if (count) {
+		OFS_COUNT(e->evictions[reason], count);
+		OFS_COUNT(e->evicted_bytes, done);
+		(void)ofs_store_barrier(s, NULL);
+	}
+	return done;
+}
+
+/* Bytes above pct percent of the capacity statfs reports; 0 when below. */
+static uint64_t evict_over(struct ofs_store *s, unsigned pct)
+{
+	struct kvb_statfs ks = { 0 };
+	uint64_t cap, used, mark;
+
+	if (kvb_statfs(&s->kvb, &ks) || !ks.blocks)
+		return 0;
+	cap = ks.blocks * ks.block_size;
+	used = (ks.blocks - (ks.blocks_free < ks.blocks ? ks.blocks_free : ks.blocks)) *
+	       ks.block_size;
+	mark = cap / 100 * pct;
+	return used > mark ? used - mark : 0;
+}
+
+struct evict_tenants {
+	struct ofs_tenant_use *t;
+	int n, max;
+};
+
+static int evict_tenant_row(void *ctx, uint64_t ino, const char *name, size_t len,
+			    const char *value, size_t vlen)
+{
+	struct evict_tenants *et = ctx;
+	struct ofs_tenant_use *t;
+	char buf[32];
+	uint64_t quota;
+
+	if (et->n == et->max || vlen == 0 || vlen >= sizeof(buf))
+		return 0;
+	memcpy(buf, value, vlen);
+	buf[vlen] = 0;
+	if (ofs_parse_size(buf, &quota) || quota == 0)
+		return 0; /* not a size, or no limit */
+	t = &et->t[et->n++];
+	t->ino = ino;
+	t->quota = quota;
+	t->used = 0;
+	if (len >= sizeof(t->name))
+		len = sizeof(t->name) - 1;
+	memcpy(t->name, name, len);
+	t->name[len] = 0;
+	return 0;
+}
+
+int ofs_evict_tenants(struct ofs_store *s, struct ofs_tenant_use *t, int max)
+{
+	struct evict_tenants et = { t, 0, max };
+	uint64_t pages;
+	int i;
+
+	pthread_mutex_lock(&s->lock);
+	if (meta_tenant_xattrs(s->meta, OFS_QUOTA_XATTR, evict_tenant_row, &et))
+		et.n = 0;
+	for (i = 0; i < et.n; i++)
+		if (meta_tenant_pages(s->meta, t[i].ino, &pages) == 0)
+			t[i].used = pages * s->geom.page_size;
+	pthread_mutex_unlock(&s->lock);
+	return et.n;
+}
+
+#define EVICT_TENANTS_MAX 256
+
+uint64_t ofs_evict_quotas(struct ofs_store *s)
+{
+	struct ofs_tenant_use *t = malloc(EVICT_TENANTS_MAX * sizeof(*t));
+	uint64_t done = 0;
+	int i, n;
+
+	if (!t)
+		return 0;
+	n = ofs_evict_tenants(s, t, EVICT_TENANTS_MAX);
+	for (i = 0; i < n; i++)
+		if (t[i].used > t[i].quota)
+			done += ofs_evict(s, t[i].used - t[i].quota, t[i].ino, OFS_EVICT_QUOTA);
+	free(t);
+	return done;
+}
+
+/* Eviction off: note which tenants are over their quota (ofs_evict_quota_check). */
+static void evict_note_over(struct ofs_store *s)
+{
+	struct ofs_tenant_use *t = malloc(EVICT_TENANTS_MAX * sizeof(*t));
+	unsigned nover = 0;
+	uint64_t over[64];
+	int i, n;
+
+	if (!t)
+		return;
+	n = ofs_evict_tenants(s, t, EVICT_TENANTS_MAX);
+	for (i = 0; i < n && nover < 64; i++)
+		if (t[i].used >= t[i].quota)
+			over[nover++] = t[i].ino;
+	free(t);
+	pthread_mutex_lock(&s->lock);
+	memcpy(s->evict.over, over, nover * sizeof(over[0]));
+	s->evict.nover = nover;
+	pthread_mutex_unlock(&s->lock);
+}
+
+int ofs_evict_quota_check(struct ofs_store *s, uint64_t ino)
+{
+	char key[OFS_KEY_MAX + 1];
+	uint64_t tenant = 0;
+	size_t klen;
+	unsigned i;
+
+	if (!s->evict.nover || meta_path(s->meta, ino, 0, key, sizeof(key), &klen, &tenant))
+		return 0;
+	for (i = 0; i < s->evict.nover; i++)
+		if (s->evict.over[i] == tenant)
+			return -EDQUOT;
+	return 0;
+}
+
+uint64_t ofs_evict_tick(struct ofs_store *s)
+{
+	uint64_t done;
+
+	if (!s->evict.on) {
+		evict_note_over(s);
+		return 0;
+	}
+	/* Tenants over their quota first: they never push out the others. */
+	done = ofs_evict_quotas(s);
+	if (evict_over(s, s->evict.high))
+		done += ofs_evict(s, evict_over(s, s->evict.low), 0, OFS_EVICT_WATERMARK);
+	return done;
+}
+
+int ofs_evict_for_put(struct ofs_store *s)
+{
+	struct kvb_statfs ks = { 0 };
+	uint64_t need, band;
+
+	if (!s->evict.on || kvb_statfs(&s->kvb, &ks))
+		return 0;
+	if (ofs_evict_quotas(s))
+		return 1;
+	band = ks.blocks * ks.block_size / 100 * (s->evict.high - s->evict.low);
+	need = evict_over(s, s->evict.low);
+	if (need < band)
+		need = band;
+	if (need < ks.block_size)
+		need = ks.block_size;
+	return ofs_evict(s, need, 0, OFS_EVICT_PUT) > 0;
+}

@@ -1,0 +1,105 @@
+/*
+ * evict: the store as a cache.  Recency: each open sets the object's atime
+ * (its last use) in memory, and the group-commit thread writes the changed
+ * ones in one transaction.  Eviction: above the high watermark of the
+ * capacity statfs reports, or when a write finds no room, the least
+ * recently used closed objects are unlinked (the store's drop: durable,
+ * pages freed at the next barrier) until the low one.  Never evicted:
+ * objects open anywhere, pinned (OFS_PIN_XATTR), younger than min_age by
+ * any of their times, directories.
+ */
+#ifndef OFFLOADFS_EVICT_H
+#define OFFLOADFS_EVICT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define OFS_PIN_XATTR "user.offload.pin"
+/* On a tenant directory: the bytes its files may hold (0 or absent: no limit). */
+#define OFS_QUOTA_XATTR "user.offload.quota"
+#define OFS_EVICT_HIGH 90       /* percent of capacity */
+#define OFS_EVICT_LOW 80
+#define OFS_EVICT_MIN_AGE 10    /* seconds */
+
+enum ofs_evict_reason { OFS_EVICT_WATERMARK, OFS_EVICT_PUT, OFS_EVICT_QUOTA, OFS_EVICT_MANUAL,
+			OFS_EVICT_NREASONS };
+extern const char *const ofs_evict_reason_name[OFS_EVICT_NREASONS];
+
+struct ofs_store;
+struct ofs_object;
+
+struct ofs_evict {
+	int on;                  /* evict=lru; 0: ENOSPC when full */
+	unsigned high, low;      /* percent of capacity */
+	int64_t min_age_ns;
+	pthread_mutex_t run;     /* one eviction pass at a time */
+	/*
+	 * Objects whose atime changed since the last write of atimes (an ino
+	 * may repeat).  Under the store's lock.
+	 */
+	uint64_t *dirty;
+	int64_t *dirty_atime;
+	size_t ndirty, dirty_cap;
+	/*
+	 * Told of each evicted name (parent, name), under the store's lock:
+	 * the daemon has the kernel forget it.
+	 */
+	void (*gone)(void *arg, uint64_t parent, const char *name, size_t len);
+	void *gone_arg;
+	uint64_t evictions[OFS_EVICT_NREASONS], evicted_bytes; /* atomics */
+	/*
+	 * With eviction off: the tenants over their quota at the last tick,
+	 * whose new files and writers' opens get EDQUOT.  Under the store's
+	 * lock.
+	 */
+	uint64_t over[64];
+	unsigned nover;
+};
+
+void ofs_evict_init(struct ofs_store *s, int on, unsigned high, unsigned low,
+		    unsigned min_age_s);
+void ofs_evict_fini(struct ofs_store *s);
+/*
+ * An open of o: its last use (atime) is now.  1 when relatime would have
+ * moved the atime shown (it was older than mtime or ctime, or than a
+ * day): the kernel's cached attributes are then to be dropped.  Under the
+ * store's lock.
+ */
+int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o);
+/* Write the changed atimes in one transaction.  Takes the store's lock. */
+int ofs_evict_flush(struct ofs_store *s);
+/*
+ * Evict least recently used objects (of the tenant directory tenant; 0:
+ * any) until need bytes are freed or no candidate is left, then run the
+ * barrier that makes the pages reusable.  Returns the bytes freed.  No
+ * lock held, or an object's stripe.
+ */
+uint64_t ofs_evict(struct ofs_store *s, uint64_t need, uint64_t tenant,
+		   enum ofs_evict_reason reason);
+/* The watermark check: above high, evict down to low.  No lock held. */
+uint64_t ofs_evict_tick(struct ofs_store *s);
+/*
+ * A write found no room: evict down to the low watermark, at least the
+ * band between the two.  1 when something was freed (retry).  No lock
+ * held, or an object's stripe.
+ */
+int ofs_evict_for_put(struct ofs_store *s);
+
+/* A tenant with a quota: what its files hold (pages, in bytes) and may hold. */
+struct ofs_tenant_use {
+	uint64_t ino, used, quota;
+	char name[256];
+};
+/* Up to max tenants with a quota into t; returns how many.  Takes the store's lock. */
+int ofs_evict_tenants(struct ofs_store *s, struct ofs_tenant_use *t, int max);
+/* Evict from each tenant over its quota down to it.  Bytes freed.  No lock held. */
+uint64_t ofs_evict_quotas(struct ofs_store *s);
+/*
+ * -EDQUOT when ino (a directory for a create, a file for an open for
+ * writing) is in a tenant that was over its quota at the last tick and
+ * eviction is off.  Under the store's lock.
+ */
+int ofs_evict_quota_check(struct ofs_store *s, uint64_t ino);
+
+#endif

@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# t-evict.sh: the store as a cache.  Recency: an open moves st_atime, kept
+# across a clean remount.  With evict=lru a workload writing 3x the store's
+# capacity keeps succeeding and keeps the most recently used objects, open
+# and pinned files, and never touches objects younger than evict_min_age;
+# a tenant over its quota (user.offload.quota) is evicted first and never
+# pushes out another tenant's objects (with evict=off: EDQUOT for its new
+# files); offloadctl evict frees on demand; the metrics count it; a kill -9
+# during eviction loses no file that was not evicted and leaks no page.
+# evict=off gives ENOSPC as before.
+set -u
+. "$(dirname "$0")/lib.sh"
+
+# 2 buckets of 4 MiB: 128 pages of 64 KiB, 32 objects of 256 KiB.
+GEOM="bucket_count=2,bucket_size=4M"
+OBJ=$((256 * 1024))
+LRU="$GEOM,evict=lru,evict_min_age=0"
+
+atime() { stat -c %X "$1"; }
+# A new empty store (and KV store, on ubsio) for the next part.
+fresh() {
+	rm -rf "$ROOT" && mkdir "$ROOT"
+	if [ "$OFS_BACKEND" == ubsio ]; then
+		rm -rf "$UBSIO_STUB_DIR" && mkdir -p "$UBSIO_STUB_DIR"
+	fi
+}
+metric() { getfattr -n user.offload.metrics --only-values "$MNT" 2>/dev/null | awk -v k="$1" '$1 == k { print $2 }'; }
+
+# ---- recency ----
+ofs_mount "$GEOM,evict=lru" || ofs_bail "cannot mount"
+mkdir "$MNT/t"
+mkrand "$REF/r" $OBJ
+cp "$REF/r" "$MNT/t/r"
+touch -a -d '2020-01-01' "$MNT/t/r"
+a0=$(atime "$MNT/t/r")
+check_eq "utimens sets an old atime" "$(date -d 2020-01-01 +%s)" "$a0"
+cat "$MNT/t/r" >/dev/null
+# The kernel's cached attributes are dropped at the next group-commit tick.
+newer() { [ "$(atime "$1")" -gt "$2" ]; }
+check "an open moves atime (older than mtime)" wait_until 5 newer "$MNT/t/r" "$a0"
+a1=$(atime "$MNT/t/r")
+sleep 1.1
+cat "$MNT/t/r" >/dev/null
+ofs_remount || ofs_bail "cannot remount"
+a2=$(atime "$MNT/t/r")
+check "the last use survives a clean remount" [ "$a2" -gt "$(stat -c %Y "$MNT/t/r")" ]
+check "and is the last open's" [ "$a2" -gt "$a1" ]
+ofs_umount
+fresh
+
+# ---- 3x the capacity with eviction ----
+ofs_mount "$LRU" || ofs_bail "cannot mount"
+mkdir "$MNT/t"
+mkrand "$REF/pin" $OBJ
+cp "$REF/pin" "$MNT/t/pin"
+check "pin a file" setfattr -n user.offload.pin -v 1 "$MNT/t/pin"
+mkrand "$REF/open" $OBJ
+cp "$REF/open" "$MNT/t/open"
+holder_start "$MNT/t/open" r || ofs_bail "cannot hold a file open"
+for h in 0 1 2; do
+	mkrand "$REF/hot$h" $OBJ
+	cp "$REF/hot$h" "$MNT/t/hot$h"
+done
+run python3 - "$MNT/t" $OBJ <<'PY'
+import os, sys
+d, size = sys.argv[1], int(sys.argv[2])
+for i in range(96):
+    with open("%s/k%d" % (d, i), "wb") as f:
+        f.write(os.urandom(size))
+    if i % 4 == 3:
+        for h in range(3):  # used again: the most recent
+            with open("%s/hot%d" % (d, h), "rb") as f:
+                f.read()
+print("wrote 96")
+PY
+check_eq "96 objects of 256 KiB (3x the capacity) written without an error" 0 "$RC"
+[ "$RC" -eq 0 ] || note "$ERR"
+for h in 0 1 2; do
+	check_cmp "a recently used object is kept (hot$h)" "$REF/hot$h" "$MNT/t/hot$h"
+done
+check_cmp "a pinned object is kept" "$REF/pin" "$MNT/t/pin"
+check "the last objects written are kept" test -s "$MNT/t/k95" -a -s "$MNT/t/k94"
+check "the oldest objects were evicted" wait_until 5 test ! -e "$MNT/t/k0"
+holder_read "$REF/open.read"
+check_cmp "an open file is kept" "$REF/open" "$REF/open.read"
+holder_close
+check_cmp "and is there once closed" "$REF/open" "$MNT/t/open"
+ev=$(( $(metric 'offloadfs_evictions_total{reason="watermark"}') + $(metric 'offloadfs_evictions_total{reason="put"}') ))
+check "evictions are counted" [ "$ev" -ge 60 ]
+check "evicted bytes are counted" [ "$(metric offloadfs_evicted_bytes_total)" -ge $((60 * OBJ)) ]
+check_eq "the pinned object is counted" 1 "$(metric offloadfs_objects_pinned)"
+
+# ---- offloadctl evict ----
+n0=$(ls "$MNT/t" | wc -l)
+check "offloadctl evict --bytes" "$OFSCTL" evict "$MNT" --tenant t --bytes $((4 * OBJ))
+n1=$(ls "$MNT/t" | wc -l)
+check_eq "it evicted 4 objects" $((n0 - 4)) "$n1"
+check "counted as manual" [ "$(metric 'offloadfs_evictions_total{reason="manual"}')" -eq 4 ]
+check_cmp "not the pinned one" "$REF/pin" "$MNT/t/pin"
+ofs_umount
+check_fsck_clean "after eviction"
+fresh
+
+# ---- a tenant over its quota is evicted first ----
+ofs_mount "$LRU" || ofs_bail "cannot mount"
+mkdir "$MNT/a" "$MNT/b"
+for i in $(seq 0 7); do
+	mkrand "$REF/b$i" $OBJ
+	cp "$REF/b$i" "$MNT/b/k$i"
+done
+check "set a tenant's quota" setfattr -n user.offload.quota -v $((8 * OBJ)) "$MNT/a"
+run python3 - "$MNT/a" $OBJ <<'PY'
+import os, sys
+d, size = sys.argv[1], int(sys.argv[2])
+for i in range(64):
+    with open("%s/k%d" % (d, i), "wb") as f:
+        f.write(os.urandom(size))
+PY
+check_eq "a tenant writes 2x the capacity past its quota" 0 "$RC"
+bad=0
+for i in $(seq 0 7); do cmp -s "$REF/b$i" "$MNT/b/k$i" || bad=$((bad + 1)); done
+check_eq "another tenant's older objects are all kept" 0 "$bad"
+check "the tenant's last object is kept" test -s "$MNT/a/k63"
+sleep 1.2 # a group-commit tick
+check "the tenant is held to its quota" [ "$(metric 'offloadfs_tenant_used_bytes{tenant="a"}')" -le $((8 * OBJ)) ]
+check_eq "its quota is shown" $((8 * OBJ)) "$(metric 'offloadfs_tenant_quota_bytes{tenant="a"}')"
+check "quota evictions are counted" [ "$(metric 'offloadfs_evictions_total{reason="quota"}')" -ge 56 ]
+ofs_umount
+check_fsck_clean "after quota evictions"
+fresh
+
+# ---- evict=off: a tenant over its quota gets EDQUOT ----
+ofs_mount "$GEOM,evict=off" || ofs_bail "cannot mount"
+mkdir "$MNT/a" "$MNT/b"
+setfattr -n user.offload.quota -v $((4 * OBJ)) "$MNT/a"
+for i in 0 1 2 3; do head -c $OBJ /dev/urandom >"$MNT/a/k$i"; done
+sleep 1.2 # the tick that finds it at its quota
+run python3 -c 'import errno, sys
+try:
+    open(sys.argv[1], "wb").close()
+    print("created")
+except OSError as e:
+    print(errno.errorcode[e.errno])' "$MNT/a/k4"
+check_eq "evict=off: a new file in a tenant at its quota gets EDQUOT" EDQUOT "$OUT"
+run python3 -c 'import errno, sys
+try:
+    open(sys.argv[1], "r+b").close()
+    print("opened")
+except OSError as e:
+    print(errno.errorcode[e.errno])' "$MNT/a/k0"
+check_eq "and so does an open for writing" EDQUOT "$OUT"
+check "reading works" cat "$MNT/a/k0"
+check "another tenant writes" cp "$REF/open" "$MNT/b/x"
+check "a delete works" rm "$MNT/a/k3"
+sleep 1.2
+check "below its quota again, the tenant writes" cp "$REF/open" "$MNT/a/k4"
+ofs_umount
+fresh
+
+# ---- young objects are never evicted ----
+ofs_mount "$GEOM,evict=lru,evict_min_age=60" || ofs_bail "cannot mount"
+mkdir "$MNT/t"
+run python3 - "$MNT/t" $OBJ <<'PY'
+import errno, os, sys
+d, size = sys.argv[1], int(sys.argv[2])
+for i in range(96):
+    try:
+        with open("%s/y%d" % (d, i), "wb") as f:
+            f.write(os.urandom(size))
+    except OSError as e:
+        print("ENOSPC at", i if e.errno == errno.ENOSPC else e)
+        break
+PY
+check_contains "objects younger than evict_min_age: ENOSPC" "ENOSPC at" "$OUT"
+check "none of them evicted" test -s "$MNT/t/y0" -a -s "$MNT/t/y1"
+check_eq "no eviction counted" 0 "$(metric 'offloadfs_evictions_total{reason="put"}')"
+ofs_umount
+fresh
+
+# ---- evict=off: ENOSPC as before ----
+ofs_mount "$GEOM,evict=off" || ofs_bail "cannot mount"
+mkdir "$MNT/t"
+run python3 - "$MNT/t" $OBJ <<'PY'
+import errno, os, sys
+d, size = sys.argv[1], int(sys.argv[2])
+for i in range(96):
+    try:
+        with open("%s/o%d" % (d, i), "wb") as f:
+            f.write(os.urandom(size))
+    except OSError as e:
+        print("ENOSPC at", i if e.errno == errno.ENOSPC else e)
+        break
+PY
+check_contains "evict=off: ENOSPC when full" "ENOSPC at" "$OUT"
+check "the first object is kept" test -s "$MNT/t/o0"
+ofs_umount
+fresh
+
+# ---- kill -9 during eviction ----
+ofs_mount "$GEOM,evict=off" || ofs_bail "cannot mount"
+mkdir "$MNT/t"
+for i in $(seq 0 23); do
+	mkrand "$REF/c$i" $OBJ
+	cp "$REF/c$i" "$MNT/t/c$i"
+	[ $((i % 2)) -eq 0 ] && setfattr -n user.offload.pin -v 1 "$MNT/t/c$i"
+done
+ofs_umount
+bad=0 gone=0
+for round in 1 2 3; do
+	ofs_mount "$LRU,evict_high=99,evict_low=5" || ofs_bail "cannot mount"
+	setfattr -n user.offload.evict -v $((24 * OBJ)) "$MNT" 2>/dev/null &
+	bg_track $!
+	sleep 0.00$((RANDOM % 10))
+	ofs_kill9
+	ofs_mount "$GEOM,evict=off" || ofs_bail "cannot mount after kill -9"
+	for i in $(seq 0 23); do
+		if [ $((i % 2)) -eq 0 ] || [ -e "$MNT/t/c$i" ]; then
+			cmp -s "$REF/c$i" "$MNT/t/c$i" || bad=$((bad + 1))
+		else
+			gone=$((gone + 1))
+			cp "$REF/c$i" "$MNT/t/c$i" # for the next round
+		fi
+	done
+	ofs_umount
+done
+check_eq "after kill -9 during eviction: every pinned file, and every unpinned one left, intact" 0 "$bad"
+note "$gone of 3x12 unpinned files evicted before the kills"
+ofs_mount "$GEOM,evict=off" || ofs_bail "cannot mount"
+ofs_umount
+check_fsck_clean "after kill -9 during eviction"
+
+ofs_done
