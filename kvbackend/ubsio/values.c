@@ -245,10 +245,10 @@ static void ubs_get_batch(struct ubs *u, struct ubs_req *list)
 	struct ubs_get *q[UBS_BATCH];
 	struct ubs_req *it = list;
 	uint32_t i, m, npool;
-	unsigned calls;
+	unsigned calls, errors;
 
 	while (it) {
-		calls = 0;
+		calls = errors = 0;
 		for (m = 0; it && m < UBS_BATCH; it = it->next) {
 			struct ubs_get *g = (struct ubs_get *)it;
 
@@ -257,6 +257,7 @@ static void ubs_get_batch(struct ubs *u, struct ubs_req *list)
 			} else if (g->len > UBS_POOL_BLOCK) {
 				g->rc = ubs_errno(ubs_get_call(g->key, g->buf, g->len));
 				calls++;
+				errors += g->rc != 0;
 			} else {
 				q[m] = g;
 				keys[m] = g->key;
@@ -285,11 +286,11 @@ static void ubs_get_batch(struct ubs *u, struct ubs_req *list)
 			if (npool)
 				ubs_bfree_call(pool, npool);
 		}
+		for (i = 0; i < m; i++)
+			errors += q[i]->rc != 0;
 		pthread_mutex_lock(&u->lock);
 		u->st.calls[KVB_CALL_READ] += calls;
-		for (i = 0; i < m; i++)
-			if (q[i]->rc)
-				u->st.errors[KVB_CALL_READ]++;
+		u->st.errors[KVB_CALL_READ] += errors;
 		pthread_mutex_unlock(&u->lock);
 	}
 }
