@@ -96,10 +96,17 @@ static int stats_show(const char *mnt, int json, int buckets)
 		else if (!strcmp(s[i].name, "offloadfs_bucket_pages_free"))
 			fr += s[i].v;
 	}
-	/* A store without buckets (ubsio): the store-wide statfs figures. */
+	/*
+	 * Free is what statfs says: the buckets' free pages that the disk
+	 * under ROOT can also hold.  A store without buckets (ubsio) has only
+	 * the store-wide figures.
+	 */
 	if (used + fr == 0) {
 		fr = find(s, n, "offloadfs_store_pages_free", NULL);
 		used = find(s, n, "offloadfs_store_pages", NULL) - fr;
+	} else if (find(s, n, "offloadfs_store_pages", NULL) > 0 &&
+		   find(s, n, "offloadfs_store_pages_free", NULL) < fr) {
+		fr = find(s, n, "offloadfs_store_pages_free", NULL);
 	}
 	hits = find(s, n, "offloadfs_dram_hits_total", NULL);
 	misses = find(s, n, "offloadfs_dram_misses_total", NULL);

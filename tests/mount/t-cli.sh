@@ -223,6 +223,10 @@ if ofs_mount ""; then
 	check_eq "defaults: statfs all free" "$blocks" "$free"
 	check "defaults: statfs blocks: 16777216 pages, or no more than the disk has ($blocks, disk $disk)" \
 		test "$blocks" -eq 16777216 -o "$blocks" -le "$disk"
+	run "$OFSCTL" stats "$MNT"
+	pages=$(sed -n 's/^  capacity .*(\([0-9]*\) pages of 64 KiB)$/\1/p' <<<"$OUT")
+	check "defaults: offloadctl stats's capacity is statfs's, not the buckets' nominal size ($pages)" \
+		test -n "$pages" -a "$pages" -le 16777216 -a \( "$pages" -le "$disk" -o "$disk" -ge 16777216 \)
 	ofs_umount
 else
 	not_ok "mount with the default geometry" "$(cat "$LOG")"
