@@ -22,22 +22,10 @@
 
 #include "alloc.h"
 #include "store.h"
+#include "vec.h"
 
 /* ---- the check ---- */
 
-static void fsck_note(uint64_t **v, size_t *n, size_t *cap, uint64_t ino)
-{
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 16;
-		uint64_t *w = realloc(*v, c * sizeof(*w));
-
-		if (!w)
-			return;
-		*v = w;
-		*cap = c;
-	}
-	(*v)[(*n)++] = ino;
-}
 
 /* The object's checksum from the bucket file itself: when a damaged bucket stops kvb. */
 static int fsck_csum_fd(struct fsck *f, const struct meta_inode *in, uint64_t *csum)
@@ -89,7 +77,7 @@ static int fsck_map(void *ctx, const struct meta_inode *in)
 		f->unreachable++;
 		if (!tenant) {
 			/* Its pages are left out of the rebuild: the repair frees them. */
-			fsck_note(&f->orphans, &f->norphans, &f->caporphans, in->ino);
+			(void)vec_u64_push(&f->orphans, &f->norphans, &f->caporphans, in->ino);
 			return 0;
 		}
 		fsck_note_corrupt(f, in->ino);

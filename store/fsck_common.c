@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "vec.h"
+
 #define LOST_FOUND "lost+found"
 
 void fsck_err(struct fsck *f, const char *fmt, ...)
@@ -37,16 +39,7 @@ void fsck_key(struct meta *m, uint64_t ino, char *out, size_t outlen, uint64_t *
 
 void fsck_note_corrupt(struct fsck *f, uint64_t ino)
 {
-	if (f->ncorrupt == f->capcorrupt) {
-		size_t cap = f->capcorrupt ? f->capcorrupt * 2 : 16;
-		uint64_t *v = realloc(f->corrupt, cap * sizeof(*v));
-
-		if (!v)
-			return;
-		f->corrupt = v;
-		f->capcorrupt = cap;
-	}
-	f->corrupt[f->ncorrupt++] = ino;
+	(void)vec_u64_push(&f->corrupt, &f->ncorrupt, &f->capcorrupt, ino);
 }
 
 /*

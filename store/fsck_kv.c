@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "store.h"
+#include "vec.h"
 
 /*
  * The values the check covers: the current version of a committed object
@@ -37,16 +38,8 @@ static int fsck_kv_scan(void *ctx, const struct meta_inode *in, const char *skey
 	(void)prev_skey;
 	if (!fsck_kv_wanted(in, skey))
 		return 0;
-	if (f->nkeyed == f->capkeyed) {
-		size_t cap = f->capkeyed ? f->capkeyed * 2 : 1024;
-		uint64_t *v = realloc(f->keyed, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		f->keyed = v;
-		f->capkeyed = cap;
-	}
-	f->keyed[f->nkeyed++] = in->ino;
+	if (vec_u64_push(&f->keyed, &f->nkeyed, &f->capkeyed, in->ino))
+		return -ENOMEM;
 	if (in->state == META_COMMITTED)
 		f->values++;
 	return 0;

@@ -14,6 +14,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "vec.h"
+
 struct store_unsynced {
 	struct meta_inode *v;
 	size_t n, cap;
@@ -97,18 +99,8 @@ static int store_missing_flush(struct store_missing *m)
 	int ret = m->n ? kvb_probe(&m->s->kvb, m->maps, m->n, m->res) : 0;
 
 	for (i = 0; !ret && i < m->n; i++) {
-		if (m->res[i] != -ENOENT)
-			continue;
-		if (m->ngone == m->capgone) {
-			size_t cap = m->capgone ? m->capgone * 2 : 64;
-			uint64_t *g = realloc(m->gone, cap * sizeof(*g));
-
-			if (!g)
-				return -ENOMEM;
-			m->gone = g;
-			m->capgone = cap;
-		}
-		m->gone[m->ngone++] = m->inos[i];
+		if (m->res[i] == -ENOENT && vec_u64_push(&m->gone, &m->ngone, &m->capgone, m->inos[i]))
+			return -ENOMEM;
 	}
 	m->n = 0;
 	return ret;

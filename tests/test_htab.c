@@ -1,9 +1,10 @@
-/* test_htab: the shared hash table (common/htab.c). */
+/* test_htab: the shared hash table (common/htab.c) and growable array (common/vec.c). */
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "htab.h"
+#include "vec.h"
 
 struct item {
 	int payload;
@@ -51,6 +52,22 @@ START_TEST(test_insert_find_remove_pop)
 }
 END_TEST
 
+/* Pushes past several doublings keep every value, in order. */
+START_TEST(test_vec_push)
+{
+	uint64_t *v = NULL;
+	size_t n = 0, cap = 0, i;
+
+	for (i = 0; i < 1000; i++)
+		ck_assert_int_eq(vec_u64_push(&v, &n, &cap, i * 7), 0);
+	ck_assert_uint_eq(n, 1000);
+	ck_assert_uint_ge(cap, 1000);
+	for (i = 0; i < 1000; i++)
+		ck_assert_uint_eq(v[i], i * 7);
+	free(v);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("htab");
@@ -59,6 +76,7 @@ int main(void)
 	int failed;
 
 	tcase_add_test(tc, test_insert_find_remove_pop);
+	tcase_add_test(tc, test_vec_push);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
