@@ -114,6 +114,52 @@ static int evict_row(void *ctx, const struct meta_inode *in)
 	return 0;
 }
 
+/*
+ * The slot of ino's tenant in the table of evictions by tenant (added
+ * when there is room), or -1.  Under s->lock.
+ */
+static int evict_tenant_slot(struct ofs_store *s, uint64_t ino)
+{
+	struct ofs_evict *e = &s->evict;
+	char key[OFS_KEY_MAX + 1];
+	uint64_t tenant, parent;
+	size_t klen;
+	unsigned i;
+
+	if (meta_path(s->meta, ino, 0, key, sizeof(key), &klen, &tenant) || !tenant ||
+	    tenant == ino)
+		return -1; /* not below a tenant directory */
+	for (i = 0; i < e->ntev && e->tev[i].ino != tenant; i++)
+		;
+	if (i == e->ntev) {
+		struct ofs_tenant_evicted *t = &e->tev[i];
+		char name[META_NAME_MAX + 1];
+		size_t len;
+
+		if (i == OFS_EVICT_TENANTS || meta_name(s->meta, tenant, &parent, name, &len))
+			return -1;
+		if (len >= sizeof(t->name))
+			len = sizeof(t->name) - 1;
+		memcpy(t->name, name, len);
+		t->name[len] = 0;
+		t->ino = tenant;
+		t->count = t->bytes = 0;
+		e->ntev++;
+	}
+	return (int)i;
+}
+
+int ofs_evict_tenant_counts(struct ofs_store *s, struct ofs_tenant_evicted *t, int max)
+{
+	int n;
+
+	pthread_mutex_lock(&s->lock);
+	n = (int)s->evict.ntev < max ? (int)s->evict.ntev : max;
+	memcpy(t, s->evict.tev, (size_t)n * sizeof(*t));
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
 /* m, whose record the store holds under its lock, may go.  Under s->lock. */
 static int evict_allowed(struct ofs_store *s, const struct meta_inode *m, uint64_t tenant,
 			 int64_t now)
@@ -168,6 +214,7 @@ uint64_t ofs_evict(struct ofs_store *s, uint64_t need, uint64_t tenant,
 			char name[META_NAME_MAX + 1];
 			uint64_t parent, bytes;
 			size_t len;
+			int slot;
 
 			after_atime = m->atime;
 			after_ino = m->ino;
@@ -175,9 +222,15 @@ uint64_t ofs_evict(struct ofs_store *s, uint64_t need, uint64_t tenant,
 			    meta_name(s->meta, m->ino, &parent, name, &len))
 				continue;
 			bytes = m->npages ? m->npages * s->geom.page_size : m->size;
+			/* Its tenant is known only while the name is there. */
+			slot = evict_tenant_slot(s, m->ino);
 			/* As an unlink: one transaction, the pages freed at the next barrier. */
 			if (ofs_ns_drop(s, m))
 				continue;
+			if (slot >= 0) {
+				e->tev[slot].count++;
+				e->tev[slot].bytes += bytes;
+			}
 			done += bytes;
 			count++;
 			if (e->gone)
