@@ -5,8 +5,8 @@
 # and pinned files, and never touches objects younger than evict_min_age;
 # a tenant over its quota (user.offload.quota) is evicted first and never
 # pushes out another tenant's objects (with evict=off: EDQUOT for its new
-# files); offloadctl evict frees on demand; the metrics and offloadctl stats
-# count it, per tenant too; a kill -9
+# files and its writes past the quota); offloadctl evict frees on demand;
+# the metrics and offloadctl stats count it, per tenant too; a kill -9
 # during eviction loses no file that was not evicted and leaks no page.
 # evict=off gives ENOSPC as before.
 set -u
@@ -148,6 +148,19 @@ fresh
 ofs_mount "$GEOM,evict=off" || ofs_bail "cannot mount"
 mkdir "$MNT/a" "$MNT/b"
 setfattr -n user.offload.quota -v $((4 * OBJ)) "$MNT/a"
+sleep 1.2 # the tick that notes the quota
+run python3 -c 'import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+try:
+    for i in range(5):
+        os.write(fd, os.urandom(int(sys.argv[2])))
+    os.close(fd)
+    print("written")
+except OSError as e:
+    print(errno.errorcode[e.errno])' "$MNT/a/big" $OBJ
+check_eq "evict=off: a write past the tenant's quota gets EDQUOT" EDQUOT "$OUT"
+rm -f "$MNT/a/big"
+sleep 1.2 # the tick that recounts the tenant without it
 for i in 0 1 2 3; do head -c $OBJ /dev/urandom >"$MNT/a/k$i"; done
 sleep 1.2 # the tick that finds it at its quota
 run python3 -c 'import errno, sys
