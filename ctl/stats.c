@@ -13,7 +13,7 @@
 #include <sys/xattr.h>
 
 struct sample {
-	char name[128], labels[128];
+	char name[128], labels[320]; /* a tenant's name is up to 255 bytes */
 	double v;
 };
 
@@ -37,6 +37,64 @@ static void human(double bytes, char *out, size_t len)
 		i++;
 	}
 	snprintf(out, len, "%.1f %s", bytes, u[i]);
+}
+
+/* Is s[i] the first sample of a tenant's figures (its labels not seen before)? */
+static int tenant_first(const struct sample *s, size_t i)
+{
+	size_t j;
+
+	if (strcmp(s[i].name, "offloadfs_tenant_used_bytes") &&
+	    strcmp(s[i].name, "offloadfs_tenant_evictions_total"))
+		return 0;
+	for (j = 0; j < i; j++)
+		if (!strcmp(s[j].labels, s[i].labels) &&
+		    (!strcmp(s[j].name, "offloadfs_tenant_used_bytes") ||
+		     !strcmp(s[j].name, "offloadfs_tenant_evictions_total")))
+			return 0;
+	return 1;
+}
+
+/*
+ * Tenants with a quota or with evictions: used, quota, files and bytes
+ * evicted.  The labels are tenant="NAME", escaped as in JSON.
+ */
+static void stats_tenants(const struct sample *s, size_t n, int json)
+{
+	const char *u = "offloadfs_tenant_used_bytes", *q = "offloadfs_tenant_quota_bytes",
+		   *e = "offloadfs_tenant_evictions_total",
+		   *eb = "offloadfs_tenant_evicted_bytes_total";
+	char a[32], b[32], c[32];
+	int first = 1;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		const char *l = s[i].labels;
+		int nl = (int)strlen(l);
+
+		if (!tenant_first(s, i) || strncmp(l, "tenant=\"", 8) || nl < 9)
+			continue;
+		if (json) {
+			printf("%s{\"tenant\": \"%.*s\", \"used_bytes\": %.0f, \"quota_bytes\": %.0f, "
+			       "\"evictions\": %.0f, \"evicted_bytes\": %.0f}",
+			       first ? "" : ", ", nl - 9, l + 8, find(s, n, u, l), find(s, n, q, l),
+			       find(s, n, e, l), find(s, n, eb, l));
+		} else {
+			if (first)
+				printf("  tenants    used / quota, evicted\n");
+			/* Usage is summed for tenants with a quota only. */
+			snprintf(a, sizeof(a), "-");
+			snprintf(b, sizeof(b), "none");
+			if (find(s, n, q, l) > 0) {
+				human(find(s, n, u, l), a, sizeof(a));
+				human(find(s, n, q, l), b, sizeof(b));
+			}
+			human(find(s, n, eb, l), c, sizeof(c));
+			printf("    %-20.*s %s / %s, %.0f files (%s) evicted\n", nl - 9, l + 8, a, b,
+			       find(s, n, e, l), c);
+		}
+		first = 0;
+	}
 }
 
 /*
@@ -130,6 +188,8 @@ static int stats_show(const char *mnt, int json, int buckets)
 			       first ? "" : ", ", s[i].labels + 8, s[i].v, f, l, f ? 1 - l / f : 0.0);
 			first = 0;
 		}
+		printf("], \"tenants\": [");
+		stats_tenants(s, n, 1);
 		printf("], \"metrics\": {");
 		for (i = 0; i < n; i++) {
 			const char *p;
@@ -172,6 +232,7 @@ static int stats_show(const char *mnt, int json, int buckets)
 	       find(s, n, "offloadfs_promotions_done_total", NULL),
 	       find(s, n, "offloadfs_promotions_failed_total", NULL),
 	       find(s, n, "offloadfs_promotions_dropped_total", NULL));
+	stats_tenants(s, n, 0);
 	if (find(s, n, "offloadfs_backend_info", "backend=\"ubsio\"")) {
 		printf("  backend    ubsio: %.0f puts, %.0f gets, %.0f deletes (batch calls); "
 		       "%.0f failed\n",

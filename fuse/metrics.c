@@ -90,27 +90,43 @@ static void mb_hist(struct mbuf *b, const char *name, const char *help, const st
 	mb_printf(b, "%s_count %llu\n", name, (unsigned long long)cum);
 }
 
-/* Tenants with a quota: what their files hold and the quota. */
+static void mb_tenant(struct mbuf *b, const char *metric, const char *tenant, uint64_t v)
+{
+	const char *l;
+
+	mb_printf(b, "%s{tenant=\"", metric);
+	for (l = tenant; *l; l++)
+		mb_printf(b, *l == '"' || *l == '\\' ? "\\%c" : *l == '\n' ? "\\n" : "%c", *l);
+	mb_printf(b, "\"} %llu\n", (unsigned long long)v);
+}
+
+/*
+ * Tenants with a quota: what their files hold and the quota; tenants
+ * evictions touched: how many files and bytes were evicted from them.
+ */
 static void ofs_metrics_tenants(struct ofs *ofs, struct mbuf *b)
 {
 	struct ofs_tenant_use t[64];
-	int i, n = ofs_evict_tenants(&ofs->store, t, 64), k;
-	const char *l;
+	struct ofs_tenant_evicted ev[OFS_EVICT_TENANTS];
+	int i, n = ofs_evict_tenants(&ofs->store, t, 64), nev;
 
-	for (k = 0; k < 2; k++) {
-		mb_head(b, k ? "offloadfs_tenant_quota_bytes" : "offloadfs_tenant_used_bytes",
-			"gauge", k ? "A tenant's quota (user.offload.quota on its directory)."
-				   : "Bytes (whole pages) a tenant's files hold, for tenants with a quota.");
-		for (i = 0; i < n; i++) {
-			mb_printf(b, "%s{tenant=\"", k ? "offloadfs_tenant_quota_bytes"
-						       : "offloadfs_tenant_used_bytes");
-			for (l = t[i].name; *l; l++)
-				mb_printf(b, *l == '"' || *l == '\\' ? "\\%c" : *l == '\n' ? "\\n" : "%c",
-					  *l);
-			mb_printf(b, "\"} %llu\n",
-				  (unsigned long long)(k ? t[i].quota : t[i].used));
-		}
-	}
+	mb_head(b, "offloadfs_tenant_used_bytes", "gauge",
+		"Bytes (whole pages) a tenant's files hold, for tenants with a quota.");
+	for (i = 0; i < n; i++)
+		mb_tenant(b, "offloadfs_tenant_used_bytes", t[i].name, t[i].used);
+	mb_head(b, "offloadfs_tenant_quota_bytes", "gauge",
+		"A tenant's quota (user.offload.quota on its directory).");
+	for (i = 0; i < n; i++)
+		mb_tenant(b, "offloadfs_tenant_quota_bytes", t[i].name, t[i].quota);
+	nev = ofs_evict_tenant_counts(&ofs->store, ev, OFS_EVICT_TENANTS);
+	mb_head(b, "offloadfs_tenant_evictions_total", "counter",
+		"Files evicted from a tenant (any reason).");
+	for (i = 0; i < nev; i++)
+		mb_tenant(b, "offloadfs_tenant_evictions_total", ev[i].name, ev[i].count);
+	mb_head(b, "offloadfs_tenant_evicted_bytes_total", "counter",
+		"Bytes of the files evicted from a tenant.");
+	for (i = 0; i < nev; i++)
+		mb_tenant(b, "offloadfs_tenant_evicted_bytes_total", ev[i].name, ev[i].bytes);
 }
 
 /* Eviction: by reason, bytes, and the pinned objects (a count of their xattrs). */

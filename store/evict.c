@@ -114,6 +114,52 @@ static int evict_row(void *ctx, const struct meta_inode *in)
 	return 0;
 }
 
+/*
+ * The slot of ino's tenant in the table of evictions by tenant (added
+ * when there is room), or -1.  Under s->lock.
+ */
+static int evict_tenant_slot(struct ofs_store *s, uint64_t ino)
+{
+	struct ofs_evict *e = &s->evict;
+	char key[OFS_KEY_MAX + 1];
+	uint64_t tenant, parent;
+	size_t klen;
+	unsigned i;
+
+	if (meta_path(s->meta, ino, 0, key, sizeof(key), &klen, &tenant) || !tenant ||
+	    tenant == ino)
+		return -1; /* not below a tenant directory */
+	for (i = 0; i < e->ntev && e->tev[i].ino != tenant; i++)
+		;
+	if (i == e->ntev) {
+		struct ofs_tenant_evicted *t = &e->tev[i];
+		char name[META_NAME_MAX + 1];
+		size_t len;
+
+		if (i == OFS_EVICT_TENANTS || meta_name(s->meta, tenant, &parent, name, &len))
+			return -1;
+		if (len >= sizeof(t->name))
+			len = sizeof(t->name) - 1;
+		memcpy(t->name, name, len);
+		t->name[len] = 0;
+		t->ino = tenant;
+		t->count = t->bytes = 0;
+		e->ntev++;
+	}
+	return (int)i;
+}
+
+int ofs_evict_tenant_counts(struct ofs_store *s, struct ofs_tenant_evicted *t, int max)
+{
+	int n;
+
+	pthread_mutex_lock(&s->lock);
+	n = (int)s->evict.ntev < max ? (int)s->evict.ntev : max;
+	memcpy(t, s->evict.tev, (size_t)n * sizeof(*t));
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
 /* m, whose record the store holds under its lock, may go.  Under s->lock. */
 static int evict_allowed(struct ofs_store *s, const struct meta_inode *m, uint64_t tenant,
 			 int64_t now)
@@ -168,6 +214,7 @@ uint64_t ofs_evict(struct ofs_store *s, uint64_t need, uint64_t tenant,
 			char name[META_NAME_MAX + 1];
 			uint64_t parent, bytes;
 			size_t len;
+			int slot;
 
 			after_atime = m->atime;
 			after_ino = m->ino;
@@ -175,9 +222,15 @@ uint64_t ofs_evict(struct ofs_store *s, uint64_t need, uint64_t tenant,
 			    meta_name(s->meta, m->ino, &parent, name, &len))
 				continue;
 			bytes = m->npages ? m->npages * s->geom.page_size : m->size;
+			/* Its tenant is known only while the name is there. */
+			slot = evict_tenant_slot(s, m->ino);
 			/* As an unlink: one transaction, the pages freed at the next barrier. */
 			if (ofs_ns_drop(s, m))
 				continue;
+			if (slot >= 0) {
+				e->tev[slot].count++;
+				e->tev[slot].bytes += bytes;
+			}
 			done += bytes;
 			count++;
 			if (e->gone)
@@ -278,40 +331,72 @@ uint64_t ofs_evict_quotas(struct ofs_store *s)
 	return done;
 }
 
-/* Eviction off: note which tenants are over their quota (ofs_evict_quota_check). */
-static void evict_note_over(struct ofs_store *s)
+/* Eviction off: note the tenants' usage against their quotas (ofs_evict_quota_check). */
+static void evict_note_quotas(struct ofs_store *s)
 {
 	struct ofs_tenant_use *t = malloc(EVICT_TENANTS_MAX * sizeof(*t));
-	unsigned nover = 0;
-	uint64_t over[64];
+	struct ofs_evict *e = &s->evict;
+	unsigned nq = 0;
 	int i, n;
 
 	if (!t)
 		return;
 	n = ofs_evict_tenants(s, t, EVICT_TENANTS_MAX);
-	for (i = 0; i < n && nover < 64; i++)
-		if (t[i].used >= t[i].quota)
-			over[nover++] = t[i].ino;
-	free(t);
 	pthread_mutex_lock(&s->lock);
-	memcpy(s->evict.over, over, nover * sizeof(over[0]));
-	s->evict.nover = nover;
+	for (i = 0; i < n && nq < 64; i++) {
+		e->quotas[nq].ino = t[i].ino;
+		e->quotas[nq].quota = t[i].quota;
+		e->quotas[nq++].used = t[i].used;
+	}
+	e->nquotas = nq;
 	pthread_mutex_unlock(&s->lock);
+	free(t);
+}
+
+/* The quota entry of ino's tenant, or NULL.  Under s->lock. */
+static struct ofs_tenant_quota *evict_quota_of(struct ofs_store *s, uint64_t tenant)
+{
+	unsigned i;
+
+	for (i = 0; i < s->evict.nquotas; i++)
+		if (s->evict.quotas[i].ino == tenant)
+			return &s->evict.quotas[i];
+	return NULL;
 }
 
 int ofs_evict_quota_check(struct ofs_store *s, uint64_t ino)
 {
 	char key[OFS_KEY_MAX + 1];
+	struct ofs_tenant_quota *q;
 	uint64_t tenant = 0;
 	size_t klen;
-	unsigned i;
 
-	if (!s->evict.nover || meta_path(s->meta, ino, 0, key, sizeof(key), &klen, &tenant))
+	if (!s->evict.nquotas || meta_path(s->meta, ino, 0, key, sizeof(key), &klen, &tenant))
 		return 0;
-	for (i = 0; i < s->evict.nover; i++)
-		if (s->evict.over[i] == tenant)
-			return -EDQUOT;
-	return 0;
+	q = evict_quota_of(s, tenant);
+	return q && q->used >= q->quota ? -EDQUOT : 0;
+}
+
+int ofs_evict_quota_write(struct ofs_store *s, struct ofs_object *o, uint64_t grow)
+{
+	struct ofs_tenant_quota *q;
+	char key[OFS_KEY_MAX + 1];
+	size_t klen;
+	int ret = 0;
+
+	if (s->evict.on || !grow)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	if (s->evict.nquotas && !o->tenant &&
+	    meta_path(s->meta, o->m.ino, 0, key, sizeof(key), &klen, &o->tenant))
+		o->tenant = 0; /* unlinked: no tenant to charge */
+	q = o->tenant ? evict_quota_of(s, o->tenant) : NULL;
+	if (q && q->used + grow > q->quota)
+		ret = -EDQUOT;
+	else if (q)
+		q->used += grow;
+	pthread_mutex_unlock(&s->lock);
+	return ret;
 }
 
 uint64_t ofs_evict_tick(struct ofs_store *s)
@@ -319,7 +404,7 @@ uint64_t ofs_evict_tick(struct ofs_store *s)
 	uint64_t done;
 
 	if (!s->evict.on) {
-		evict_note_over(s);
+		evict_note_quotas(s);
 		return 0;
 	}
 	/* Tenants over their quota first: they never push out the others. */

@@ -21,6 +21,7 @@
 #define OFS_EVICT_HIGH 90       /* percent of capacity */
 #define OFS_EVICT_LOW 80
 #define OFS_EVICT_MIN_AGE 10    /* seconds */
+#define OFS_EVICT_TENANTS 64    /* tenants whose evictions are counted apart */
 
 enum ofs_evict_reason { OFS_EVICT_WATERMARK, OFS_EVICT_PUT, OFS_EVICT_QUOTA, OFS_EVICT_MANUAL,
 			OFS_EVICT_NREASONS };
@@ -49,12 +50,26 @@ struct ofs_evict {
 	void *gone_arg;
 	uint64_t evictions[OFS_EVICT_NREASONS], evicted_bytes; /* atomics */
 	/*
-	 * With eviction off: the tenants over their quota at the last tick,
-	 * whose new files and writers' opens get EDQUOT.  Under the store's
-	 * lock.
+	 * With eviction off: the tenants with a quota, their usage at the
+	 * last tick plus what their writes have grown files by since (a
+	 * rewrite counts twice until the tick: on the safe side).  At the
+	 * quota, new files and writers' opens get EDQUOT; a write that would
+	 * go past it too.  Under the store's lock.
 	 */
-	uint64_t over[64];
-	unsigned nover;
+	struct ofs_tenant_quota {
+		uint64_t ino, quota, used;
+	} quotas[64];
+	unsigned nquotas;
+	/*
+	 * Evictions by tenant directory, for the first OFS_EVICT_TENANTS
+	 * tenants an eviction touched (the others count in the totals only).
+	 * Under the store's lock.
+	 */
+	struct ofs_tenant_evicted {
+		uint64_t ino, count, bytes;
+		char name[256];
+	} tev[OFS_EVICT_TENANTS];
+	unsigned ntev;
 };
 
 void ofs_evict_init(struct ofs_store *s, int on, unsigned high, unsigned low,
@@ -93,6 +108,8 @@ struct ofs_tenant_use {
 };
 /* Up to max tenants with a quota into t; returns how many.  Takes the store's lock. */
 int ofs_evict_tenants(struct ofs_store *s, struct ofs_tenant_use *t, int max);
+/* The per-tenant eviction counts into t (up to max); returns how many.  Takes the store's lock. */
+int ofs_evict_tenant_counts(struct ofs_store *s, struct ofs_tenant_evicted *t, int max);
 /* Evict from each tenant over its quota down to it.  Bytes freed.  No lock held. */
 uint64_t ofs_evict_quotas(struct ofs_store *s);
 /*
@@ -101,5 +118,11 @@ uint64_t ofs_evict_quotas(struct ofs_store *s);
  * eviction is off.  Under the store's lock.
  */
 int ofs_evict_quota_check(struct ofs_store *s, uint64_t ino);
+/*
+ * Eviction off: a write grows o (open for writing) by grow bytes.  -EDQUOT
+ * when that takes its tenant past its quota; else the growth counts in
+ * the tenant's usage until the next tick.  Takes the store's lock.
+ */
+int ofs_evict_quota_write(struct ofs_store *s, struct ofs_object *o, uint64_t grow);
 
 #endif

@@ -177,6 +177,17 @@ static void object_poison(struct ofs_store *s, struct ofs_object *o, int err, ui
 		(unsigned long long)o->m.ino, strerror(-err));
 }
 
+/* Eviction off and a tenant with a quota: may o grow to end?  0 or -EDQUOT. */
+static int object_quota(struct ofs_store *s, struct ofs_object *o, uint64_t end)
+{
+	struct kvb_map view;
+
+	if (s->evict.on)
+		return 0;
+	kvb_obj_view(&s->kvb, o->obj, &view);
+	return end > view.size ? ofs_evict_quota_write(s, o, end - view.size) : 0;
+}
+
 ssize_t ofs_object_write(struct ofs_store *s, struct ofs_object *o, const void *buf, size_t size,
 			 uint64_t off)
 {
@@ -189,7 +200,7 @@ ssize_t ofs_object_write(struct ofs_store *s, struct ofs_object *o, const void *
 		n = o->werr;
 	else if ((low = ofs_store_meta_low(s)))
 		n = -ENOSPC; /* its commit could not be recorded */
-	else
+	else if ((n = object_quota(s, o, off + size)) == 0)
 		n = kvb_obj_write(&s->kvb, o->obj, buf, size, off);
 	if (n == -ENOSPC && o->obj && !o->werr && !low && ofs_store_reclaim(s))
 		n = kvb_obj_write(&s->kvb, o->obj, buf, size, off);

@@ -41,6 +41,8 @@ struct ofs_object {
 	 */
 	int werr;
 	uint64_t *pcs;        /* per-page checksums of the committed version, for verify; s->lock */
+	/* Its tenant directory (fixed: no rename across tenants); 0: not looked up.  s->lock. */
+	uint64_t tenant;
 };
 
 /*

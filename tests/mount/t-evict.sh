@@ -5,7 +5,8 @@
 # and pinned files, and never touches objects younger than evict_min_age;
 # a tenant over its quota (user.offload.quota) is evicted first and never
 # pushes out another tenant's objects (with evict=off: EDQUOT for its new
-# files); offloadctl evict frees on demand; the metrics count it; a kill -9
+# files and its writes past the quota); offloadctl evict frees on demand;
+# the metrics and offloadctl stats count it, per tenant too; a kill -9
 # during eviction loses no file that was not evicted and leaks no page.
 # evict=off gives ENOSPC as before.
 set -u
@@ -125,6 +126,20 @@ sleep 1.2 # a group-commit tick
 check "the tenant is held to its quota" [ "$(metric 'offloadfs_tenant_used_bytes{tenant="a"}')" -le $((8 * OBJ)) ]
 check_eq "its quota is shown" $((8 * OBJ)) "$(metric 'offloadfs_tenant_quota_bytes{tenant="a"}')"
 check "quota evictions are counted" [ "$(metric 'offloadfs_evictions_total{reason="quota"}')" -ge 56 ]
+EV=$(metric 'offloadfs_tenant_evictions_total{tenant="a"}')
+check "the tenant's evictions are counted" [ "${EV:-0}" -ge 56 ]
+check "and their bytes" [ "$(metric 'offloadfs_tenant_evicted_bytes_total{tenant="a"}')" -ge $((56 * OBJ)) ]
+check_eq "none from the other tenant" 0 "$(metric 'offloadfs_tenant_evictions_total{tenant="b"}' | grep -v '^0$' | wc -l)"
+STATS=$("$OFSCTL" stats "$MNT")
+check "offloadctl stats shows the tenant's usage, quota and evictions" \
+	grep -Eq "^    a +[0-9.]+ [KM]iB / 2\.0 MiB, $EV files \([0-9.]+ MiB\) evicted$" <<<"$STATS"
+check "and the same in --json" python3 -c '
+import json, sys
+t = {x["tenant"]: x for x in json.load(sys.stdin)["tenants"]}
+a = t["a"]
+assert a["quota_bytes"] == int(sys.argv[1]) and 0 < a["used_bytes"] <= a["quota_bytes"], a
+assert a["evictions"] == int(sys.argv[2]) and a["evicted_bytes"] >= 56 * int(sys.argv[3]), a
+assert t.get("b", {}).get("evictions", 0) == 0, t' $((8 * OBJ)) "$EV" $OBJ < <("$OFSCTL" stats "$MNT" --json)
 ofs_umount
 check_fsck_clean "after quota evictions"
 fresh
@@ -133,6 +148,19 @@ fresh
 ofs_mount "$GEOM,evict=off" || ofs_bail "cannot mount"
 mkdir "$MNT/a" "$MNT/b"
 setfattr -n user.offload.quota -v $((4 * OBJ)) "$MNT/a"
+sleep 1.2 # the tick that notes the quota
+run python3 -c 'import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+try:
+    for i in range(5):
+        os.write(fd, os.urandom(int(sys.argv[2])))
+    os.close(fd)
+    print("written")
+except OSError as e:
+    print(errno.errorcode[e.errno])' "$MNT/a/big" $OBJ
+check_eq "evict=off: a write past the tenant's quota gets EDQUOT" EDQUOT "$OUT"
+rm -f "$MNT/a/big"
+sleep 1.2 # the tick that recounts the tenant without it
 for i in 0 1 2 3; do head -c $OBJ /dev/urandom >"$MNT/a/k$i"; done
 sleep 1.2 # the tick that finds it at its quota
 run python3 -c 'import errno, sys
