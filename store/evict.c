@@ -51,6 +51,11 @@ int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o)
 		    now - o->m.atime >= EVICT_DAY_NS;
 
 	o->m.atime = now;
+	/* A hot object opened many times a tick is written once. */
+	if (o->atime_round == e->round + 1) {
+		e->dirty_atime[o->atime_slot] = now;
+		return shown;
+	}
 	if (e->ndirty == e->dirty_cap) {
 		size_t cap = e->dirty_cap ? 2 * e->dirty_cap : 256;
 		uint64_t *d = realloc(e->dirty, cap * sizeof(*d));
@@ -64,6 +69,8 @@ int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o)
 		e->dirty_atime = a;
 		e->dirty_cap = cap;
 	}
+	o->atime_round = e->round + 1;
+	o->atime_slot = e->ndirty;
 	e->dirty[e->ndirty] = o->m.ino;
 	e->dirty_atime[e->ndirty++] = o->m.atime;
 	return shown;
@@ -96,6 +103,7 @@ int ofs_evict_flush(struct ofs_store *s)
 			ofs_log("cannot record the last use of %zu objects: %s", e->ndirty,
 				strerror(-ret));
 		e->ndirty = 0;
+		e->round++;
 	}
 	pthread_mutex_unlock(&s->lock);
 	return ret;

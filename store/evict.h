@@ -36,12 +36,15 @@ struct ofs_evict {
 	int64_t min_age_ns;
 	pthread_mutex_t run;     /* one eviction pass at a time */
 	/*
-	 * Objects whose atime changed since the last write of atimes (an ino
-	 * may repeat).  Under the store's lock.
+	 * Objects whose atime changed since the last write of atimes, each
+	 * once (an object records the round it was queued in), with the
+	 * atime to write should the object leave memory first.  round counts
+	 * the writes of atimes.  Under the store's lock.
 	 */
 	uint64_t *dirty;
 	int64_t *dirty_atime;
 	size_t ndirty, dirty_cap;
+	uint64_t round;
 	/*
 	 * Told of each evicted name (parent, name), under the store's lock:
 	 * the daemon has the kernel forget it.

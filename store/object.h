@@ -43,6 +43,9 @@ struct ofs_object {
 	uint64_t *pcs;        /* per-page checksums of the committed version, for verify; s->lock */
 	/* Its tenant directory (fixed: no rename across tenants); 0: not looked up.  s->lock. */
 	uint64_t tenant;
+	/* Queued at s->evict.dirty[atime_slot] in round atime_round (evict.h).  s->lock. */
+	uint64_t atime_round;
+	size_t atime_slot;
 };
 
 /*

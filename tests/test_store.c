@@ -28,6 +28,7 @@
 #include "kvb.h"
 #include "meta.h"
 #include "meta_test.h"
+#include "evict.h"
 #include "ns.h"
 #include "object.h"
 #include "store.h"
@@ -624,6 +625,38 @@ static void bytes_copy(const struct ofs_bytes *b, char *out, size_t n)
  * unlinked while open (detached, then deleted at its last close), and the
  * tenant removed: the daemon's sequence of store calls, without FUSE.
  */
+/*
+ * Recency: an object opened many times between two writes of atimes is
+ * queued once, its latest atime kept; after the write it is queued again.
+ */
+START_TEST(test_atime_queued_once_a_round)
+{
+	struct ofs_object a = { 0 }, b = { 0 };
+	struct ofs_store s;
+	int i;
+
+	open_store(&s);
+	a.m.ino = 1001;
+	b.m.ino = 1002;
+	pthread_mutex_lock(&s.lock);
+	for (i = 0; i < 100; i++)
+		(void)ofs_evict_touch(&s, &a);
+	(void)ofs_evict_touch(&s, &b);
+	(void)ofs_evict_touch(&s, &a);
+	ck_assert_uint_eq(s.evict.ndirty, 2);
+	ck_assert_uint_eq(s.evict.dirty[0], 1001);
+	ck_assert_int_eq(s.evict.dirty_atime[0], a.m.atime);
+	pthread_mutex_unlock(&s.lock);
+	ck_assert_int_eq(ofs_evict_flush(&s), 0);
+	ck_assert_uint_eq(s.evict.ndirty, 0);
+	pthread_mutex_lock(&s.lock);
+	(void)ofs_evict_touch(&s, &a);
+	ck_assert_uint_eq(s.evict.ndirty, 1);
+	pthread_mutex_unlock(&s.lock);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
 START_TEST(test_object_life)
 {
 	size_t len = 3 * PS + 100;
@@ -699,6 +732,7 @@ static Suite *store_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_failed_metadata_commit);
+	tcase_add_test(tc, test_atime_queued_once_a_round);
 	tcase_add_test(tc, test_failed_write_in_the_middle);
 	tcase_add_test(tc, test_power_cut_loses_only_unsynced);
 	tcase_add_test(tc, test_power_cut_keeps_metadata_loses_data);
