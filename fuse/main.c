@@ -532,7 +532,7 @@ static void ofs_log_mounted(const struct ofs *ofs, const char *mnt)
 }
 
 /*
- * Serve the mounted session until it ends: detach (unless -f), the
+ * Serve the mount until it ends: detach (unless -f), the
  * group-commit and promotion threads, libfuse's loop.  0 for a normal stop.
  */
 static int ofs_serve(struct ofs *ofs, struct fuse_session *se,

@@ -361,7 +361,7 @@ int meta_open(const char *path, int create, struct meta **out, char *err, size_t
 	sqlite3_extended_result_codes(m->db, 0);
 	/*
 	 * The store has one user at a time (the ROOT lock): holding sqlite's
-	 * lock for the whole session saves the fcntl calls of every
+	 * lock for as long as the store is open saves the fcntl calls of every
 	 * transaction and the shared-memory WAL index.  Set before the first
 	 * read: a read in shared mode would map DB-shm, whose pages, on a
 	 * full disk, fault with SIGBUS when they are holes.

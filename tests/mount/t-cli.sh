@@ -366,7 +366,7 @@ else
 			not_ok "found the background daemon" "no offloadfs process with ROOT $ROOT"
 		fi
 		ofs_fsck
-		check_eq "fsck after the mount -t session exits 0" 0 "$RC"
+		check_eq "fsck after the mount -t mount exits 0" 0 "$RC"
 	else
 		not_ok "mount -t: mounted" "no mount at $MNT"
 	fi
