@@ -636,6 +636,7 @@ START_TEST(test_atime_queued_once_a_round)
 	int i;
 
 	open_store(&s);
+	ofs_evict_init(&s, 1, 90, 80, 10);
 	a.m.ino = 1001;
 	b.m.ino = 1002;
 	pthread_mutex_lock(&s.lock);
@@ -653,6 +654,8 @@ START_TEST(test_atime_queued_once_a_round)
 	(void)ofs_evict_touch(&s, &a);
 	ck_assert_uint_eq(s.evict.ndirty, 1);
 	pthread_mutex_unlock(&s.lock);
+	/* As the daemon ends: the list let go, then the store closed. */
+	ofs_evict_fini(&s);
 	ck_assert_int_eq(ofs_store_close(&s), 0);
 }
 END_TEST
