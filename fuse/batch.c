@@ -757,6 +757,9 @@ static int batch_lookup(struct ofs *ofs, struct batch_handle *h, const struct ba
 		d[i].err = e;
 		if (e)
 			continue;
+		/* A use, as an OPEN is: batch-read keys are kept by eviction. */
+		if (ofs_evict_touch_ino(&ofs->store, m.ino))
+			ofs_queue_inval_attr(ofs, m.ino);
 		d[i].bucket = m.bucket;
 		d[i].offset = m.bucket >= 0 ? m.page * ofs->store.geom.page_size : 0;
 		d[i].size = m.size;

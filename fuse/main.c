@@ -662,6 +662,7 @@ int main(int argc, char *argv[])
 	}
 	ofs_evict_init(&ofs.store, ofs.evict_on, ofs.evict_high, ofs.evict_low, ofs.evict_min_age);
 	ofs.store.evict.gone = ofs_evicted;
+	ofs.store.evict.moved = ofs_atime_moved;
 	ofs.store.evict.gone_arg = &ofs;
 	if (ofs_table_init(&ofs)) {
 		fprintf(stderr, "offloadfs: %s: cannot load the root directory\n",

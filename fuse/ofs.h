@@ -136,6 +136,8 @@ void ofs_queue_inval_entry(struct ofs *ofs, uint64_t parent, const char *name, s
 void ofs_queue_inval_attr(struct ofs *ofs, uint64_t ino);
 /* The store evicted parent/name: the kernel forgets it (store.evict.gone). */
 void ofs_evicted(void *arg, uint64_t parent, const char *name, size_t len);
+/* A write of atimes moved ino's: its cached attributes are dropped (store.evict.moved). */
+void ofs_atime_moved(void *arg, uint64_t ino);
 /* Under store.lock. */
 int ofs_queue_promotion(struct ofs *ofs, struct ofs_inode *in, const char *reason);
 void ofs_promotion_policy(struct ofs *ofs, struct ofs_inode *in);

@@ -44,6 +44,11 @@ void ofs_evicted(void *arg, uint64_t parent, const char *name, size_t len)
 	ofs_queue_inval_entry(arg, parent, name, len);
 }
 
+void ofs_atime_moved(void *arg, uint64_t ino)
+{
+	ofs_queue_inval_attr(arg, ino);
+}
+
 void ofs_queue_inval_entry(struct ofs *ofs, uint64_t parent, const char *name, size_t len)
 {
 	pthread_mutex_lock(&ofs->slock);

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/types.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -43,19 +44,9 @@ void ofs_evict_fini(struct ofs_store *s)
 
 #define EVICT_DAY_NS (86400LL * 1000000000LL)
 
-int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o)
+/* Queue ino's atime for the next write of atimes: its slot, or -1 when out of memory. */
+static ssize_t evict_queue(struct ofs_evict *e, uint64_t ino, int64_t atime)
 {
-	struct ofs_evict *e = &s->evict;
-	int64_t now = ofs_now();
-	int shown = o->m.atime <= o->m.mtime || o->m.atime <= o->m.ctime ||
-		    now - o->m.atime >= EVICT_DAY_NS;
-
-	o->m.atime = now;
-	/* A hot object opened many times a tick is written once. */
-	if (o->atime_round == e->round + 1) {
-		e->dirty_atime[o->atime_slot] = now;
-		return shown;
-	}
 	if (e->ndirty == e->dirty_cap) {
 		size_t cap = e->dirty_cap ? 2 * e->dirty_cap : 256;
 		uint64_t *d = realloc(e->dirty, cap * sizeof(*d));
@@ -65,15 +56,87 @@ int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o)
 			e->dirty = d;
 		a = d ? realloc(e->dirty_atime, cap * sizeof(*a)) : NULL;
 		if (!a)
-			return shown; /* kept in memory only: written with the next record change */
+			return -1;
 		e->dirty_atime = a;
 		e->dirty_cap = cap;
 	}
+	e->dirty[e->ndirty] = ino;
+	e->dirty_atime[e->ndirty] = atime;
+	return (ssize_t)e->ndirty++;
+}
+
+int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o)
+{
+	struct ofs_evict *e = &s->evict;
+	int64_t now = ofs_now();
+	int shown = o->m.atime <= o->m.mtime || o->m.atime <= o->m.ctime ||
+		    now - o->m.atime >= EVICT_DAY_NS;
+	ssize_t slot;
+
+	o->m.atime = now;
+	/* A hot object opened many times a tick is written once. */
+	if (o->atime_round == e->round + 1) {
+		e->dirty_atime[o->atime_slot] = now;
+		return shown;
+	}
+	slot = evict_queue(e, o->m.ino, now);
+	if (slot < 0)
+		return shown; /* kept in memory only: written with the next record change */
 	o->atime_round = e->round + 1;
-	o->atime_slot = e->ndirty;
-	e->dirty[e->ndirty] = o->m.ino;
-	e->dirty_atime[e->ndirty++] = o->m.atime;
+	o->atime_slot = (size_t)slot;
 	return shown;
+}
+
+int ofs_evict_touch_ino(struct ofs_store *s, uint64_t ino)
+{
+	struct ofs_object *o = ofs_object_find(s, ino);
+
+	if (o)
+		return ofs_evict_touch(s, o);
+	/* No object: nothing the kernel caches to drop; the record takes the time. */
+	if (evict_queue(&s->evict, ino, ofs_now()) >= 0)
+		s->evict.loose = 1;
+	return 0;
+}
+
+struct evict_dirty {
+	uint64_t ino;
+	int64_t atime;
+};
+
+static int evict_dirty_cmp(const void *a, const void *b)
+{
+	const struct evict_dirty *x = a, *y = b;
+
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return (x->atime < y->atime) - (x->atime > y->atime); /* the newest first */
+}
+
+/*
+ * Objects used without being in memory (batch lookups) may be queued many
+ * times a tick: keep each ino once, at its last use.  Under s->lock.
+ */
+static void evict_dedup(struct ofs_evict *e)
+{
+	struct evict_dirty *v = malloc(e->ndirty * sizeof(*v));
+	size_t i, n = 0;
+
+	if (!v)
+		return; /* written as queued: the same rows more than once */
+	for (i = 0; i < e->ndirty; i++) {
+		v[i].ino = e->dirty[i];
+		v[i].atime = e->dirty_atime[i];
+	}
+	qsort(v, e->ndirty, sizeof(*v), evict_dirty_cmp);
+	for (i = 0; i < e->ndirty; i++) {
+		if (n && v[i].ino == e->dirty[n - 1])
+			continue;
+		e->dirty[n] = v[i].ino;
+		e->dirty_atime[n++] = v[i].atime;
+	}
+	e->ndirty = n;
+	free(v);
 }
 
 int ofs_evict_flush(struct ofs_store *s)
@@ -84,13 +147,26 @@ int ofs_evict_flush(struct ofs_store *s)
 
 	pthread_mutex_lock(&s->lock);
 	if (e->ndirty) {
-		/* The object's own atime wins: a utimens may have set it since. */
+		/*
+		 * The object's own atime wins: a utimens may have set it since.
+		 * An object queued by a use that found it out of memory and
+		 * loaded since holds the record's older time: the later wins.
+		 */
 		for (i = 0; i < e->ndirty; i++) {
 			struct ofs_object *o = ofs_object_find(s, e->dirty[i]);
 
-			if (o)
-				e->dirty_atime[i] = o->m.atime;
+			if (!o)
+				continue;
+			if (o->atime_round != e->round + 1 && o->m.atime < e->dirty_atime[i]) {
+				o->m.atime = e->dirty_atime[i];
+				if (e->moved)
+					e->moved(e->gone_arg, o->m.ino);
+			}
+			e->dirty_atime[i] = o->m.atime;
 		}
+		if (e->loose)
+			evict_dedup(e);
+		e->loose = 0;
 		ret = meta_begin(s->meta);
 		if (!ret) {
 			ret = meta_set_atimes(s->meta, e->dirty, e->dirty_atime, e->ndirty);

@@ -45,11 +45,19 @@ struct ofs_evict {
 	int64_t *dirty_atime;
 	size_t ndirty, dirty_cap;
 	uint64_t round;
+	int loose;               /* some queued without their object: maybe twice */
 	/*
 	 * Told of each evicted name (parent, name), under the store's lock:
 	 * the daemon has the kernel forget it.
 	 */
 	void (*gone)(void *arg, uint64_t parent, const char *name, size_t len);
+	/*
+	 * Told (with gone_arg, under the store's lock) of an object in memory
+	 * whose atime a write of atimes moved: a use that found it out of
+	 * memory (ofs_evict_touch_ino) and its load since, which the kernel
+	 * may have cached the older time of.
+	 */
+	void (*moved)(void *arg, uint64_t ino);
 	void *gone_arg;
 	uint64_t evictions[OFS_EVICT_NREASONS], evicted_bytes; /* atomics */
 	/*
@@ -85,6 +93,13 @@ void ofs_evict_fini(struct ofs_store *s);
  * store's lock.
  */
 int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o);
+/*
+ * A use of the object ino that reached no OPEN (a batch lookup): as
+ * ofs_evict_touch when the object is in memory, else its atime is queued
+ * for the next write of atimes all the same.  1 as ofs_evict_touch.  Under
+ * the store's lock.
+ */
+int ofs_evict_touch_ino(struct ofs_store *s, uint64_t ino);
 /* Write the changed atimes in one transaction.  Takes the store's lock. */
 int ofs_evict_flush(struct ofs_store *s);
 /*

@@ -7,7 +7,8 @@
 # runs back; duplicate keys refuse a batch; a commit with a wrong page sum
 # fails and shows nothing; commits racing unlinks of the same key leave
 # either the whole file or none; a daemon kill -9 between reserve and commit
-# leaves nothing visible and no leaked page (fsck clean).  On the ubsio
+# leaves nothing visible and no leaked page (fsck clean); keys read by
+# get_many count as used, so eviction keeps them.  On the ubsio
 # backend: every batch is EOPNOTSUPP.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -175,5 +176,22 @@ check_eq "the reserved runs are free after the kill" "$FREE1" "$(ofs_free)"
 check "committed files intact after the kill" "$BT" get "$MNT/t1" 16 131072 3
 ofs_umount
 check_fsck_clean "after a kill -9 between reserve and commit"
+
+# ---- get_many is a use: eviction keeps the keys it read ----
+rm -rf "$ROOT" && mkdir "$ROOT"
+ofs_mount "bucket_count=2,bucket_size=4M,evict=lru,evict_min_age=0" || ofs_bail "cannot mount"
+mkdir "$MNT/r"
+"$BT" put "$MNT/r" 16 131072 4 >/dev/null
+sleep 1.1 # atimes in whole seconds for stat
+stat "$MNT/r/k0000" >/dev/null # in the daemon's memory when read
+check "get_many of the 8 oldest keys" "$BT" get "$MNT/r" 8 131072 4
+stat "$MNT/r/k0002" >/dev/null # loaded after its read
+newer_atime() { [ "$(stat -c %X "$1")" -gt "$(stat -c %Y "$1")" ]; }
+check "a get_many moves st_atime" wait_until 5 newer_atime "$MNT/r/k0003"
+check "offloadctl evict of 8 keys' bytes" "$OFSCTL" evict "$MNT" --tenant r --bytes $((8 * 131072))
+check "the keys get_many read are kept" "$BT" get "$MNT/r" 8 131072 4
+run "$BT" exists "$MNT/r" 16
+check_eq "the 8 keys never read are evicted" "exists 8" "$OUT"
+ofs_umount
 
 ofs_done
