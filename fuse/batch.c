@@ -471,6 +471,9 @@ static int batch_reserve_one(struct ofs *ofs, struct batch_handle *h, size_t bef
 			return -EBUSY;
 	pthread_mutex_lock(&s->lock);
 	ret = batch_resolve(ofs, h->tenant, key, klen, &dir, name, &m);
+	/* A create, as through the mount: refused in a tenant at its quota (evict=off). */
+	if (ret == -ENOENT && ofs_evict_quota_check(s, h->tenant))
+		ret = -EDQUOT;
 	pthread_mutex_unlock(&s->lock);
 	if (ret == 0)
 		return -EEXIST;
@@ -490,6 +493,10 @@ static int batch_reserve_one(struct ofs *ofs, struct batch_handle *h, size_t bef
 	flen = (size_t)snprintf(full, sizeof(full), "%s/%.*s", h->tname, (int)klen, key);
 	if (flen >= sizeof(full))
 		return -ENAMETOOLONG;
+	/* Its growth, charged as a writer's (evict=off; a refused key leaves the others be). */
+	ret = ofs_evict_quota_reserve(s, h->tenant, size);
+	if (ret)
+		return ret;
 	ret = kvb_obj_open(&s->kvb, &KVB_MAP_EMPTY, full, flen, &obj);
 	if (ret)
 		return ret;

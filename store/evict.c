@@ -461,12 +461,23 @@ int ofs_evict_quota_check(struct ofs_store *s, uint64_t ino)
 	return q && q->used >= q->quota ? -EDQUOT : 0;
 }
 
+/* Charge grow bytes to tenant (0: none): -EDQUOT past its quota.  Under s->lock. */
+static int evict_quota_charge(struct ofs_store *s, uint64_t tenant, uint64_t grow)
+{
+	struct ofs_tenant_quota *q = tenant ? evict_quota_of(s, tenant) : NULL;
+
+	if (q && q->used + grow > q->quota)
+		return -EDQUOT;
+	if (q)
+		q->used += grow;
+	return 0;
+}
+
 int ofs_evict_quota_write(struct ofs_store *s, struct ofs_object *o, uint64_t grow)
 {
-	struct ofs_tenant_quota *q;
 	char key[OFS_KEY_MAX + 1];
 	size_t klen;
-	int ret = 0;
+	int ret;
 
 	if (s->evict.on || !grow)
 		return 0;
@@ -474,11 +485,20 @@ int ofs_evict_quota_write(struct ofs_store *s, struct ofs_object *o, uint64_t gr
 	if (s->evict.nquotas && !o->tenant &&
 	    meta_path(s->meta, o->m.ino, 0, key, sizeof(key), &klen, &o->tenant))
 		o->tenant = 0; /* unlinked: no tenant to charge */
-	q = o->tenant ? evict_quota_of(s, o->tenant) : NULL;
-	if (q && q->used + grow > q->quota)
-		ret = -EDQUOT;
-	else if (q)
-		q->used += grow;
+	ret = evict_quota_charge(s, o->tenant, grow);
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+int ofs_evict_quota_reserve(struct ofs_store *s, uint64_t tenant, uint64_t size)
+{
+	uint64_t ps = s->geom.page_size;
+	int ret;
+
+	if (s->evict.on || !size)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	ret = evict_quota_charge(s, tenant, (size + ps - 1) / ps * ps);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }

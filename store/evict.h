@@ -137,10 +137,17 @@ uint64_t ofs_evict_quotas(struct ofs_store *s);
  */
 int ofs_evict_quota_check(struct ofs_store *s, uint64_t ino);
 /*
- * Eviction off: a write grows o (open for writing) by grow bytes.  -EDQUOT
- * when that takes its tenant past its quota; else the growth counts in
- * the tenant's usage until the next tick.  Takes the store's lock.
+ * Eviction off: a write, truncate or fallocate grows o's run (o open for
+ * writing) by grow bytes.  -EDQUOT when that takes its tenant past its
+ * quota; else the growth counts in the tenant's usage until the next
+ * tick.  Takes the store's lock.
  */
 int ofs_evict_quota_write(struct ofs_store *s, struct ofs_object *o, uint64_t grow);
+/*
+ * Eviction off: a new object of size bytes (whole pages) in the tenant
+ * directory tenant, reserved outside any object (a batch put): charged
+ * as ofs_evict_quota_write charges a growth.  Takes the store's lock.
+ */
+int ofs_evict_quota_reserve(struct ofs_store *s, uint64_t tenant, uint64_t size);
 
 #endif

@@ -177,15 +177,22 @@ static void object_poison(struct ofs_store *s, struct ofs_object *o, int err, ui
 		(unsigned long long)o->m.ino, strerror(-err));
 }
 
-/* Eviction off and a tenant with a quota: may o grow to end?  0 or -EDQUOT. */
+/*
+ * Eviction off and a tenant with a quota: may o's run grow to hold end
+ * bytes?  The growth is charged in whole pages past those the working run
+ * holds, so a write, a truncate and a fallocate into room already taken
+ * (a KEEP_SIZE reservation) cost nothing more.  0 or -EDQUOT.
+ */
 static int object_quota(struct ofs_store *s, struct ofs_object *o, uint64_t end)
 {
+	uint64_t ps = s->geom.page_size, need = (end + ps - 1) / ps * ps, have;
 	struct kvb_map view;
 
 	if (s->evict.on)
 		return 0;
 	kvb_obj_view(&s->kvb, o->obj, &view);
-	return end > view.size ? ofs_evict_quota_write(s, o, end - view.size) : 0;
+	have = view.bucket >= 0 ? view.npages * ps : 0;
+	return need > have ? ofs_evict_quota_write(s, o, need - have) : 0;
 }
 
 ssize_t ofs_object_write(struct ofs_store *s, struct ofs_object *o, const void *buf, size_t size,
@@ -219,8 +226,10 @@ ssize_t ofs_object_write(struct ofs_store *s, struct ofs_object *o, const void *
 
 int ofs_object_truncate(struct ofs_store *s, struct ofs_object *o, uint64_t size)
 {
-	int ret = kvb_obj_truncate(&s->kvb, o->obj, size);
+	int ret = object_quota(s, o, size);
 
+	if (!ret)
+		ret = kvb_obj_truncate(&s->kvb, o->obj, size);
 	if (ret == -ENOSPC && ofs_store_reclaim(s))
 		ret = kvb_obj_truncate(&s->kvb, o->obj, size);
 	return ret;
@@ -262,7 +271,10 @@ int ofs_object_fallocate(struct ofs_store *s, struct ofs_object *o, int mode, ui
 	if (!ret && end > view.size && !keep) {
 		ret = ofs_object_truncate(s, o, end);
 	} else if (!ret && end > view.size && !zero) {
-		ret = kvb_obj_reserve(&s->kvb, o->obj, end);
+		/* Charged only where a reserve takes room. */
+		ret = kvb_has_reserve(&s->kvb) ? object_quota(s, o, end) : 0;
+		if (!ret)
+			ret = kvb_obj_reserve(&s->kvb, o->obj, end);
 		if (ret == -ENOSPC && ofs_store_reclaim(s))
 			ret = kvb_obj_reserve(&s->kvb, o->obj, end);
 	}

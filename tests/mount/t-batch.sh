@@ -8,7 +8,8 @@
 # fails and shows nothing; commits racing unlinks of the same key leave
 # either the whole file or none; a daemon kill -9 between reserve and commit
 # leaves nothing visible and no leaked page (fsck clean); keys read by
-# get_many count as used, so eviction keeps them.  On the ubsio
+# get_many count as used, so eviction keeps them; with evict=off, keys
+# past the tenant's quota get EDQUOT, the others are put.  On the ubsio
 # backend: every batch is EOPNOTSUPP.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -193,5 +194,37 @@ check "the keys get_many read are kept" "$BT" get "$MNT/r" 8 131072 4
 run "$BT" exists "$MNT/r" 16
 check_eq "the 8 keys never read are evicted" "exists 8" "$OUT"
 ofs_umount
+
+# ---- evict=off: puts past the tenant's quota get EDQUOT ----
+rm -rf "$ROOT" && mkdir "$ROOT"
+ofs_mount "evict=off" || ofs_bail "cannot mount"
+mkdir "$MNT/q" "$MNT/o"
+setfattr -n user.offload.quota -v $((4 * 131072)) "$MNT/q"
+sleep 1.2 # the tick that notes the quota
+put_errs() {
+	run python3 -c '
+import errno, os, sys
+sys.path.insert(0, sys.argv[2])
+import offloadfs_batch as ob
+keys = sys.argv[3:]
+errs = ob.Tenant(sys.argv[1]).put_many_errs(keys, [os.urandom(131072) for _ in keys])
+print(" ".join(errno.errorcode[-e] if e else "ok" for e in errs))
+' "$1" "$PYLIB" "${@:2}"
+}
+put_errs "$MNT/q" a b c d e f
+check_eq "put_many past the quota: the keys that fit are put, the others EDQUOT" \
+	"ok ok ok ok EDQUOT EDQUOT" "$OUT${ERR:+ $ERR}"
+check_eq "the refused keys are not there" "a b c d" "$(cd "$MNT/q" && echo *)"
+put_errs "$MNT/o" a b c d e f
+check_eq "another tenant puts" "ok ok ok ok ok ok" "$OUT${ERR:+ $ERR}"
+sleep 1.2 # the tick that finds the tenant at its quota
+put_errs "$MNT/q" g
+check_eq "a tenant at its quota: EDQUOT" "EDQUOT" "$OUT${ERR:+ $ERR}"
+rm "$MNT/q/a"
+sleep 1.2
+put_errs "$MNT/q" g
+check_eq "below its quota again, the tenant puts" "ok" "$OUT${ERR:+ $ERR}"
+ofs_umount
+check_fsck_clean "after puts refused for the quota"
 
 ofs_done

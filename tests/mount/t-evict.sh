@@ -5,7 +5,8 @@
 # and pinned files, and never touches objects younger than evict_min_age;
 # a tenant over its quota (user.offload.quota) is evicted first and never
 # pushes out another tenant's objects (with evict=off: EDQUOT for its new
-# files and its writes past the quota); offloadctl evict frees on demand;
+# files and its writes, truncates and fallocates past the quota);
+# offloadctl evict frees on demand;
 # the metrics and offloadctl stats count it, per tenant too; a kill -9
 # during eviction loses no file that was not evicted and leaks no page.
 # evict=off gives ENOSPC as before.
@@ -161,6 +162,39 @@ except OSError as e:
 check_eq "evict=off: a write past the tenant's quota gets EDQUOT" EDQUOT "$OUT"
 rm -f "$MNT/a/big"
 sleep 1.2 # the tick that recounts the tenant without it
+# grow FILE SIZE truncate|fallocate|keep: what growing a new file gives.
+grow() {
+	run python3 -c 'import ctypes, errno, os, sys
+path, size, how = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+try:
+    if how == "truncate":
+        os.ftruncate(fd, size)
+    elif how == "fallocate":
+        os.posix_fallocate(fd, 0, size)
+    else:  # FALLOC_FL_KEEP_SIZE
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.fallocate(fd, 1, ctypes.c_long(0), ctypes.c_long(size)):
+            raise OSError(ctypes.get_errno(), "fallocate")
+    print("grown")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+os.close(fd)' "$@"
+}
+grow "$MNT/a/tr" $((5 * OBJ)) truncate
+check_eq "evict=off: ftruncate past the tenant's quota gets EDQUOT" EDQUOT "$OUT"
+grow "$MNT/a/fa" $((5 * OBJ)) fallocate
+check_eq "evict=off: fallocate past the tenant's quota gets EDQUOT" EDQUOT "$OUT"
+if [ "$OFS_BACKEND" == pages ]; then
+	grow "$MNT/a/fk" $((5 * OBJ)) keep
+	check_eq "evict=off: fallocate KEEP_SIZE past the tenant's quota gets EDQUOT" EDQUOT "$OUT"
+fi
+grow "$MNT/a/tr" $((3 * OBJ)) truncate
+check_eq "a truncate within the quota works" grown "$OUT"
+grow "$MNT/a/fa" $((2 * OBJ)) fallocate
+check_eq "and is charged: a fallocate past what is left gets EDQUOT" EDQUOT "$OUT"
+rm -f "$MNT/a/tr" "$MNT/a/fa" "$MNT/a/fk"
+sleep 1.2 # the tick that recounts the tenant without them
 for i in 0 1 2 3; do head -c $OBJ /dev/urandom >"$MNT/a/k$i"; done
 sleep 1.2 # the tick that finds it at its quota
 run python3 -c 'import errno, sys
