@@ -1,12 +1,15 @@
 /*
  * evict.c: what eviction asks of the metadata: objects in order of last
- * use (atime), a batch of atimes written at once, and the pinned count.
- * Rare statements (one per eviction pass or group-commit tick), prepared
- * when run.
+ * use (atime), a batch of atimes written at once, the pinned count, and
+ * the per-tenant eviction counts.  Rare statements (one per eviction pass
+ * or group-commit tick), prepared when run.
  */
 #include "meta_int.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int meta_lru(struct meta *m, int64_t after_atime, uint64_t after_ino, unsigned limit,
@@ -104,6 +107,68 @@ int meta_tenant_xattrs(struct meta *m, const char *name, meta_tenant_fn fn, void
 		ret = fn(ctx, (uint64_t)sqlite3_column_int64(s, 0),
 			 (const char *)sqlite3_column_blob(s, 1), (size_t)sqlite3_column_bytes(s, 1),
 			 (const char *)sqlite3_column_blob(s, 2), (size_t)sqlite3_column_bytes(s, 2));
+	if (!ret && rc != SQLITE_DONE)
+		ret = meta_errno(rc);
+	sqlite3_finalize(s);
+	return ret;
+}
+
+/*
+ * The counts live in the store table, one row per tenant: no schema
+ * change, and an older build that mounts the store keeps them untouched.
+ */
+#define TEV_PREFIX "tenant_evictions."
+
+int meta_tenant_evictions_set(struct meta *m, uint64_t tenant, uint64_t count, uint64_t bytes)
+{
+	char k[64], v[64];
+
+	snprintf(k, sizeof(k), TEV_PREFIX "%" PRIu64, tenant);
+	snprintf(v, sizeof(v), "%" PRIu64 " %" PRIu64, count, bytes);
+	return meta_kv_set_text(m, k, v);
+}
+
+int meta_tenant_evictions_drop(struct meta *m, uint64_t tenant)
+{
+	sqlite3_stmt *s;
+	char k[64];
+	int rc, ret;
+
+	snprintf(k, sizeof(k), TEV_PREFIX "%" PRIu64, tenant);
+	rc = sqlite3_prepare_v2(m->db, "DELETE FROM store WHERE k = ?1", -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return meta_errno(rc);
+	sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
+	ret = meta_step_done(m, s);
+	sqlite3_finalize(s);
+	return ret;
+}
+
+int meta_tenant_evictions(struct meta *m, meta_evictions_fn fn, void *ctx)
+{
+	sqlite3_stmt *s;
+	int rc, ret = 0;
+
+	/* The prefix as a key range ('/' follows '.'): the primary key's order. */
+	rc = sqlite3_prepare_v2(m->db,
+				"SELECT k, v FROM store WHERE k >= '" TEV_PREFIX "' "
+				"AND k < 'tenant_evictions/' ORDER BY k",
+				-1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return meta_errno(rc);
+	while (!ret && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *k = (const char *)sqlite3_column_text(s, 0);
+		const char *v = (const char *)sqlite3_column_text(s, 1);
+		uint64_t tenant, count, bytes;
+		char *end;
+
+		if (!k || !v)
+			continue;
+		tenant = strtoull(k + strlen(TEV_PREFIX), &end, 10);
+		if (*end || sscanf(v, "%" SCNu64 " %" SCNu64, &count, &bytes) != 2)
+			continue; /* not ours: left alone */
+		ret = fn(ctx, tenant, count, bytes);
+	}
 	if (!ret && rc != SQLITE_DONE)
 		ret = meta_errno(rc);
 	sqlite3_finalize(s);

@@ -374,5 +374,14 @@ int meta_tenant_pages(struct meta *m, uint64_t tenant, uint64_t *pages);
 typedef int (*meta_tenant_fn)(void *ctx, uint64_t ino, const char *name, size_t len,
 			      const char *value, size_t vlen);
 int meta_tenant_xattrs(struct meta *m, const char *name, meta_tenant_fn fn, void *ctx);
+/*
+ * A tenant's eviction counts (files, bytes), kept in the store table under
+ * "tenant_evictions.<ino>": set (in the caller's transaction), dropped,
+ * and listed (fn for each until it returns non-zero, returned).
+ */
+int meta_tenant_evictions_set(struct meta *m, uint64_t tenant, uint64_t count, uint64_t bytes);
+int meta_tenant_evictions_drop(struct meta *m, uint64_t tenant);
+typedef int (*meta_evictions_fn)(void *ctx, uint64_t tenant, uint64_t count, uint64_t bytes);
+int meta_tenant_evictions(struct meta *m, meta_evictions_fn fn, void *ctx);
 
 #endif

@@ -19,6 +19,66 @@ const char *const ofs_evict_reason_name[OFS_EVICT_NREASONS] = { "watermark", "pu
 /* Candidates read per query, under the store's lock. */
 #define EVICT_BATCH 64
 
+#define EVICT_GONE_MAX 64
+
+struct evict_load {
+	struct ofs_store *s;
+	uint64_t gone[EVICT_GONE_MAX]; /* rows of tenants removed since */
+	unsigned ngone;
+};
+
+static int evict_load_row(void *ctx, uint64_t tenant, uint64_t count, uint64_t bytes)
+{
+	struct evict_load *l = ctx;
+	struct ofs_evict *e = &l->s->evict;
+	char name[META_NAME_MAX + 1];
+	struct ofs_tenant_evicted *t;
+	uint64_t parent;
+	size_t len;
+
+	if (meta_name(l->s->meta, tenant, &parent, name, &len) || parent != META_ROOT_INO) {
+		if (l->ngone < EVICT_GONE_MAX)
+			l->gone[l->ngone++] = tenant;
+		return 0;
+	}
+	if (e->ntev == OFS_EVICT_TENANTS)
+		return 0;
+	t = &e->tev[e->ntev++];
+	t->ino = tenant;
+	t->count = count;
+	t->bytes = bytes;
+	t->dirty = 0;
+	if (len >= sizeof(t->name))
+		len = sizeof(t->name) - 1;
+	memcpy(t->name, name, len);
+	t->name[len] = 0;
+	return 0;
+}
+
+/* The per-tenant counts on record; those of tenants removed since are dropped.  Under s->lock. */
+static void evict_load(struct ofs_store *s)
+{
+	struct evict_load *l = calloc(1, sizeof(*l));
+	unsigned i;
+	int ret;
+
+	if (!l)
+		return;
+	l->s = s;
+	ret = meta_tenant_evictions(s->meta, evict_load_row, l);
+	if (ret)
+		ofs_log("cannot read the per-tenant eviction counts: %s", strerror(-ret));
+	if (!ret && l->ngone && !meta_begin(s->meta)) {
+		for (i = 0; !ret && i < l->ngone; i++)
+			ret = meta_tenant_evictions_drop(s->meta, l->gone[i]);
+		if (!ret)
+			ret = meta_commit(s->meta);
+		else
+			meta_rollback(s->meta);
+	}
+	free(l);
+}
+
 void ofs_evict_init(struct ofs_store *s, int on, unsigned high, unsigned low,
 		    unsigned min_age_s)
 {
@@ -29,6 +89,9 @@ void ofs_evict_init(struct ofs_store *s, int on, unsigned high, unsigned low,
 	e->high = high;
 	e->low = low;
 	e->min_age_ns = (int64_t)min_age_s * 1000000000LL;
+	pthread_mutex_lock(&s->lock);
+	evict_load(s);
+	pthread_mutex_unlock(&s->lock);
 }
 
 void ofs_evict_fini(struct ofs_store *s)
@@ -139,6 +202,20 @@ static void evict_dedup(struct ofs_evict *e)
 	free(v);
 }
 
+/* The changed per-tenant counts, in the caller's transaction.  Under s->lock. */
+static int evict_write_counts(struct ofs_store *s)
+{
+	struct ofs_evict *e = &s->evict;
+	unsigned i;
+	int ret = 0;
+
+	for (i = 0; !ret && i < e->ntev; i++)
+		if (e->tev[i].dirty)
+			ret = meta_tenant_evictions_set(s->meta, e->tev[i].ino, e->tev[i].count,
+							e->tev[i].bytes);
+	return ret;
+}
+
 int ofs_evict_flush(struct ofs_store *s)
 {
 	struct ofs_evict *e = &s->evict;
@@ -146,6 +223,17 @@ int ofs_evict_flush(struct ofs_store *s)
 	int ret = 0;
 
 	pthread_mutex_lock(&s->lock);
+	if (e->tev_dirty && !e->ndirty) {
+		ret = meta_begin(s->meta);
+		if (!ret)
+			ret = evict_write_counts(s);
+		if (!ret)
+			ret = meta_commit(s->meta);
+		else
+			meta_rollback(s->meta);
+		if (ret)
+			ofs_log("cannot record the per-tenant eviction counts: %s", strerror(-ret));
+	}
 	if (e->ndirty) {
 		/*
 		 * The object's own atime wins: a utimens may have set it since.
@@ -171,6 +259,8 @@ int ofs_evict_flush(struct ofs_store *s)
 		if (!ret) {
 			ret = meta_set_atimes(s->meta, e->dirty, e->dirty_atime, e->ndirty);
 			if (!ret)
+				ret = evict_write_counts(s);
+			if (!ret)
 				ret = meta_commit(s->meta);
 			else
 				meta_rollback(s->meta);
@@ -180,6 +270,12 @@ int ofs_evict_flush(struct ofs_store *s)
 				strerror(-ret));
 		e->ndirty = 0;
 		e->round++;
+	}
+	/* Counted after their evictions committed: on record never more than those. */
+	if (!ret && e->tev_dirty) {
+		for (i = 0; i < e->ntev; i++)
+			e->tev[i].dirty = 0;
+		e->tev_dirty = 0;
 	}
 	pthread_mutex_unlock(&s->lock);
 	return ret;
@@ -228,6 +324,7 @@ static int evict_tenant_slot(struct ofs_store *s, uint64_t ino)
 		t->name[len] = 0;
 		t->ino = tenant;
 		t->count = t->bytes = 0;
+		t->dirty = 0;
 		e->ntev++;
 	}
 	return (int)i;
@@ -314,6 +411,7 @@ uint64_t ofs_evict(struct ofs_store *s, uint64_t need, uint64_t tenant,
 			if (slot >= 0) {
 				e->tev[slot].count++;
 				e->tev[slot].bytes += bytes;
+				e->tev[slot].dirty = e->tev_dirty = 1;
 			}
 			done += bytes;
 			count++;

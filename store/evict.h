@@ -73,16 +73,21 @@ struct ofs_evict {
 	unsigned nquotas;
 	/*
 	 * Evictions by tenant directory, for the first OFS_EVICT_TENANTS
-	 * tenants an eviction touched (the others count in the totals only).
-	 * Under the store's lock.
+	 * tenants an eviction touched (the others count in the totals only),
+	 * kept in the metadata: loaded at init, and those changed (dirty)
+	 * written with the atimes, after the evictions they count.  Under the
+	 * store's lock.
 	 */
 	struct ofs_tenant_evicted {
 		uint64_t ino, count, bytes;
+		int dirty;
 		char name[256];
 	} tev[OFS_EVICT_TENANTS];
 	unsigned ntev;
+	int tev_dirty;           /* some tev[] dirty */
 };
 
+/* Also loads the per-tenant eviction counts of the store's metadata. */
 void ofs_evict_init(struct ofs_store *s, int on, unsigned high, unsigned low,
 		    unsigned min_age_s);
 void ofs_evict_fini(struct ofs_store *s);
@@ -100,7 +105,10 @@ int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o);
  * the store's lock.
  */
 int ofs_evict_touch_ino(struct ofs_store *s, uint64_t ino);
-/* Write the changed atimes in one transaction.  Takes the store's lock. */
+/*
+ * Write the changed atimes and per-tenant eviction counts in one
+ * transaction.  Takes the store's lock.
+ */
 int ofs_evict_flush(struct ofs_store *s);
 /*
  * Evict least recently used objects (of the tenant directory tenant; 0:

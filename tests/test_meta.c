@@ -745,6 +745,65 @@ START_TEST(test_lru)
 }
 END_TEST
 
+struct tev_seen {
+	int n;
+	uint64_t tenant[4], count[4], bytes[4];
+};
+
+static int tev_collect(void *ctx, uint64_t tenant, uint64_t count, uint64_t bytes)
+{
+	struct tev_seen *t = ctx;
+
+	ck_assert_int_lt(t->n, 4);
+	t->tenant[t->n] = tenant;
+	t->count[t->n] = count;
+	t->bytes[t->n++] = bytes;
+	return 0;
+}
+
+/*
+ * Per-tenant eviction counts: written in a transaction, replaced, kept
+ * across a reopen and dropped; the store table's other rows are not
+ * taken for counts.
+ */
+START_TEST(test_tenant_evictions)
+{
+	struct meta *m = open_new();
+	struct tev_seen t = { 0 };
+	char err[256];
+
+	ck_assert_int_eq(meta_begin(m), 0);
+	ck_assert_int_eq(meta_tenant_evictions_set(m, 12, 3, 196608), 0);
+	ck_assert_int_eq(meta_tenant_evictions_set(m, 7, 1, 65536), 0);
+	ck_assert_int_eq(meta_commit(m), 0);
+	ck_assert_int_eq(meta_begin(m), 0);
+	ck_assert_int_eq(meta_tenant_evictions_set(m, 7, 5, 5ULL << 40), 0); /* replaced */
+	ck_assert_int_eq(meta_tenant_evictions_set(m, 9, 1, 1), 0);
+	meta_rollback(m); /* nothing of it */
+	ck_assert_int_eq(meta_setting_set(m, "tenant_evictionsX", "1 2"), 0);
+	meta_close(m);
+	ck_assert_int_eq(meta_open(dbpath, 0, &m, err, sizeof(err)), 0);
+	ck_assert_int_eq(meta_begin(m), 0);
+	ck_assert_int_eq(meta_tenant_evictions_set(m, 7, 5, 5ULL << 40), 0);
+	ck_assert_int_eq(meta_commit(m), 0);
+	ck_assert_int_eq(meta_tenant_evictions(m, tev_collect, &t), 0);
+	ck_assert_int_eq(t.n, 2);
+	/* Keys in text order: "…12" before "…7". */
+	ck_assert_uint_eq(t.tenant[0], 12);
+	ck_assert_uint_eq(t.count[0], 3);
+	ck_assert_uint_eq(t.bytes[0], 196608);
+	ck_assert_uint_eq(t.tenant[1], 7);
+	ck_assert_uint_eq(t.count[1], 5);
+	ck_assert_uint_eq(t.bytes[1], 5ULL << 40);
+	ck_assert_int_eq(meta_tenant_evictions_drop(m, 12), 0);
+	t.n = 0;
+	ck_assert_int_eq(meta_tenant_evictions(m, tev_collect, &t), 0);
+	ck_assert_int_eq(t.n, 1);
+	ck_assert_uint_eq(t.tenant[0], 7);
+	meta_close(m);
+}
+END_TEST
+
 static Suite *meta_suite(void)
 {
 	Suite *s = suite_create("meta");
@@ -770,6 +829,7 @@ static Suite *meta_suite(void)
 	tcase_add_test(tc, test_xattrs);
 	tcase_add_test(tc, test_migrate_v2);
 	tcase_add_test(tc, test_lru);
+	tcase_add_test(tc, test_tenant_evictions);
 	suite_add_tcase(s, tc);
 	return s;
 }

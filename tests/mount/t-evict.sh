@@ -7,7 +7,9 @@
 # pushes out another tenant's objects (with evict=off: EDQUOT for its new
 # files and its writes, truncates and fallocates past the quota);
 # offloadctl evict frees on demand;
-# the metrics and offloadctl stats count it, per tenant too; a kill -9
+# the metrics and offloadctl stats count it, per tenant too, and the
+# per-tenant counts survive a remount and a kill -9 (never more than the
+# evictions on record); a kill -9
 # during eviction loses no file that was not evicted and leaks no page.
 # evict=off gives ENOSPC as before.
 set -u
@@ -141,6 +143,22 @@ a = t["a"]
 assert a["quota_bytes"] == int(sys.argv[1]) and 0 < a["used_bytes"] <= a["quota_bytes"], a
 assert a["evictions"] == int(sys.argv[2]) and a["evicted_bytes"] >= 56 * int(sys.argv[3]), a
 assert t.get("b", {}).get("evictions", 0) == 0, t' $((8 * OBJ)) "$EV" $OBJ < <("$OFSCTL" stats "$MNT" --json)
+# The counts are written by the group-commit thread, after the evictions.
+sleep 1.5 # a tick
+ofs_kill9
+ofs_mount "$GEOM,evict=off" || ofs_bail "cannot mount after kill -9"
+EVK=$(metric 'offloadfs_tenant_evictions_total{tenant="a"}')
+GONE=$((64 - $(ls "$MNT/a" | grep -c '^k')))
+check "after kill -9 the tenant's evictions counted a tick before are kept" [ "${EVK:-0}" -ge "$EV" ]
+check "and are never more than the evictions on record ($EVK <= $GONE)" [ "${EVK:-0}" -le "$GONE" ]
+EVB=$(metric 'offloadfs_tenant_evicted_bytes_total{tenant="a"}')
+check "and their bytes" [ "${EVB:-0}" -ge $((EVK * OBJ)) ]
+ofs_remount || ofs_bail "cannot remount"
+check_eq "the tenant's evictions survive a clean remount" "$EVK" \
+	"$(metric 'offloadfs_tenant_evictions_total{tenant="a"}')"
+check_eq "and their bytes" "$EVB" "$(metric 'offloadfs_tenant_evicted_bytes_total{tenant="a"}')"
+check_eq "offloadctl stats shows them" 1 \
+	"$("$OFSCTL" stats "$MNT" | grep -Ec "^    a .*, $EVK files \([0-9.]+ MiB\) evicted$")"
 ofs_umount
 check_fsck_clean "after quota evictions"
 fresh
