@@ -660,6 +660,115 @@ START_TEST(test_atime_queued_once_a_round)
 }
 END_TEST
 
+static uint64_t moved_ino;
+
+static void moved_fn(void *arg, uint64_t ino)
+{
+	(void)arg;
+	moved_ino = ino;
+}
+
+/*
+ * A use that finds no object in memory (a batch lookup) is queued alone
+ * and written at the next write of atimes, the latest use of each inode;
+ * an object loaded between the use and the write takes the later time,
+ * and the daemon is told (evict.moved) so the kernel drops the older one.
+ */
+START_TEST(test_atime_without_object)
+{
+	struct ofs_object b = { 0 };
+	struct meta_inode a, bm, got;
+	struct ofs_store s;
+	int64_t last;
+
+	open_store(&s);
+	ofs_evict_init(&s, 1, 90, 80, 10);
+	s.evict.moved = moved_fn;
+	a = create(&s, "a", 100, 1);
+	bm = create(&s, "b", 100, 2);
+	pthread_mutex_lock(&s.lock);
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino), 0);
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, bm.ino), 0);
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino), 0);
+	ck_assert_uint_eq(s.evict.ndirty, 3);
+	last = s.evict.dirty_atime[2];
+	b.m = bm; /* loaded since its use: the record's older atime */
+	ck_assert_int_eq(ofs_object_insert(&s, &b), 0);
+	pthread_mutex_unlock(&s.lock);
+	ck_assert_int_eq(ofs_evict_flush(&s), 0);
+	ck_assert_uint_eq(s.evict.ndirty, 0);
+	ck_assert_int_eq(meta_get(s.meta, a.ino, &got), 0);
+	ck_assert_int_eq(got.atime, last);
+	ck_assert_int_eq(meta_get(s.meta, bm.ino, &got), 0);
+	ck_assert_int_gt(got.atime, bm.atime);
+	ck_assert_int_eq(b.m.atime, got.atime);
+	ck_assert_uint_eq(moved_ino, bm.ino);
+	pthread_mutex_lock(&s.lock);
+	ofs_object_remove(&s, &b);
+	pthread_mutex_unlock(&s.lock);
+	ofs_evict_fini(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+static int count_rows(void *ctx, uint64_t tenant, uint64_t count, uint64_t bytes)
+{
+	(void)tenant;
+	(void)count;
+	(void)bytes;
+	(*(int *)ctx)++;
+	return 0;
+}
+
+/*
+ * Per-tenant eviction counts: written with the atimes once changed, and
+ * loaded by the next mount's init; the row of a tenant removed since is
+ * dropped then.
+ */
+START_TEST(test_tenant_counts_kept)
+{
+	struct meta_inode t = { 0 }, gone;
+	struct ofs_tenant_evicted tev[4];
+	struct ofs_store s;
+	int rows = 0;
+
+	open_store(&s);
+	ofs_evict_init(&s, 1, 90, 80, 10);
+	t.parent = META_ROOT_INO;
+	t.mode = 040755;
+	t.bucket = t.prev_bucket = -1;
+	gone = t;
+	ck_assert_int_eq(meta_insert(s.meta, &t, "t1", 2), 0);
+	ck_assert_int_eq(meta_insert(s.meta, &gone, "t2", 2), 0);
+	pthread_mutex_lock(&s.lock);
+	s.evict.tev[0] = (struct ofs_tenant_evicted){ .ino = t.ino, .count = 3, .bytes = 3 * PS,
+						      .dirty = 1 };
+	s.evict.tev[1] = (struct ofs_tenant_evicted){ .ino = gone.ino, .count = 1, .bytes = PS,
+						      .dirty = 1 };
+	s.evict.ntev = 2;
+	s.evict.tev_dirty = 1;
+	pthread_mutex_unlock(&s.lock);
+	ck_assert_int_eq(ofs_evict_flush(&s), 0);
+	ck_assert_int_eq(s.evict.tev_dirty, 0);
+	ck_assert_int_eq(s.evict.tev[0].dirty, 0);
+	ck_assert_int_eq(meta_delete(s.meta, gone.ino), 0);
+	ofs_evict_fini(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+
+	open_store(&s);
+	ofs_evict_init(&s, 1, 90, 80, 10);
+	ck_assert_int_eq(ofs_evict_tenant_counts(&s, tev, 4), 1);
+	ck_assert_uint_eq(tev[0].ino, t.ino);
+	ck_assert_uint_eq(tev[0].count, 3);
+	ck_assert_uint_eq(tev[0].bytes, 3 * PS);
+	ck_assert_str_eq(tev[0].name, "t1");
+	ck_assert_int_eq(meta_tenant_evictions(s.meta, count_rows, &rows), 0);
+	ck_assert_int_eq(rows, 1);
+	ofs_evict_fini(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
 START_TEST(test_object_life)
 {
 	size_t len = 3 * PS + 100;
@@ -736,6 +845,8 @@ static Suite *store_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_failed_metadata_commit);
 	tcase_add_test(tc, test_atime_queued_once_a_round);
+	tcase_add_test(tc, test_atime_without_object);
+	tcase_add_test(tc, test_tenant_counts_kept);
 	tcase_add_test(tc, test_failed_write_in_the_middle);
 	tcase_add_test(tc, test_power_cut_loses_only_unsynced);
 	tcase_add_test(tc, test_power_cut_keeps_metadata_loses_data);
