@@ -329,13 +329,13 @@ static inline int kvb_remove_prepare(const struct kvb *k, const struct kvb_map *
 	return k->ops->remove_prepare ? k->ops->remove_prepare(k->arg, m) : 0;
 }
 
-/* Whether removes need preparing (the work can then be done before taking a lock). */
 /* 0 when a reserve (fallocate KEEP_SIZE) takes no room: kvb_obj_reserve does nothing. */
 static inline int kvb_has_reserve(const struct kvb *k)
 {
 	return k->ops->obj_reserve != NULL;
 }
 
+/* Whether removes need preparing (the work can then be done before taking a lock). */
 static inline int kvb_has_remove_prepare(const struct kvb *k)
 {
 	return k->ops->remove_prepare != NULL;

@@ -6,9 +6,9 @@
 
 #include <errno.h>
 #include <stdlib.h>
-#include <sys/types.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 
 #include "ns.h"
 #include "object.h"
