@@ -228,6 +228,7 @@ static int pages_statfs(void *arg, struct kvb_statfs *st)
 {
 	struct pages *p = arg;
 	struct statvfs vfs;
+	uint64_t cooling = 0;
 	uint32_t i;
 
 	st->block_size = p->page_size;
@@ -235,7 +236,8 @@ static int pages_statfs(void *arg, struct kvb_statfs *st)
 	st->blocks_free = 0;
 	for (i = 0; i < p->nbuckets; i++) {
 		pthread_mutex_lock(&p->b[i].lock);
-		st->blocks_free += alloc_free_pages(&p->b[i].a);
+		st->blocks_free += alloc_free_pages(&p->b[i].a) + p->b[i].cooling;
+		cooling += p->b[i].cooling;
 		pthread_mutex_unlock(&p->b[i].lock);
 	}
 	/*
@@ -249,7 +251,7 @@ static int pages_statfs(void *arg, struct kvb_statfs *st)
 		uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
 
 		avail = avail > p->keep_free ? (avail - p->keep_free) / p->page_size : 0;
-		avail += __atomic_load_n(&p->warm_pages, __ATOMIC_RELAXED);
+		avail += __atomic_load_n(&p->warm_pages, __ATOMIC_RELAXED) + cooling;
 		if (avail < st->blocks_free) {
 			st->blocks -= st->blocks_free - avail;
 			st->blocks_free = avail;

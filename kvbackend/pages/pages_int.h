@@ -55,10 +55,11 @@
 #define PAGES_WARM_MAX (1ull << 30)
 
 struct pages_bucket {
-	pthread_mutex_t lock; /* guards a and warm */
+	pthread_mutex_t lock; /* guards a, warm and cooling */
 	struct alloc a;
 	/* Bit per page: free and still holding its disk blocks (NULL: no punch). */
 	uint64_t *warm;
+	uint64_t cooling;     /* warm pages held allocated while they are punched */
 	int fd;             /* bucket files: the file; -1 over another kvb_pages_io */
 	int dirty;          /* written since the last barrier (atomic) */
 };

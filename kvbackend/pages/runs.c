@@ -104,9 +104,16 @@ static void pages_cool_run(struct pages *p, int32_t b, uint64_t page, uint64_t n
 			return;
 		}
 		warm_mark(bk->warm, s, e - s, 0);
+		bk->cooling += e - s; /* statfs still counts them free */
 		pthread_mutex_unlock(&bk->lock);
 		__atomic_sub_fetch(&p->warm_pages, e - s, __ATOMIC_RELAXED);
-		pages_free_cold(p, b, s, e - s);
+		io_punch(p, (uint32_t)b, s, e - s);
+		pthread_mutex_lock(&bk->lock);
+		bk->cooling -= e - s;
+		if (alloc_free(&bk->a, s, e - s))
+			fprintf(stderr, "offloadfs: BUG: free of cooled pages %llu+%llu of bucket %d\n",
+				(unsigned long long)s, (unsigned long long)(e - s), b);
+		pthread_mutex_unlock(&bk->lock);
 		from = e;
 	}
 }
