@@ -321,7 +321,6 @@ int pages_alloc_run(struct pages *p, const char *key, size_t klen, uint64_t n,
 	home = kvb_home_bucket(key, klen, p->nbuckets);
 	for (i = 0; i < p->nbuckets; i++) {
 		uint32_t b = (home + i) % p->nbuckets;
-
 		uint64_t warm = 0;
 
 		pthread_mutex_lock(&p->b[b].lock);
@@ -431,7 +430,7 @@ int hasher_feed(struct pages_hasher *h, uint64_t ps, const char *buf, size_t len
 	while (len) {
 		uint64_t in_page = h->done % ps;
 		size_t n = ps - in_page < len ? (size_t)(ps - in_page) : len;
-		/* A whole page at once: hashed in one call, a third faster than streamed. */
+		/* A whole page at once: one call, cheaper than the streaming state. */
 		int whole = in_page == 0 && n == ps;
 		uint64_t sum = 0;
 
