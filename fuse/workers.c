@@ -148,6 +148,8 @@ static void *ofs_syncer(void *arg)
 			seen = changes;
 			ofs_store_barrier(&ofs->store, NULL);
 		}
+		/* Freed runs that stayed free give their blocks back (first, when space is short). */
+		kvb_tick(&ofs->store.kvb);
 		ofs_watch_space(ofs);
 		/* Above the high watermark: the least recently used go, down to the low one. */
 		if (ofs_evict_tick(&ofs->store))

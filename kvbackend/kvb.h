@@ -204,6 +204,12 @@ struct kvb_admin_ops {
 	 * (could not tell).  Returns 0 or the error that stopped the check.
 	 */
 	int (*probe)(void *arg, const struct kvb_map *maps, size_t n, int *res);
+	/*
+	 * May be NULL.  Housekeeping the daemon runs every tick of its
+	 * group-commit thread, busy or idle (pages: punching freed runs that
+	 * have stayed free).
+	 */
+	void (*tick)(void *arg);
 	/* Release everything: the last call on arg. */
 	void (*free)(void *arg);
 };
@@ -380,6 +386,12 @@ static inline void kvb_read_unref(const struct kvb *k, void *ref)
 static inline int kvb_statfs(const struct kvb *k, struct kvb_statfs *st)
 {
 	return k->admin->statfs(k->arg, st);
+}
+
+static inline void kvb_tick(const struct kvb *k)
+{
+	if (k->admin->tick)
+		k->admin->tick(k->arg);
 }
 
 static inline int kvb_describe(const struct kvb *k, const struct kvb_map *m, char *buf, size_t len)

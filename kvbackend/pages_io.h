@@ -45,5 +45,11 @@ int kvb_pages_init_io(struct kvb *kvb, const struct kvb_pages_geom *g,
 		      const struct kvb_pages_io *io, void *dev, char *err, size_t errlen);
 /* The dev of a pages backend made by kvb_pages_init_io. */
 void *kvb_pages_io_dev(const struct kvb *kvb);
+/*
+ * A freed run keeps its blocks until it has stayed free delay_ms, or while
+ * free runs holding blocks are at most max_bytes (kvbackend/pages/runs.c;
+ * defaults PAGES_WARM_DELAY_MS and PAGES_WARM_MAX).  For tests.
+ */
+void kvb_pages_set_warm(struct kvb *kvb, uint64_t delay_ms, uint64_t max_bytes);
 
 #endif

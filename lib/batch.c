@@ -13,6 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
+#ifdef OFS_XXH_DISPATCH
+#include <xxh_x86dispatch.h> /* XXH3 on AVX2 or AVX-512 where the CPU has them */
+#endif
 
 #include "offloadfs_batch_proto.h"
 

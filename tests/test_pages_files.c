@@ -15,6 +15,7 @@
 
 #include "kvb.h"
 #include "mem_buckets.h"
+#include "pages_io.h"
 #include "meta.h"
 #include "store.h"
 
@@ -66,23 +67,12 @@ static uint64_t bucket_blocks(unsigned n)
 	return total;
 }
 
-/*
- * A run holds its disk blocks from its allocation (a write-back then
- * never meets a full disk) and gives them back when it is freed: a working
- * state's at once, a committed one's after the barrier.
- */
-START_TEST(test_runs_hold_blocks_until_freed)
+/* 1 when the filesystem under dir can allocate and punch blocks; else nothing to check. */
+static int dir_can_punch(void)
 {
-	struct kvb_pages_geom g = { PS, 32 * PS, 1, 0 };
-	struct kvb_map empty = KVB_MAP_EMPTY, map, view;
-	struct kvb_obj *o;
-	char err[256];
-	uint64_t csum;
-
 	char probe[512];
 	int fd, can;
 
-	/* A filesystem under /tmp without fallocate and hole punching: nothing to check. */
 	snprintf(probe, sizeof(probe), "%s/probe", dir);
 	fd = open(probe, O_RDWR | O_CREAT, 0600);
 	ck_assert_int_ge(fd, 0);
@@ -90,19 +80,63 @@ START_TEST(test_runs_hold_blocks_until_freed)
 	      fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, PS) == 0;
 	close(fd);
 	unlink(probe);
-	if (!can)
+	return can;
+}
+
+static uint64_t statfs_free(void)
+{
+	struct kvb_statfs st;
+
+	ck_assert_int_eq(kvb_statfs(&kvb, &st), 0);
+	return st.blocks_free;
+}
+
+/*
+ * A run holds its disk blocks from its allocation (a write-back then
+ * never meets a full disk).  Freed (a working state's at once, a
+ * committed one's after the barrier), it keeps them, warm, for the next
+ * allocation, and statfs counts it free; it gives them back once it has
+ * stayed free long enough, or when warm runs pass their bound.
+ */
+START_TEST(test_runs_hold_blocks_until_freed)
+{
+	struct kvb_pages_geom g = { PS, 32 * PS, 1, 0 };
+	struct kvb_map empty = KVB_MAP_EMPTY, map, view;
+	struct kvb_obj *o;
+	char err[256];
+	uint64_t csum, page;
+
+	if (!dir_can_punch())
 		return;
 	ck_assert_int_eq(kvb_pages_init(&kvb, dir, &g, 1, err, sizeof(err)), 0);
+	kvb_pages_set_warm(&kvb, 3600 * 1000, 32 * PS);
 	ck_assert_uint_eq(bucket_blocks(1), 0);
 	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "a", 1, &o), 0);
 	ck_assert_int_eq(kvb_obj_truncate(&kvb, o, 8 * PS), 0);
 	ck_assert_uint_ge(bucket_blocks(1), 8 * PS);
 	kvb_obj_view(&kvb, o, &view);
 	ck_assert_int_eq(view.npages, 8);
-	/* Dropped uncommitted: its blocks go back at once. */
+	page = view.page;
+	/* Dropped uncommitted: free at once, its blocks kept (warm) and counted free. */
 	kvb_obj_close(&kvb, o);
+	ck_assert_uint_ge(bucket_blocks(1), 8 * PS);
+	ck_assert_uint_eq(statfs_free(), 32);
+	kvb_tick(&kvb);
+	ck_assert_uint_ge(bucket_blocks(1), 8 * PS);
+	/* The next allocation takes the warm run: no new blocks. */
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "b", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_truncate(&kvb, o, 8 * PS), 0);
+	kvb_obj_view(&kvb, o, &view);
+	ck_assert_uint_eq(view.page, page);
+	ck_assert_uint_eq(bucket_blocks(1), 8 * PS);
+	kvb_obj_close(&kvb, o);
+	/* Free long enough: punched at the next tick. */
+	kvb_pages_set_warm(&kvb, 0, 32 * PS);
+	kvb_tick(&kvb);
 	ck_assert_uint_eq(bucket_blocks(1), 0);
-	/* Committed, then removed: the blocks stay until the barrier. */
+	ck_assert_uint_eq(statfs_free(), 32);
+	/* Committed, then removed: the blocks stay through the barrier, then warm. */
+	kvb_pages_set_warm(&kvb, 3600 * 1000, 32 * PS);
 	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "a", 1, &o), 0);
 	put(o, 4 * PS, 0, 1);
 	commit(o, &map, &csum);
@@ -112,8 +146,53 @@ START_TEST(test_runs_hold_blocks_until_freed)
 	ck_assert_int_eq(kvb_remove(&kvb, &map), 0);
 	ck_assert_uint_ge(bucket_blocks(1), 4 * PS);
 	ck_assert_uint_eq(settle(), 4);
+	ck_assert_uint_ge(bucket_blocks(1), 4 * PS);
+	ck_assert_uint_eq(statfs_free(), 32);
+	/* Past the bound (two pages held warm at most): the oldest runs go first. */
+	kvb_pages_set_warm(&kvb, 3600 * 1000, 2 * PS);
+	kvb_tick(&kvb);
 	ck_assert_uint_eq(bucket_blocks(1), 0);
 	kvb_release(&kvb);
+}
+END_TEST
+
+/*
+ * A clean unmount punches every warm run (fsck then finds no free page
+ * holding blocks); free pages that hold blocks at a mount (a kill came
+ * before their punch) are warm again, and punched once free long enough.
+ */
+START_TEST(test_warm_runs_at_unmount_and_mount)
+{
+	struct ofs_config cfg = cfg_small();
+	struct ofs_store s;
+	struct kvb_map empty = KVB_MAP_EMPTY;
+	struct kvb_obj *o;
+	char err[512], path[512], buf[4 * PS];
+	int fd;
+
+	if (!dir_can_punch())
+		return;
+	ck_assert_msg(ofs_store_open(&s, &cfg, err, sizeof(err)) == 0, "%s", err);
+	kvb_pages_set_warm(&s.kvb, 3600 * 1000, 1 << 30);
+	ck_assert_int_eq(kvb_obj_open(&s.kvb, &empty, "a", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_truncate(&s.kvb, o, 8 * PS), 0);
+	kvb_obj_close(&s.kvb, o);
+	ck_assert_uint_ge(bucket_blocks(3), 8 * PS);
+	ofs_store_close(&s);
+	ck_assert_uint_eq(bucket_blocks(3), 0);
+	/* Blocks under free pages, as a kill between a free and its punch leaves them. */
+	snprintf(path, sizeof(path), "%s/bucket_01.data", dir);
+	fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	memset(buf, 'x', sizeof(buf));
+	ck_assert_int_eq(pwrite(fd, buf, sizeof(buf), 4 * PS), (ssize_t)sizeof(buf));
+	close(fd);
+	ck_assert_uint_eq(bucket_blocks(3), 4 * PS);
+	ck_assert_msg(ofs_store_open(&s, &cfg, err, sizeof(err)) == 0, "%s", err);
+	kvb_pages_set_warm(&s.kvb, 0, 1 << 30);
+	kvb_tick(&s.kvb);
+	ck_assert_uint_eq(bucket_blocks(3), 0);
+	ofs_store_close(&s);
 }
 END_TEST
 
@@ -401,6 +480,7 @@ TCase *pages_tcase_files(void)
 
 	tcase_add_checked_fixture(files, dir_setup, dir_teardown);
 	tcase_add_test(files, test_runs_hold_blocks_until_freed);
+	tcase_add_test(files, test_warm_runs_at_unmount_and_mount);
 	tcase_add_test(files, test_adopt_run_written_outside);
 	tcase_add_test(files, test_store_create_snapshot_rebuild);
 	tcase_add_test(files, test_store_refusals);

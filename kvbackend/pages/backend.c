@@ -152,6 +152,7 @@ static uint64_t pages_release(void *arg, uint64_t mark)
 	runs = mark ? malloc(mark * sizeof(*runs)) : NULL;
 	if (!runs) {
 		pthread_mutex_unlock(&p->flock);
+		pages_cool(p, 0);
 		return 0; /* nothing to do, or they wait for the next barrier */
 	}
 	memcpy(runs, p->freed, mark * sizeof(*runs));
@@ -163,7 +164,15 @@ static uint64_t pages_release(void *arg, uint64_t mark)
 		pages += runs[i].npages;
 	}
 	free(runs);
+	/* A burst of frees may have passed the warm runs' bound. */
+	pages_cool(p, 0);
 	return pages;
+}
+
+/* Every tick, busy or idle: warm runs that stayed free are punched. */
+static void pages_tick(void *arg)
+{
+	pages_cool(arg, 0);
 }
 
 static ssize_t pages_read_verified(void *arg, const struct kvb_map *m, const uint64_t *pcsums,
@@ -219,6 +228,7 @@ static int pages_statfs(void *arg, struct kvb_statfs *st)
 {
 	struct pages *p = arg;
 	struct statvfs vfs;
+	uint64_t cooling = 0;
 	uint32_t i;
 
 	st->block_size = p->page_size;
@@ -226,18 +236,22 @@ static int pages_statfs(void *arg, struct kvb_statfs *st)
 	st->blocks_free = 0;
 	for (i = 0; i < p->nbuckets; i++) {
 		pthread_mutex_lock(&p->b[i].lock);
-		st->blocks_free += alloc_free_pages(&p->b[i].a);
+		st->blocks_free += alloc_free_pages(&p->b[i].a) + p->b[i].cooling;
+		cooling += p->b[i].cooling;
 		pthread_mutex_unlock(&p->b[i].lock);
 	}
 	/*
 	 * Allocated pages hold their blocks (io_reserve) and freed ones are
-	 * punched, so a new page costs one page of the backing filesystem:
-	 * free is what both allow, and the size what is used plus that.
+	 * punched, or warm (holding blocks the next allocation reuses, punched
+	 * on demand), so a new page costs one page of the backing filesystem
+	 * or a warm page: free is what both allow, and the size what is used
+	 * plus that.
 	 */
 	if (p->b[0].fd >= 0 && fstatvfs(p->b[0].fd, &vfs) == 0) {
 		uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
 
 		avail = avail > p->keep_free ? (avail - p->keep_free) / p->page_size : 0;
+		avail += __atomic_load_n(&p->warm_pages, __ATOMIC_RELAXED) + cooling;
 		if (avail < st->blocks_free) {
 			st->blocks -= st->blocks_free - avail;
 			st->blocks_free = avail;
@@ -352,6 +366,7 @@ static int pages_start(void *arg, struct meta *m, int clean, char *msg, size_t m
 		if (ret)
 			return ret;
 	}
+	pages_warm_seed(p);
 	/* From here on the snapshot is stale: never load it after a crash. */
 	ret = meta_bitmap_clear(m);
 	if (ret)
@@ -365,6 +380,8 @@ static int pages_stop(void *arg, struct meta *m)
 	uint32_t i;
 	int ret = 0;
 
+	/* Nothing free keeps blocks past a clean unmount: fsck finds none. */
+	pages_cool(p, 1);
 	for (i = 0; i < p->nbuckets && !ret; i++) {
 		ret = io_sync(p, i);
 		if (!ret) {
@@ -417,11 +434,14 @@ static void pages_free(void *arg)
 		if (p->b[i].fd >= 0)
 			close(p->b[i].fd);
 		alloc_release(&p->b[i].a);
+		free(p->b[i].warm);
 		pthread_mutex_destroy(&p->b[i].lock);
 	}
 	free(p->b);
 	free(p->freed);
 	pthread_mutex_destroy(&p->flock);
+	free(p->wruns);
+	pthread_mutex_destroy(&p->wlock);
 	free(p->root);
 	if (p->io && p->io->release)
 		p->io->release(p->dev);
@@ -458,13 +478,27 @@ static const struct kvb_admin_ops pages_admin = {
 	.checksum = pages_checksum,
 	.stats = pages_stats,
 	.bucket_usage = pages_bucket_usage,
+	.tick = pages_tick,
 	.free = pages_free,
 };
 
-/* Make kvb the pages backend over p (which it then owns). */
-static void pages_attach(struct kvb *kvb, struct pages *p)
+/*
+ * Make kvb the pages backend over p (which it then owns).  Over an io that
+ * punches, freed runs are warm for a while (runs.c): a warm map per bucket.
+ */
+static int pages_attach(struct kvb *kvb, struct pages *p, char *err, size_t errlen)
 {
+	uint32_t i;
+
+	for (i = 0; p->io->punch && i < p->nbuckets; i++) {
+		p->b[i].warm = calloc(p->b[i].a.nwords, sizeof(uint64_t));
+		if (!p->b[i].warm) {
+			snprintf(err, errlen, "out of memory for bitmaps");
+			return -ENOMEM;
+		}
+	}
 	kvb_init(kvb, &pages_ops, &pages_admin, p);
+	return 0;
 }
 
 /* A backend of geometry g, its buckets not yet given storage. */
@@ -492,6 +526,12 @@ static int pages_alloc(struct pages **out, const struct kvb_pages_geom *g, char 
 	p->nbuckets = g->bucket_count;
 	p->keep_free = g->keep_free;
 	pthread_mutex_init(&p->flock, NULL);
+	pthread_mutex_init(&p->wlock, NULL);
+	p->warm_delay_ns = PAGES_WARM_DELAY_MS * 1000000ull;
+	/* An eighth of the store at most: a small store's warm runs stay small. */
+	p->warm_max_pages = PAGES_WARM_MAX / p->page_size;
+	if (p->warm_max_pages > p->npages * p->nbuckets / 8)
+		p->warm_max_pages = p->npages * p->nbuckets / 8;
 	p->b = calloc(p->nbuckets, sizeof(*p->b));
 	if (!p->b) {
 		free(p);
@@ -521,12 +561,11 @@ int kvb_pages_init(struct kvb *kvb, const char *root, const struct kvb_pages_geo
 	if (ret)
 		return ret;
 	ret = io_open_files(p, root, create, err, errlen);
-	if (ret) {
+	if (!ret)
+		ret = pages_attach(kvb, p, err, errlen);
+	if (ret)
 		pages_free(p);
-		return ret;
-	}
-	pages_attach(kvb, p);
-	return 0;
+	return ret;
 }
 
 int kvb_pages_init_io(struct kvb *kvb, const struct kvb_pages_geom *g,
@@ -541,8 +580,20 @@ int kvb_pages_init_io(struct kvb *kvb, const struct kvb_pages_geom *g,
 		return ret;
 	p->io = io;
 	p->dev = dev;
-	pages_attach(kvb, p);
-	return 0;
+	ret = pages_attach(kvb, p, err, errlen);
+	if (ret) {
+		p->io = NULL; /* dev is still the caller's */
+		pages_free(p);
+	}
+	return ret;
+}
+
+void kvb_pages_set_warm(struct kvb *kvb, uint64_t delay_ms, uint64_t max_bytes)
+{
+	struct pages *p = kvb->arg;
+
+	p->warm_delay_ns = delay_ms * 1000000ull;
+	p->warm_max_pages = max_bytes / p->page_size;
 }
 
 void *kvb_pages_io_dev(const struct kvb *kvb)

@@ -78,6 +78,41 @@ void io_punch(struct pages *p, uint32_t b, uint64_t page, uint64_t n)
 			    p->io->punch(p->dev, b, page * p->page_size, n * p->page_size) < 0);
 }
 
+/*
+ * 1 when the filesystem under the buckets has less room (beyond the
+ * metadata's keep_free) than the held bytes of warm runs: they are wanted
+ * back, by writes and by the metadata.  0 when it has, or cannot tell.
+ */
+int io_short(struct pages *p, uint64_t held)
+{
+	struct statvfs v;
+
+	if (p->b[0].fd < 0 || fstatvfs(p->b[0].fd, &v))
+		return 0;
+	return (uint64_t)v.f_bavail * v.f_frsize < held + p->keep_free;
+}
+
+/*
+ * The first extent of bucket file b holding blocks at or after byte off:
+ * 1 and [*s, *e), or 0 (none, or buckets that are not files).
+ */
+int io_next_data(struct pages *p, uint32_t b, uint64_t off, uint64_t *s, uint64_t *e)
+{
+	off_t d, h;
+
+	if (p->b[b].fd < 0 || off >= p->bucket_size)
+		return 0;
+	d = lseek(p->b[b].fd, (off_t)off, SEEK_DATA);
+	if (d < 0)
+		return 0;
+	h = lseek(p->b[b].fd, d, SEEK_HOLE);
+	if (h <= d)
+		return 0;
+	*s = (uint64_t)d;
+	*e = (uint64_t)h < p->bucket_size ? (uint64_t)h : p->bucket_size;
+	return *s < *e;
+}
+
 /* Advisory: nothing to count, nothing to fail. */
 void io_willneed(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
 {

@@ -6,15 +6,17 @@
  *              making a backend (the working-state rules are told there)
  *   writer.c   a writer's working state: write, truncate, reserve, settle,
  *              commit, with the lazy copy-on-write
- *   runs.c     page runs (allocation, frees after the barrier), copies
- *              between runs, and the checksums of a run's bytes
+ *   runs.c     page runs (allocation, frees after the barrier, the punch
+ *              of runs that stayed free), copies between runs, and the
+ *              checksums of a run's bytes
  *   io.c       the bucket I/O every call goes through (counted for
  *              metrics), whole reads and writes, and the bucket files
  *
  * Each file calls only those listed below it.
  *
- * Lock order: an object's fill_lock, then a bucket's lock.  flock is
- * never held with a bucket's lock.  The counters are atomics.
+ * Lock order: an object's fill_lock, then a bucket's lock.  flock and
+ * wlock are never held with a bucket's lock, nor with each other.  The
+ * counters are atomics.
  */
 #ifndef OFFLOADFS_PAGES_INT_H
 #define OFFLOADFS_PAGES_INT_H
@@ -26,6 +28,9 @@
 
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
+#ifdef OFS_XXH_DISPATCH
+#include <xxh_x86dispatch.h> /* XXH3 on AVX2 or AVX-512 where the CPU has them */
+#endif
 
 #include "alloc.h"
 #include "kvb.h"
@@ -40,10 +45,21 @@
 #define PAGES_FREED_INITIAL 64
 /* A hasher's first array of page sums; it doubles from there. */
 #define PAGES_PCS_INITIAL 16
+/*
+ * A freed run keeps its disk blocks (and its pages in the page cache) for
+ * the next allocation, which writes it warm, until it has stayed free this
+ * long, or until free runs holding blocks pass PAGES_WARM_MAX bytes (at
+ * most an eighth of the store): then it is punched.
+ */
+#define PAGES_WARM_DELAY_MS 5000u
+#define PAGES_WARM_MAX (1ull << 30)
 
 struct pages_bucket {
-	pthread_mutex_t lock; /* guards a */
+	pthread_mutex_t lock; /* guards a, warm and cooling */
 	struct alloc a;
+	/* Bit per page: free and still holding its disk blocks (NULL: no punch). */
+	uint64_t *warm;
+	uint64_t cooling;     /* warm pages held allocated while they are punched */
 	int fd;             /* bucket files: the file; -1 over another kvb_pages_io */
 	int dirty;          /* written since the last barrier (atomic) */
 };
@@ -52,6 +68,13 @@ struct pages_bucket {
 struct pages_freed {
 	int32_t bucket;
 	uint64_t page, npages;
+};
+
+/* A run freed with its blocks kept, in the order of freeing (see runs.c). */
+struct pages_warm_run {
+	int32_t bucket;
+	uint64_t page, npages;
+	uint64_t freed_ns;  /* CLOCK_MONOTONIC */
 };
 
 struct pages {
@@ -68,6 +91,11 @@ struct pages {
 	pthread_mutex_t flock;  /* guards the freed list */
 	struct pages_freed *freed;
 	uint64_t nfreed, freed_cap;
+	pthread_mutex_t wlock;  /* guards the warm list */
+	struct pages_warm_run *wruns;
+	uint64_t nwruns, wruns_cap;
+	uint64_t warm_pages;    /* warm bits set, all buckets (atomic) */
+	uint64_t warm_delay_ns, warm_max_pages; /* set at creation (tests: shorter) */
 };
 
 /* Whole-object and per-page XXH3-64 of a byte stream fed in order. */
@@ -126,10 +154,14 @@ void io_willneed(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
 int pages_write_all(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off);
 int pages_read_all(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off);
 int io_open_files(struct pages *p, const char *root, int create, char *err, size_t errlen);
+int io_short(struct pages *p, uint64_t held);
+int io_next_data(struct pages *p, uint32_t b, uint64_t off, uint64_t *s, uint64_t *e);
 
 /* ---- runs.c ---- */
 
 int pages_free_run(struct pages *p, int32_t b, uint64_t page, uint64_t n);
+void pages_cool(struct pages *p, int all);
+void pages_warm_seed(struct pages *p);
 int pages_free_later(struct pages *p, int32_t b, uint64_t page, uint64_t n);
 int pages_alloc_run(struct pages *p, const char *key, size_t klen, uint64_t n,
 		    struct kvb_map *out);

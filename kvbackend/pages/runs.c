@@ -3,6 +3,16 @@
  * bucket's bitmap allocator (alloc/) and given real blocks at once; a run
  * a committed record pointed at is freed only after the next barrier.
  * Here too: byte I/O over runs, and the checksums of a run's bytes.
+ *
+ * A freed run is free in the bitmap at once but keeps its disk blocks and
+ * its pages in the page cache (it is *warm*, a bit per page in the
+ * bucket's warm map): the allocation that takes it next needs no
+ * fallocate and its writes find the pages there.  Writing into punched
+ * pages costs a new page and a block allocation per page.  pages_cool
+ * punches a warm run once it has stayed free PAGES_WARM_DELAY_MS, when warm
+ * runs pass their bound, when the backing filesystem runs short, and at
+ * unmount.  A warm bit is only ever set on a free page, so statfs counts
+ * warm pages as space the filesystem has.
  */
 #include "pages_int.h"
 
@@ -10,26 +20,263 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* ---- the warm map, under the bucket's lock ---- */
+
+static int warm_test(const uint64_t *w, uint64_t pg)
+{
+	return (int)((w[pg / 64] >> (pg % 64)) & 1);
+}
+
+/* Set (on) or clear the bits of [page, page + n); how many changed. */
+static uint64_t warm_mark(uint64_t *w, uint64_t page, uint64_t n, int on)
+{
+	uint64_t pg, changed = 0;
+
+	for (pg = page; pg < page + n; pg++) {
+		uint64_t bit = 1ull << (pg % 64);
+
+		if (((w[pg / 64] & bit) != 0) != on) {
+			w[pg / 64] ^= bit;
+			changed++;
+		}
+	}
+	return changed;
+}
+
+/* The first run of warm pages in [from, end): 1 and [*s, *e), or 0. */
+static int warm_next(const uint64_t *w, uint64_t from, uint64_t end, uint64_t *s, uint64_t *e)
+{
+	while (from < end && !warm_test(w, from))
+		from++;
+	if (from == end)
+		return 0;
+	*s = from;
+	while (from < end && warm_test(w, from))
+		from++;
+	*e = from;
+	return 1;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- allocation, under the bucket's lock ---- */
 
-int pages_free_run(struct pages *p, int32_t b, uint64_t page, uint64_t n)
+/* Freed for good: the blocks back first, while no one else can have the run. */
+static int pages_free_cold(struct pages *p, int32_t b, uint64_t page, uint64_t n)
 {
 	int ret;
 
-	if (b < 0 || n == 0)
-		return 0;
-	/* Its blocks back to the filesystem first, while no one else can have the run. */
 	io_punch(p, (uint32_t)b, page, n);
 	pthread_mutex_lock(&p->b[b].lock);
 	ret = alloc_free(&p->b[b].a, page, n);
 	pthread_mutex_unlock(&p->b[b].lock);
+	return ret;
+}
+
+/* Punch what is still warm of [page, page + n) in bucket b. */
+static void pages_cool_run(struct pages *p, int32_t b, uint64_t page, uint64_t n)
+{
+	struct pages_bucket *bk = &p->b[b];
+	uint64_t from = page, s, e;
+
+	for (;;) {
+		pthread_mutex_lock(&bk->lock);
+		if (!warm_next(bk->warm, from, page + n, &s, &e)) {
+			pthread_mutex_unlock(&bk->lock);
+			return;
+		}
+		/*
+		 * Held (allocated) while the blocks go back, so no allocation
+		 * can take the pages between the punch and its free.
+		 */
+		if (alloc_mark(&bk->a, s, e - s)) {
+			pthread_mutex_unlock(&bk->lock);
+			fprintf(stderr, "offloadfs: BUG: warm pages %llu+%llu of bucket %d in use\n",
+				(unsigned long long)s, (unsigned long long)(e - s), b);
+			return;
+		}
+		warm_mark(bk->warm, s, e - s, 0);
+		bk->cooling += e - s; /* statfs still counts them free */
+		pthread_mutex_unlock(&bk->lock);
+		__atomic_sub_fetch(&p->warm_pages, e - s, __ATOMIC_RELAXED);
+		io_punch(p, (uint32_t)b, s, e - s);
+		pthread_mutex_lock(&bk->lock);
+		bk->cooling -= e - s;
+		if (alloc_free(&bk->a, s, e - s))
+			fprintf(stderr, "offloadfs: BUG: free of cooled pages %llu+%llu of bucket %d\n",
+				(unsigned long long)s, (unsigned long long)(e - s), b);
+		pthread_mutex_unlock(&bk->lock);
+		from = e;
+	}
+}
+
+/*
+ * Punch the warm runs that are due: freed PAGES_WARM_DELAY_MS ago or more,
+ * the oldest while warm pages pass their bound, every one with all (or
+ * when the backing filesystem has less room than they hold).
+ */
+void pages_cool(struct pages *p, int all)
+{
+	struct pages_warm_run *due;
+	uint64_t k = 0, i, now = now_ns();
+	uint64_t warm = __atomic_load_n(&p->warm_pages, __ATOMIC_RELAXED);
+	uint64_t excess = warm > p->warm_max_pages ? warm - p->warm_max_pages : 0;
+
+	if (!all && warm && io_short(p, warm * p->page_size))
+		all = 1;
+	pthread_mutex_lock(&p->wlock);
+	while (k < p->nwruns && (all || excess || p->wruns[k].freed_ns + p->warm_delay_ns <= now)) {
+		excess -= excess < p->wruns[k].npages ? excess : p->wruns[k].npages;
+		k++;
+	}
+	due = k ? malloc(k * sizeof(*due)) : NULL;
+	if (due) {
+		memcpy(due, p->wruns, k * sizeof(*due));
+		memmove(p->wruns, p->wruns + k, (p->nwruns - k) * sizeof(*due));
+		p->nwruns -= k;
+	}
+	pthread_mutex_unlock(&p->wlock);
+	for (i = 0; due && i < k; i++)
+		pages_cool_run(p, due[i].bucket, due[i].page, due[i].npages);
+	free(due);
+}
+
+/* Remember a warm run for pages_cool; 0 when there is no room to. */
+static int warm_push(struct pages *p, int32_t b, uint64_t page, uint64_t n)
+{
+	int listed = 0;
+
+	pthread_mutex_lock(&p->wlock);
+	if (p->nwruns == p->wruns_cap) {
+		uint64_t cap = p->wruns_cap ? p->wruns_cap * 2 : PAGES_FREED_INITIAL;
+		struct pages_warm_run *w = realloc(p->wruns, cap * sizeof(*w));
+
+		if (w) {
+			p->wruns = w;
+			p->wruns_cap = cap;
+		}
+	}
+	if (p->nwruns < p->wruns_cap) {
+		p->wruns[p->nwruns++] = (struct pages_warm_run){ b, page, n, now_ns() };
+		listed = 1;
+	}
+	pthread_mutex_unlock(&p->wlock);
+	return listed;
+}
+
+/*
+ * At mount: free pages that hold blocks (a crash came between their free
+ * and their punch) are warm, as if just freed.  A clean unmount leaves none.
+ */
+void pages_warm_seed(struct pages *p)
+{
+	uint32_t b;
+
+	for (b = 0; b < p->nbuckets; b++) {
+		struct pages_bucket *bk = &p->b[b];
+		uint64_t off = 0, s, e;
+
+		while (bk->warm && io_next_data(p, b, off, &s, &e)) {
+			uint64_t pg = s / p->page_size;
+			uint64_t end = (e + p->page_size - 1) / p->page_size;
+
+			if (end > p->npages)
+				end = p->npages;
+			while (pg < end) {
+				uint64_t from, n;
+
+				pthread_mutex_lock(&bk->lock);
+				while (pg < end && (alloc_test(&bk->a, pg) || warm_test(bk->warm, pg)))
+					pg++;
+				from = pg;
+				while (pg < end && !alloc_test(&bk->a, pg) && !warm_test(bk->warm, pg))
+					pg++;
+				n = pg - from;
+				if (n)
+					warm_mark(bk->warm, from, n, 1);
+				pthread_mutex_unlock(&bk->lock);
+				if (!n)
+					break;
+				__atomic_add_fetch(&p->warm_pages, n, __ATOMIC_RELAXED);
+				if (!warm_push(p, (int32_t)b, from, n))
+					pages_cool_run(p, (int32_t)b, from, n);
+			}
+			off = e;
+		}
+	}
+}
+
+int pages_free_run(struct pages *p, int32_t b, uint64_t page, uint64_t n)
+{
+	struct pages_bucket *bk;
+	uint64_t warmed = 0;
+	int ret;
+
+	if (b < 0 || n == 0)
+		return 0;
+	bk = &p->b[b];
+	if (!bk->warm) {
+		ret = pages_free_cold(p, b, page, n);
+		goto out;
+	}
+	pthread_mutex_lock(&bk->lock);
+	ret = alloc_free(&bk->a, page, n);
+	if (!ret)
+		warmed = warm_mark(bk->warm, page, n, 1);
+	pthread_mutex_unlock(&bk->lock);
+	if (ret)
+		goto out;
+	__atomic_add_fetch(&p->warm_pages, warmed, __ATOMIC_RELAXED);
+	/* No room to remember it: punched now. */
+	if (!warm_push(p, b, page, n))
+		pages_cool_run(p, b, page, n);
+out:
 	if (!ret)
 		__atomic_add_fetch(&p->st.frees, 1, __ATOMIC_RELAXED);
 	if (ret)
 		fprintf(stderr, "offloadfs: BUG: free of bucket %d pages %llu+%llu: %s\n", b,
 			(unsigned long long)page, (unsigned long long)n, strerror(-ret));
 	return ret;
+}
+
+/*
+ * Give [page, page + n) of bucket b, just allocated, its blocks: none to
+ * get when every page was warm; else an fallocate, which a short
+ * filesystem may refuse until the warm runs are punched.
+ */
+static int pages_hold_blocks(struct pages *p, uint32_t b, uint64_t page, uint64_t n,
+			     uint64_t warm)
+{
+	int ret;
+
+	if (warm == n)
+		return 0;
+	ret = io_reserve(p, b, page, n);
+	if (ret == -ENOSPC && __atomic_load_n(&p->warm_pages, __ATOMIC_RELAXED)) {
+		pages_cool(p, 1);
+		ret = io_reserve(p, b, page, n);
+	}
+	return ret;
+}
+
+/* Allocated under the bucket's lock: its pages are warm no more. */
+static uint64_t pages_unwarm(struct pages *p, struct pages_bucket *bk, uint64_t page, uint64_t n)
+{
+	uint64_t w;
+
+	if (!bk->warm)
+		return 0;
+	w = warm_mark(bk->warm, page, n, 0);
+	__atomic_sub_fetch(&p->warm_pages, w, __ATOMIC_RELAXED);
+	return w;
 }
 
 /*
@@ -74,17 +321,20 @@ int pages_alloc_run(struct pages *p, const char *key, size_t klen, uint64_t n,
 	home = kvb_home_bucket(key, klen, p->nbuckets);
 	for (i = 0; i < p->nbuckets; i++) {
 		uint32_t b = (home + i) % p->nbuckets;
+		uint64_t warm = 0;
 
 		pthread_mutex_lock(&p->b[b].lock);
 		ret = alloc_alloc(&p->b[b].a, n, &page);
+		if (ret == 0)
+			warm = pages_unwarm(p, &p->b[b], page, n);
 		pthread_mutex_unlock(&p->b[b].lock);
 		/*
 		 * The run gets its blocks now: a write the kernel acknowledged
 		 * and writes back later must not find the disk full.  The
 		 * buckets share one filesystem, so no other bucket would do.
 		 */
-		if (ret == 0 && (ret = io_reserve(p, b, page, n)) != 0) {
-			pages_free_run(p, (int32_t)b, page, n);
+		if (ret == 0 && (ret = pages_hold_blocks(p, b, page, n, warm)) != 0) {
+			pages_free_cold(p, (int32_t)b, page, n);
 			break;
 		}
 		if (ret == 0) {
@@ -103,14 +353,17 @@ int pages_alloc_run(struct pages *p, const char *key, size_t klen, uint64_t n,
 
 int pages_extend_run(struct pages *p, struct kvb_map *m, uint64_t n)
 {
+	uint64_t warm = 0;
 	int ret;
 
 	pthread_mutex_lock(&p->b[m->bucket].lock);
 	ret = alloc_extend(&p->b[m->bucket].a, m->page, m->npages, n - m->npages);
+	if (ret == 0)
+		warm = pages_unwarm(p, &p->b[m->bucket], m->page + m->npages, n - m->npages);
 	pthread_mutex_unlock(&p->b[m->bucket].lock);
-	if (ret == 0 && (ret = io_reserve(p, (uint32_t)m->bucket, m->page + m->npages,
-					  n - m->npages)) != 0)
-		pages_free_run(p, m->bucket, m->page + m->npages, n - m->npages);
+	if (ret == 0 && (ret = pages_hold_blocks(p, (uint32_t)m->bucket, m->page + m->npages,
+						 n - m->npages, warm)) != 0)
+		pages_free_cold(p, m->bucket, m->page + m->npages, n - m->npages);
 	if (ret == 0) {
 		m->npages = n;
 		__atomic_add_fetch(&p->st.allocations, 1, __ATOMIC_RELAXED);
@@ -177,8 +430,14 @@ int hasher_feed(struct pages_hasher *h, uint64_t ps, const char *buf, size_t len
 	while (len) {
 		uint64_t in_page = h->done % ps;
 		size_t n = ps - in_page < len ? (size_t)(ps - in_page) : len;
+		/* A whole page at once: one call, cheaper than the streaming state. */
+		int whole = in_page == 0 && n == ps;
+		uint64_t sum = 0;
 
-		XXH3_64bits_update(h->page, buf, n);
+		if (whole)
+			sum = XXH3_64bits(buf, n);
+		else
+			XXH3_64bits_update(h->page, buf, n);
 		h->done += n;
 		buf += n;
 		len -= n;
@@ -194,8 +453,12 @@ int hasher_feed(struct pages_hasher *h, uint64_t ps, const char *buf, size_t len
 				h->pcs = pcs;
 				h->cap = cap;
 			}
-			h->pcs[idx] = XXH3_64bits_digest(h->page);
-			XXH3_64bits_reset(h->page);
+			if (whole) {
+				h->pcs[idx] = sum;
+			} else {
+				h->pcs[idx] = XXH3_64bits_digest(h->page);
+				XXH3_64bits_reset(h->page);
+			}
 		}
 	}
 	return 0;
@@ -226,7 +489,8 @@ int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum, uin
 		*csum = XXH3_64bits(NULL, 0);
 		return 0;
 	}
-	buf = malloc(PAGES_COPY_CHUNK);
+	/* No larger than the object: a small one is read into memory that stays in cache. */
+	buf = malloc(m->size < PAGES_COPY_CHUNK ? (size_t)m->size : PAGES_COPY_CHUNK);
 	if (!buf)
 		return -ENOMEM;
 	ret = hasher_init(&h);
