@@ -2,7 +2,8 @@
 # t-copy.sh: copy_file_range(2) as a write of the source's bytes: between
 # files at any offsets, from a writer's uncommitted bytes, within one file
 # (overlap: EINVAL), short at the source's end, len 0, flags (EINVAL), a
-# destination opened O_APPEND or read-only (EBADF), across tenants, a
+# destination opened O_APPEND or read-only (EBADF), the batch control
+# file (EINVAL), across tenants, a
 # quota (EDQUOT with evict=off); cp of a large file; the bytes and their
 # checksums (verified reads) kept across a remount.  On the pages backend
 # the copies run inside the kernel between bucket files (noverify), or
@@ -22,7 +23,8 @@ import ctypes, errno, os, sys
 src, oi, dst, oo, n = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 flags = int(sys.argv[6]) if len(sys.argv) > 6 else 0
 dflags = {"": os.O_RDWR, "append": os.O_WRONLY | os.O_APPEND, "rdonly": os.O_RDONLY}[sys.argv[7] if len(sys.argv) > 7 else ""]
-fi = os.open(src, os.O_RDONLY)
+# A batch control file opens read-write only.
+fi = os.open(src, os.O_RDWR if src.endswith("/.offload-batch") else os.O_RDONLY)
 fo = os.open(dst, dflags | (os.O_CREAT if dflags != os.O_RDONLY else 0), 0o644)
 # Through libc: os.copy_file_range has no flags.
 libc = ctypes.CDLL(None, use_errno=True)
@@ -105,6 +107,10 @@ for mode in noverify verify; do
 	check_eq "$mode: overlapping ranges of one file: EINVAL" EINVAL \
 		"$(cfr "$T/a" 0 "$T/a" 1000 5000)"
 	check_cmp "$mode: a refused copy changes nothing" "$REF/s" "$T/s"
+	check_eq "$mode: into the tenant's batch control file: EINVAL" EINVAL \
+		"$(cfr "$T/a" 0 "$T/.offload-batch" 0 10)"
+	# Its size is 0: the kernel copies nothing from it without asking.
+	check_eq "$mode: from it: nothing" 0 "$(cfr "$T/.offload-batch" 0 "$T/s" 0 10)"
 
 	# ---- within one file, apart ----
 	check_eq "$mode: copy within one file, ranges apart" 5000 "$(cfr "$T/a" 0 "$T/a" $((PAGE + 3)) 5000)"
