@@ -573,10 +573,15 @@ static void ofs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off
 
 /*
  * copy_file_range(2).  The kernel has checked the modes, O_APPEND, the
- * flags, and the overlap of one file's ranges (fs/read_write.c
+ * flags, and the overlap of one file's ranges, and cut the length at the
+ * source's size as it caches it (fs/read_write.c
  * generic_copy_file_checks); we check again what the store relies on.
- * Across tenants too: it is a read and a write.  The destination's stripe
- * is taken exclusively, the source's shared, the lower stripe first.
+ * Across tenants too: it is a read and a write.  Every backend copies
+ * (through memory if it must): an EOPNOTSUPP would have the kernel copy
+ * through READ and WRITE requests instead, and ENOSYS would stop it
+ * asking for the rest of the mount (fs/fuse/file.c fuse_copy_file_range,
+ * __fuse_copy_file_range).  The destination's stripe is taken
+ * exclusively, the source's shared, the lower stripe first.
  */
 static void ofs_do_copy(fuse_req_t req, struct ofs_inode *src, off_t off_in, struct ofs_inode *dst,
 			off_t off_out, struct fuse_file_info *fi_out, size_t len, int flags)
