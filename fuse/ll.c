@@ -622,7 +622,7 @@ static void ofs_do_copy(fuse_req_t req, struct ofs_inode *src, off_t off_in, str
 	if (lin != lout)
 		pthread_rwlock_unlock(lin);
 	if (n < 0)
-		fuse_reply_err(req, (int)-n);
+		fuse_reply_err(req, n == -ENOENT ? EIO : (int)-n); /* a source whose value is lost */
 	else
 		fuse_reply_write(req, (size_t)n);
 }
