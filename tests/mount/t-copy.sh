@@ -154,6 +154,22 @@ os.close(fr); os.close(fo); os.close(fw)' "$T/w" "$T/w2" "$REF/w" "$REF/w2"
 	c1=$(metric 'offloadfs_copies_total{how="backend"}')
 	check "$mode: cp went by copy_file_range" [ $((m1 + c1 - m0 - c0)) -ge 2 ]
 
+	# ---- copies both ways between two files at once: no deadlock ----
+	run timeout 60 python3 -c '
+import os, sys
+a, b = sys.argv[1], sys.argv[2]
+pid = os.fork()
+src, dst = (a, b) if pid else (b, a)
+fi = os.open(src, os.O_RDWR)
+fo = os.open(dst, os.O_RDWR)
+for i in range(2000):
+    os.copy_file_range(fi, fo, 4096, (i % 16) * 4096, (i % 16) * 4096)
+os.close(fi); os.close(fo)
+if pid:
+    _, st = os.waitpid(pid, 0)
+    sys.exit(os.waitstatus_to_exitcode(st))' "$T/big" "$T/big2"
+	check_eq "$mode: copies both ways between two files at once finish" 0 "$RC"
+
 	# ---- durable: the bytes and their checksums after a remount (reads verified) ----
 	ofs_remount "$OFS_OPTS_DEFAULT" || ofs_bail "cannot remount"
 	if [ "$OFS_BACKEND" == pages ]; then
