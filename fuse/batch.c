@@ -900,6 +900,19 @@ static void batch_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size
 		fuse_reply_write(req, size);
 }
 
+/* The control file answers requests: it is no file to copy bytes from or into. */
+static void batch_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+				     struct fuse_file_info *fi_in, fuse_ino_t ino_out,
+				     off_t off_out, struct fuse_file_info *fi_out, size_t len,
+				     int flags)
+{
+	if (batch_ino(ino_in) || batch_ino(ino_out))
+		fuse_reply_err(req, EINVAL);
+	else
+		ofs_ll_ops.copy_file_range(req, ino_in, off_in, fi_in, ino_out, off_out, fi_out,
+					   len, flags);
+}
+
 /* A name that shadows the control file cannot be made in a tenant. */
 static void batch_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 			    struct fuse_file_info *fi)
@@ -949,6 +962,7 @@ const struct fuse_lowlevel_ops *ofs_batch_ops(void)
 	ops.open = batch_op_open;
 	ops.read = batch_op_read;
 	ops.write = batch_op_write;
+	ops.copy_file_range = batch_op_copy_file_range;
 	ops.flush = batch_op_flush;
 	ops.release = batch_op_release;
 	ops.create = batch_op_create;

@@ -568,6 +568,80 @@ static void ofs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off
 	ofs_iput(ofs, in);
 }
 
+/* Longest copy in one request: the reply's count is 32 bits; callers loop on a short copy. */
+#define OFS_MAX_COPY (1u << 30)
+
+/*
+ * copy_file_range(2).  The kernel has checked the modes, O_APPEND, the
+ * flags, and the overlap of one file's ranges, and cut the length at the
+ * source's size as it caches it (fs/read_write.c
+ * generic_copy_file_checks); we check again what the store relies on.
+ * Across tenants too: it is a read and a write.  Every backend copies
+ * (through memory if it must): an EOPNOTSUPP would have the kernel copy
+ * through READ and WRITE requests instead, and ENOSYS would stop it
+ * asking for the rest of the mount (fs/fuse/file.c fuse_copy_file_range,
+ * __fuse_copy_file_range).  The destination's stripe is taken
+ * exclusively, the source's shared, the lower stripe first.
+ */
+static void ofs_do_copy(fuse_req_t req, struct ofs_inode *src, off_t off_in, struct ofs_inode *dst,
+			off_t off_out, struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	struct ofs *ofs = ofs_of(req);
+	pthread_rwlock_t *lin, *lout;
+	ssize_t n;
+
+	if (!src || !dst)
+		n = -ESTALE;
+	else if (flags || off_in < 0 || off_out < 0)
+		n = -EINVAL;
+	else if (!fi_out->fh)
+		n = -EBADF; /* not open for writing */
+	else if (S_ISDIR(src->o.m.mode) || S_ISDIR(dst->o.m.mode))
+		n = -EISDIR;
+	else
+		n = 0;
+	if (n) {
+		fuse_reply_err(req, (int)-n);
+		return;
+	}
+	if (len > OFS_MAX_COPY)
+		len = OFS_MAX_COPY;
+	lin = ofs_rw(ofs, src);
+	lout = ofs_rw(ofs, dst);
+	if (lin == lout) {
+		pthread_rwlock_wrlock(lout);
+	} else if (lin < lout) {
+		pthread_rwlock_rdlock(lin);
+		pthread_rwlock_wrlock(lout);
+	} else {
+		pthread_rwlock_wrlock(lout);
+		pthread_rwlock_rdlock(lin);
+	}
+	n = ofs_object_copy(&ofs->store, &src->o, (uint64_t)off_in, &dst->o, (uint64_t)off_out, len);
+	pthread_rwlock_unlock(lout);
+	if (lin != lout)
+		pthread_rwlock_unlock(lin);
+	if (n < 0)
+		fuse_reply_err(req, n == -ENOENT ? EIO : (int)-n); /* a source whose value is lost */
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+static void ofs_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+				   struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+				   struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	struct ofs *ofs = ofs_of(req);
+	struct ofs_inode *src = ofs_iget(ofs, ino_in);
+	struct ofs_inode *dst = ino_out == ino_in ? src : ofs_iget(ofs, ino_out);
+
+	(void)fi_in; /* the kernel checked it is open for reading */
+	ofs_do_copy(req, src, off_in, dst, off_out, fi_out, len, flags);
+	if (dst != src)
+		ofs_iput(ofs, dst);
+	ofs_iput(ofs, src);
+}
+
 static void ofs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct ofs *ofs = ofs_of(req);
@@ -631,6 +705,7 @@ const struct fuse_lowlevel_ops ofs_ll_ops = {
 	.fsync = ofs_op_fsync,
 	.fsyncdir = ofs_op_fsyncdir,
 	.fallocate = ofs_op_fallocate,
+	.copy_file_range = ofs_op_copy_file_range,
 	.readdir = ofs_op_readdir,
 	.readdirplus = ofs_op_readdirplus,
 	.statfs = ofs_op_statfs,

@@ -242,6 +242,13 @@ char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 		"(missing: a KV store evicted or lost it; a cache miss, not corruption).");
 	mb_printf(&b, "offloadfs_objects_lost_total{reason=\"missing\"} %llu\n",
 		  (unsigned long long)ld(&m->values_missing));
+	mb_head(&b, "offloadfs_copies_total", "counter",
+		"copy_file_range requests by how the bytes moved (backend: inside the storage, "
+		"copy_file_range(2) between bucket files; memory: read and written by the daemon).");
+	mb_printf(&b, "offloadfs_copies_total{how=\"backend\"} %llu\n",
+		  (unsigned long long)ld(&m->copies_backend));
+	mb_printf(&b, "offloadfs_copies_total{how=\"memory\"} %llu\n",
+		  (unsigned long long)ld(&m->copies_memory));
 	ofs_metrics_evict(ofs, &b);
 	mb_hist(&b, "offloadfs_read_latency_seconds", "Daemon time per read request.",
 		&m->read_lat);

@@ -50,11 +50,12 @@ struct kvb_obj;
 
 /* Calls a backend makes to its storage, counted for metrics. */
 enum kvb_call { KVB_CALL_READ, KVB_CALL_WRITE, KVB_CALL_ZERO, KVB_CALL_SYNC, KVB_CALL_SPLICE,
-		KVB_NCALLS };
+		KVB_CALL_COPY, KVB_NCALLS };
 
 static inline const char *kvb_call_name(int c)
 {
-	static const char *const names[KVB_NCALLS] = { "read", "write", "zero", "sync", "splice" };
+	static const char *const names[KVB_NCALLS] = { "read", "write", "zero", "sync", "splice",
+						       "copy" };
 
 	return c >= 0 && c < KVB_NCALLS ? names[c] : "?";
 }
@@ -84,6 +85,16 @@ struct kvb_ops {
 			struct kvb_obj **out);
 	ssize_t (*obj_write)(void *arg, struct kvb_obj *o, const void *buf, size_t len,
 			     uint64_t off);
+	/*
+	 * May be NULL (-EOPNOTSUPP: the caller copies through memory).  As
+	 * obj_write of the len bytes at from_off of from, a committed mapping
+	 * or another writer's view (settled), without bringing them into
+	 * memory: the pages backend copies between bucket files inside the
+	 * kernel (copy_file_range(2), a reflink where the filesystem shares
+	 * blocks).  The checksums are those of the bytes as copied.
+	 */
+	ssize_t (*obj_copy)(void *arg, struct kvb_obj *o, const struct kvb_map *from,
+			    uint64_t from_off, size_t len, uint64_t off);
 	/* Set the size: shrink, or grow with zeros reserving the exact run. */
 	int (*obj_truncate)(void *arg, struct kvb_obj *o, uint64_t size);
 	/*
@@ -252,6 +263,14 @@ static inline ssize_t kvb_obj_write(const struct kvb *k, struct kvb_obj *o, cons
 				    uint64_t off)
 {
 	return k->ops->obj_write(k->arg, o, buf, len, off);
+}
+
+static inline ssize_t kvb_obj_copy(const struct kvb *k, struct kvb_obj *o, const struct kvb_map *from,
+				   uint64_t from_off, size_t len, uint64_t off)
+{
+	if (!k->ops->obj_copy)
+		return -EOPNOTSUPP;
+	return k->ops->obj_copy(k->arg, o, from, from_off, len, off);
 }
 
 static inline int kvb_obj_truncate(const struct kvb *k, struct kvb_obj *o, uint64_t size)

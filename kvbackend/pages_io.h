@@ -30,6 +30,14 @@ struct kvb_pages_io {
 	 */
 	int (*reserve)(void *dev, uint32_t b, uint64_t off, uint64_t len);
 	int (*punch)(void *dev, uint32_t b, uint64_t off, uint64_t len);
+	/*
+	 * Optional: copy len bytes at from_off of bucket from to to_off of
+	 * bucket to inside the storage (the ranges never overlap).
+	 * -EOPNOTSUPP when it cannot, before anything was copied: the caller
+	 * copies through memory.
+	 */
+	int (*copy)(void *dev, uint32_t from, uint64_t from_off, uint32_t to, uint64_t to_off,
+		    uint64_t len);
 	/* Optional: bytes about to be read (a hint; it cannot fail). */
 	void (*willneed)(void *dev, uint32_t b, uint64_t off, uint64_t len);
 	/* Optional: called once when the backend is released, the last call on dev. */

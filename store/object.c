@@ -10,6 +10,7 @@
 #include <linux/falloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct ofs_object *ofs_object_find(struct ofs_store *s, uint64_t ino)
 {
@@ -195,8 +196,28 @@ static int object_quota(struct ofs_store *s, struct ofs_object *o, uint64_t end)
 	return need > have ? ofs_evict_quota_write(s, o, need - have) : 0;
 }
 
-ssize_t ofs_object_write(struct ofs_store *s, struct ofs_object *o, const void *buf, size_t size,
-			 uint64_t off)
+/* A write's bytes: in memory (buf), or at from_off of another object's version (a copy). */
+struct object_bytes {
+	const void *buf;
+	const struct kvb_map *from;
+	uint64_t from_off;
+};
+
+static ssize_t object_put_once(struct ofs_store *s, struct ofs_object *o,
+			       const struct object_bytes *d, size_t size, uint64_t off)
+{
+	if (d->buf)
+		return kvb_obj_write(&s->kvb, o->obj, d->buf, size, off);
+	return kvb_obj_copy(&s->kvb, o->obj, d->from, d->from_off, size, off);
+}
+
+/*
+ * A write or a backend's copy into o's working state.  -EOPNOTSUPP from a
+ * backend that cannot copy changed nothing: no poison, the caller copies
+ * through memory.
+ */
+static ssize_t object_put(struct ofs_store *s, struct ofs_object *o, const struct object_bytes *d,
+			  size_t size, uint64_t off)
 {
 	ssize_t n;
 	int low = 0;
@@ -208,10 +229,10 @@ ssize_t ofs_object_write(struct ofs_store *s, struct ofs_object *o, const void *
 	else if ((low = ofs_store_meta_low(s)))
 		n = -ENOSPC; /* its commit could not be recorded */
 	else if ((n = object_quota(s, o, off + size)) == 0)
-		n = kvb_obj_write(&s->kvb, o->obj, buf, size, off);
+		n = object_put_once(s, o, d, size, off);
 	if (n == -ENOSPC && o->obj && !o->werr && !low && ofs_store_reclaim(s))
-		n = kvb_obj_write(&s->kvb, o->obj, buf, size, off);
-	if (n < 0 && o->obj && !o->werr)
+		n = object_put_once(s, o, d, size, off);
+	if (n < 0 && o->obj && !o->werr && !(n == -EOPNOTSUPP && !d->buf))
 		object_poison(s, o, (int)n, off, size);
 	if (n > 0) {
 		int64_t now = ofs_now();
@@ -221,6 +242,109 @@ ssize_t ofs_object_write(struct ofs_store *s, struct ofs_object *o, const void *
 		pthread_mutex_unlock(&s->lock);
 		OFS_COUNT(s->metrics.bytes_written, (uint64_t)n);
 	}
+	return n;
+}
+
+ssize_t ofs_object_write(struct ofs_store *s, struct ofs_object *o, const void *buf, size_t size,
+			 uint64_t off)
+{
+	struct object_bytes d = { .buf = buf };
+
+	return object_put(s, o, &d, size, off);
+}
+
+/* Bytes a copy moves through memory at a time. */
+#define OBJECT_COPY_CHUNK (1u << 20)
+
+/*
+ * The copy through memory: each chunk read as a reader reads it (checked
+ * when the store verifies), then written.  A failed read ends the copy
+ * short and leaves the destination as it is; a failed write poisons it
+ * as any write's.
+ */
+static ssize_t object_copy_bounce(struct ofs_store *s, struct ofs_object *src, uint64_t off_in,
+				  struct ofs_object *dst, uint64_t off_out, size_t len)
+{
+	size_t done = 0, cap = len < OBJECT_COPY_CHUNK ? len : OBJECT_COPY_CHUNK;
+	char *buf = malloc(cap);
+	ssize_t ret = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	while (done < len) {
+		size_t want = len - done < cap ? len - done : cap;
+		struct kvb_map map;
+		struct ofs_bytes b;
+		ssize_t n = ofs_object_pread(s, src, want, off_in + done, &b, &map);
+
+		if (n > 0 && b.fd >= 0) {
+			ssize_t r = pread(b.fd, buf, (size_t)n, b.pos);
+
+			n = r < 0 ? -errno : r;
+		} else if (n > 0) {
+			memcpy(buf, b.ptr, (size_t)n);
+		}
+		ofs_bytes_release(s, &b);
+		if (n <= 0) {
+			ret = n;
+			break;
+		}
+		n = ofs_object_write(s, dst, buf, (size_t)n, off_out + done);
+		if (n <= 0) {
+			ret = n;
+			break;
+		}
+		done += (size_t)n;
+	}
+	free(buf);
+	return done > 0 ? (ssize_t)done : ret;
+}
+
+ssize_t ofs_object_copy(struct ofs_store *s, struct ofs_object *src, uint64_t off_in,
+			struct ofs_object *dst, uint64_t off_out, size_t len)
+{
+	struct object_bytes d = { .from_off = off_in };
+	struct kvb_map map;
+	ssize_t n;
+
+	if (!dst->obj)
+		return -EBADF;
+	if (dst->werr)
+		return dst->werr;
+	/* The source as a read sees it now: its working state while writers have it. */
+	if (src->obj)
+		kvb_obj_view(&s->kvb, src->obj, &map);
+	else
+		map = ofs_committed(&src->m);
+	if (off_in >= map.size || len == 0)
+		return 0;
+	if (len > map.size - off_in)
+		len = (size_t)(map.size - off_in);
+	if (off_out + len < off_out || off_out + len > (uint64_t)INT64_MAX)
+		return -EFBIG;
+	/* As copy_file_range(2): one file's ranges may not overlap. */
+	if (src == dst && off_out < off_in + len && off_in < off_out + len)
+		return -EINVAL;
+	/*
+	 * Inside the backend when the bytes need no check on the way: a
+	 * working state is never verified, a committed version is when the
+	 * store verifies reads (then the copy reads them as a reader would).
+	 * A file's copy within itself moves its own working run under it.
+	 */
+	if (src != dst && (src->obj || !s->verify)) {
+		n = src->obj ? kvb_obj_settle(&s->kvb, src->obj, off_in, len) : 0;
+		if (n == 0) {
+			d.from = &map;
+			n = object_put(s, dst, &d, len, off_out);
+		}
+		if (n > 0)
+			OFS_COUNT(s->metrics.copies_backend, 1);
+		if (n != -EOPNOTSUPP)
+			return n;
+	}
+	n = object_copy_bounce(s, src, off_in, dst, off_out, len);
+	if (n > 0)
+		OFS_COUNT(s->metrics.copies_memory, 1);
 	return n;
 }
 

@@ -124,6 +124,16 @@ int ofs_object_commit(struct ofs_store *s, struct ofs_object *o, int sync);
  */
 ssize_t ofs_object_write(struct ofs_store *s, struct ofs_object *o, const void *buf, size_t size,
 			 uint64_t off);
+/*
+ * copy_file_range(2): up to len bytes at off_in of what src holds now (as
+ * ofs_object_pread reads it) written at off_out of dst's working state as
+ * ofs_object_write writes (quota, poisoning, committed with dst), inside
+ * the backend when it can.  The count (short at src's end, 0 past it) or
+ * -errno; -EINVAL for overlapping ranges of one file.  Under dst's stripe
+ * (write) and src's (read, or the same).
+ */
+ssize_t ofs_object_copy(struct ofs_store *s, struct ofs_object *src, uint64_t off_in,
+			struct ofs_object *dst, uint64_t off_out, size_t len);
 int ofs_object_truncate(struct ofs_store *s, struct ofs_object *o, uint64_t size);
 /*
  * fallocate(2) over [off, end) of the working state: mode 0 grows it,

@@ -27,6 +27,8 @@ struct ofs_metrics {
 	uint64_t promotions_queued, promotions_done, promotions_failed, promotions_dropped;
 	uint64_t dram_hits, dram_misses, dram_evictions;
 	uint64_t values_missing; /* files dropped because the backend lost their value */
+	/* copy_file_range requests served inside the backend, and through memory */
+	uint64_t copies_backend, copies_memory;
 	struct ofs_hist read_lat, write_lat;
 };
 

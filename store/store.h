@@ -66,7 +66,8 @@ struct htab;
 
 /*
  * Lock order: an object's stripe of rw, then sync_lock, then lock; never
- * the other way round.
+ * the other way round.  Two stripes (a copy between files): the lower
+ * first.
  */
 struct ofs_store {
 	pthread_rwlock_t rw[OFS_NLOCKS];

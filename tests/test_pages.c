@@ -337,6 +337,84 @@ START_TEST(test_lazy_copy_on_write)
 }
 END_TEST
 
+/* Commit o into *map, asserting the whole and per-page checksums of want (its len bytes). */
+static void commit_check(struct kvb_obj *o, struct kvb_map *map, const char *want, size_t len)
+{
+	const uint64_t *pcs;
+	uint64_t csum, p;
+
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, map, &csum, &pcs), 0);
+	ck_assert_uint_eq(map->size, len);
+	ck_assert_uint_eq(csum, XXH3_64bits(want, len));
+	for (p = 0; p < map->npages; p++)
+		ck_assert_uint_eq(pcs[p], XXH3_64bits(want + p * PS,
+						      len - p * PS < PS ? len - p * PS : PS));
+	kvb_obj_commit_done(&kvb, o, 1);
+	settle();
+	expect(map, want, len);
+}
+
+void copy_checks(int in_kernel)
+{
+	struct kvb_map a, empty = KVB_MAP_EMPTY, n, view;
+	struct kvb_obj *o, *w;
+	static char src[3 * PS + 7], want[4 * PS];
+	struct kvb_stats st;
+	uint64_t before = free_pages();
+
+	a = make("src", sizeof(src), 21);
+	fill(src, sizeof(src), 21);
+	/* Over bytes a sequential write has summed already: the commit re-reads them. */
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "dst", 3, &o), 0);
+	put(o, 3 * PS + 12, 0, 22);
+	fill(want, 3 * PS + 12, 22);
+	ck_assert_int_eq(kvb_obj_copy(&kvb, o, &a, 100, 2 * PS + 5, PS - 3), 2 * PS + 5);
+	memcpy(want + PS - 3, src + 100, 2 * PS + 5);
+	commit_check(o, &n, want, 3 * PS + 12);
+	/* At the running sum's end, then a write after it: still right. */
+	put(o, PS, 0, 24);
+	fill(want, PS, 24);
+	ck_assert_int_eq(kvb_obj_copy(&kvb, o, &a, 0, 10, PS), 10);
+	memcpy(want + PS, src, 10);
+	put(o, 2, PS + 10, 25);
+	fill(want + PS + 10, 2, 25);
+	commit_check(o, &n, want, 3 * PS + 12);
+	kvb_obj_close(&kvb, o);
+	/* A range past the source's end is the caller's error. */
+	ck_assert_int_eq(kvb_obj_open(&kvb, &n, "dst", 3, &o), 0);
+	ck_assert_int_eq(kvb_obj_copy(&kvb, o, &a, sizeof(src) - 1, 2, 0), -EINVAL);
+	/* Into a committed object (copy-on-write) from another writer's settled view. */
+	ck_assert_int_eq(kvb_obj_open(&kvb, &a, "src", 3, &w), 0);
+	put(w, 50, 10, 23);
+	fill(src + 10, 50, 23);
+	ck_assert_int_eq(kvb_obj_settle(&kvb, w, 0, 300), 0);
+	kvb_obj_view(&kvb, w, &view);
+	ck_assert_int_eq(kvb_obj_copy(&kvb, o, &view, 0, 300, PS), 300);
+	memcpy(want + PS, src, 300);
+	commit_check(o, &n, want, 3 * PS + 12);
+	kvb_obj_close(&kvb, o);
+	kvb_obj_close(&kvb, w);
+	fill(src, sizeof(src), 21);
+	expect(&a, src, sizeof(src)); /* the source's committed bytes are as they were */
+	kvb_stats(&kvb, &st);
+	if (in_kernel)
+		ck_assert_uint_eq(st.calls[KVB_CALL_COPY], 3);
+	else
+		ck_assert_uint_eq(st.calls[KVB_CALL_COPY], 0);
+	ck_assert_uint_eq(st.errors[KVB_CALL_COPY], 0);
+	ck_assert_int_eq(kvb_remove(&kvb, &a), 0);
+	ck_assert_int_eq(kvb_remove(&kvb, &n), 0);
+	settle();
+	ck_assert_uint_eq(free_pages(), before);
+}
+
+/* Copies between objects through memory (these buckets cannot copy by themselves). */
+START_TEST(test_copy_range)
+{
+	copy_checks(0);
+}
+END_TEST
+
 START_TEST(test_abandoned_write_frees_pages)
 {
 	struct kvb_map c, view;
@@ -523,6 +601,7 @@ static Suite *pages_suite(void)
 	tcase_add_test(mem, test_extend_in_place_then_move);
 	tcase_add_test(mem, test_copy_on_write);
 	tcase_add_test(mem, test_lazy_copy_on_write);
+	tcase_add_test(mem, test_copy_range);
 	tcase_add_test(mem, test_abandoned_write_frees_pages);
 	tcase_add_test(mem, test_truncate);
 	tcase_add_test(mem, test_efbig_enospc_spill);

@@ -35,6 +35,13 @@ void expect(const struct kvb_map *m, const char *want, size_t len);
 /* A committed object of len bytes with pattern seed under key. */
 struct kvb_map make(const char *key, size_t len, unsigned seed);
 
+/*
+ * kvb_obj_copy over the backend in kvb (made by the caller, emptied when
+ * it returns): bytes and checksums right; in_kernel: the buckets copied
+ * by themselves (copy_file_range(2)).
+ */
+void copy_checks(int in_kernel);
+
 /* test_pages_durable.c: barriers, checksums, verified reads, power cuts. */
 void pages_add_durable(TCase *mem);
 /* test_pages_files.c: real bucket files, snapshot and rebuild, opening rules. */

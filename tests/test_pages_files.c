@@ -474,6 +474,18 @@ START_TEST(test_adopt_run_written_outside)
 }
 END_TEST
 
+/* Bucket files copy between themselves inside the kernel. */
+START_TEST(test_copy_range_files)
+{
+	struct kvb_pages_geom g = { PS, 64 * PS, 2, 0 };
+	char err[256];
+
+	ck_assert_int_eq(kvb_pages_init(&kvb, dir, &g, 1, err, sizeof(err)), 0);
+	copy_checks(1);
+	kvb_release(&kvb);
+}
+END_TEST
+
 TCase *pages_tcase_files(void)
 {
 	TCase *files = tcase_create("files");
@@ -482,6 +494,7 @@ TCase *pages_tcase_files(void)
 	tcase_add_test(files, test_runs_hold_blocks_until_freed);
 	tcase_add_test(files, test_warm_runs_at_unmount_and_mount);
 	tcase_add_test(files, test_adopt_run_written_outside);
+	tcase_add_test(files, test_copy_range_files);
 	tcase_add_test(files, test_store_create_snapshot_rebuild);
 	tcase_add_test(files, test_store_refusals);
 	tcase_add_test(files, test_parse_size);

@@ -451,6 +451,7 @@ static void pages_free(void *arg)
 static const struct kvb_ops pages_ops = {
 	.obj_open = pages_obj_open,
 	.obj_write = pages_obj_write,
+	.obj_copy = pages_obj_copy,
 	.obj_truncate = pages_obj_truncate,
 	.obj_reserve = pages_obj_reserve,
 	.obj_view = pages_obj_view,

@@ -58,6 +58,24 @@ int io_sync(struct pages *p, uint32_t b)
 	return ret;
 }
 
+/* -EOPNOTSUPP when the storage cannot copy by itself: nothing was copied. */
+int io_copy(struct pages *p, uint32_t from, uint64_t from_off, uint32_t to, uint64_t to_off,
+	    uint64_t len)
+{
+	int ret;
+
+	assert(from < p->nbuckets && to < p->nbuckets);
+	if (!p->io->copy)
+		return -EOPNOTSUPP;
+	ret = p->io->copy(p->dev, from, from_off, to, to_off, len);
+	if (ret == -EOPNOTSUPP)
+		return ret;
+	pages_count(p, KVB_CALL_COPY, ret < 0);
+	/* As pages_write_all: marked after the bytes, and even after a partial copy. */
+	__atomic_store_n(&p->b[to].dirty, 1, __ATOMIC_RELEASE);
+	return ret;
+}
+
 /* -ENOSPC when the backing filesystem cannot hold the run; 0 when it can or cannot tell. */
 int io_reserve(struct pages *p, uint32_t b, uint64_t page, uint64_t n)
 {
@@ -253,6 +271,34 @@ static int file_zero(void *dev, uint32_t b, uint64_t off, uint64_t len)
 	return 0;
 }
 
+/*
+ * copy_file_range(2) between bucket files: the kernel moves the bytes
+ * page cache to page cache, or shares the blocks (XFS, btrfs).  A
+ * filesystem or kernel without it answers before copying anything.
+ */
+static int file_copy(void *dev, uint32_t from, uint64_t from_off, uint32_t to, uint64_t to_off,
+		     uint64_t len)
+{
+	struct pages *p = dev;
+	loff_t in = (loff_t)from_off, out = (loff_t)to_off;
+	int copied = 0;
+
+	while (len) {
+		ssize_t n = copy_file_range(p->b[from].fd, &in, p->b[to].fd, &out, (size_t)len, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && !copied &&
+		    (errno == EXDEV || errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL))
+			return -EOPNOTSUPP;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO; /* a bucket file ends past every run */
+		copied = 1;
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
 static int file_sync(void *dev, uint32_t b)
 {
 	struct pages *p = dev;
@@ -265,6 +311,7 @@ static const struct kvb_pages_io file_io = {
 	.pwrite = file_pwrite,
 	.zero = file_zero,
 	.sync = file_sync,
+	.copy = file_copy,
 	.reserve = file_reserve,
 	.punch = file_punch,
 	.willneed = file_willneed,

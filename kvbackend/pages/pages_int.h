@@ -148,6 +148,8 @@ ssize_t io_pread(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t of
 ssize_t io_pwrite(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off);
 int io_zero(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
 int io_sync(struct pages *p, uint32_t b);
+int io_copy(struct pages *p, uint32_t from, uint64_t from_off, uint32_t to, uint64_t to_off,
+	    uint64_t len);
 int io_reserve(struct pages *p, uint32_t b, uint64_t page, uint64_t n);
 void io_punch(struct pages *p, uint32_t b, uint64_t page, uint64_t n);
 void io_willneed(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
@@ -168,6 +170,8 @@ int pages_alloc_run(struct pages *p, const char *key, size_t klen, uint64_t n,
 int pages_extend_run(struct pages *p, struct kvb_map *m, uint64_t n);
 int pages_copy_at(struct pages *p, const struct kvb_map *from, const struct kvb_map *to,
 		  uint64_t off, uint64_t len);
+int pages_copy_range(struct pages *p, const struct kvb_map *from, uint64_t from_off,
+		     const struct kvb_map *to, uint64_t to_off, uint64_t len);
 int hasher_init(struct pages_hasher *h);
 void hasher_release(struct pages_hasher *h);
 int hasher_feed(struct pages_hasher *h, uint64_t ps, const char *buf, size_t len);
@@ -180,6 +184,8 @@ int pages_obj_open(void *arg, const struct kvb_map *c, const char *key, size_t k
 		   struct kvb_obj **out);
 ssize_t pages_obj_write(void *arg, struct kvb_obj *o, const void *buf, size_t len,
 			uint64_t off);
+ssize_t pages_obj_copy(void *arg, struct kvb_obj *o, const struct kvb_map *from, uint64_t from_off,
+		       size_t len, uint64_t off);
 int pages_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size);
 int pages_obj_reserve(void *arg, struct kvb_obj *o, uint64_t size);
 void pages_obj_view(void *arg, struct kvb_obj *o, struct kvb_map *view);

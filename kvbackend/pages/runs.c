@@ -398,6 +398,40 @@ int pages_copy_at(struct pages *p, const struct kvb_map *from, const struct kvb_
 	return ret;
 }
 
+/*
+ * Copy len bytes at from_off of from to to_off of to (different runs):
+ * inside the storage when it can, else through memory.
+ */
+int pages_copy_range(struct pages *p, const struct kvb_map *from, uint64_t from_off,
+		     const struct kvb_map *to, uint64_t to_off, uint64_t len)
+{
+	char *buf;
+	int ret;
+
+	if (len == 0)
+		return 0;
+	ret = io_copy(p, (uint32_t)from->bucket, pages_byte(p, from, from_off),
+		      (uint32_t)to->bucket, pages_byte(p, to, to_off), len);
+	if (ret != -EOPNOTSUPP)
+		return ret;
+	buf = malloc(len < PAGES_COPY_CHUNK ? len : PAGES_COPY_CHUNK);
+	if (!buf)
+		return -ENOMEM;
+	ret = 0;
+	while (len && !ret) {
+		size_t n = len < PAGES_COPY_CHUNK ? (size_t)len : PAGES_COPY_CHUNK;
+
+		ret = pages_read_all(p, (uint32_t)from->bucket, buf, n, pages_byte(p, from, from_off));
+		if (!ret)
+			ret = pages_write_all(p, (uint32_t)to->bucket, buf, n, pages_byte(p, to, to_off));
+		from_off += n;
+		to_off += n;
+		len -= n;
+	}
+	free(buf);
+	return ret;
+}
+
 /* ---- checksums ---- */
 
 int hasher_init(struct pages_hasher *h)

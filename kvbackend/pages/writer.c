@@ -227,10 +227,24 @@ int pages_obj_open(void *arg, const struct kvb_map *c, const char *key, size_t k
 	return 0;
 }
 
-ssize_t pages_obj_write(void *arg, struct kvb_obj *o, const void *buf, size_t len,
-			uint64_t off)
+/* A write's bytes: in memory (buf), or at from_off of another run (a copy). */
+struct pages_bytes {
+	const void *buf;
+	const struct kvb_map *from;
+	uint64_t from_off;
+};
+
+static int pages_put_bytes(struct pages *p, const struct kvb_obj *o, const struct pages_bytes *d,
+			   size_t len, uint64_t off)
 {
-	struct pages *p = arg;
+	if (d->buf)
+		return pages_write_all(p, (uint32_t)o->w.bucket, d->buf, len, pages_byte(p, &o->w, off));
+	return pages_copy_range(p, d->from, d->from_off, &o->w, off, len);
+}
+
+static ssize_t pages_obj_put(struct pages *p, struct kvb_obj *o, const struct pages_bytes *d,
+			     size_t len, uint64_t off)
+{
 	uint64_t end = off + len;
 	int ret, lazy_start;
 
@@ -251,7 +265,7 @@ ssize_t pages_obj_write(void *arg, struct kvb_obj *o, const void *buf, size_t le
 	if (!ret && o->src.bucket >= 0)
 		ret = pages_fill_partial(p, o, (end - 1) / p->page_size, off, end);
 	if (!ret)
-		ret = pages_write_all(p, (uint32_t)o->w.bucket, buf, len, pages_byte(p, &o->w, off));
+		ret = pages_put_bytes(p, o, d, len, off);
 	/* Bytes below the running checksum may have changed even if the write failed. */
 	if (ret && off < o->h.done)
 		o->hash_ok = 0;
@@ -273,15 +287,38 @@ ssize_t pages_obj_write(void *arg, struct kvb_obj *o, const void *buf, size_t le
 	}
 	if (end > o->w.size)
 		o->w.size = end;
-	/* Sequential writes from 0 keep a running checksum; anything else re-reads. */
-	if (o->hash_ok && off == o->h.done) {
-		if (hasher_feed(&o->h, p->page_size, buf, len))
+	/*
+	 * Sequential writes from 0 keep a running checksum; anything else
+	 * re-reads.  A copy's bytes are not in memory: the sum stops short of
+	 * them, and the commit re-reads.
+	 */
+	if (o->hash_ok && off == o->h.done && d->buf) {
+		if (hasher_feed(&o->h, p->page_size, d->buf, len))
 			o->hash_ok = 0;
 	} else if (off < o->h.done) {
 		o->hash_ok = 0;
 	}
 	o->dirty = 1;
 	return (ssize_t)len;
+}
+
+ssize_t pages_obj_write(void *arg, struct kvb_obj *o, const void *buf, size_t len,
+			uint64_t off)
+{
+	struct pages_bytes d = { .buf = buf };
+
+	return pages_obj_put(arg, o, &d, len, off);
+}
+
+/* The source is another object's run: never the working or committed run of o. */
+ssize_t pages_obj_copy(void *arg, struct kvb_obj *o, const struct kvb_map *from, uint64_t from_off,
+		       size_t len, uint64_t off)
+{
+	struct pages_bytes d = { .from = from, .from_off = from_off };
+
+	if (from->bucket < 0 || from_off + len > from->size)
+		return -EINVAL;
+	return pages_obj_put(arg, o, &d, len, off);
 }
 
 int pages_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size)
