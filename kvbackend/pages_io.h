@@ -30,6 +30,15 @@ struct kvb_pages_io {
 	 */
 	int (*reserve)(void *dev, uint32_t b, uint64_t off, uint64_t len);
 	int (*punch)(void *dev, uint32_t b, uint64_t off, uint64_t len);
+	/*
+	 * Optional: copy up to len bytes from (fb, from) to (tb, to), ranges
+	 * that never overlap, without passing them through the caller (the
+	 * backing filesystem may share the blocks).  Bytes copied (> 0), or
+	 * negative errno; -EXDEV, -EOPNOTSUPP, -ENOSYS, -EINVAL (or 0 bytes)
+	 * mean it cannot here: the backend then reads and writes them itself.
+	 */
+	ssize_t (*copy)(void *dev, uint32_t fb, uint64_t from, uint32_t tb, uint64_t to,
+			size_t len);
 	/* Optional: bytes about to be read (a hint; it cannot fail). */
 	void (*willneed)(void *dev, uint32_t b, uint64_t off, uint64_t len);
 	/* Optional: called once when the backend is released, the last call on dev. */

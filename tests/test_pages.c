@@ -273,6 +273,46 @@ END_TEST
  * cover, and those only when the object is committed (or read, or
  * truncated); a page it covers in part is copied before the write.
  */
+/*
+ * Copy-on-write copies the pages it keeps inside the storage (io copy),
+ * and through a buffer where the storage cannot: same bytes either way.
+ */
+START_TEST(test_copy_inside_storage_and_fallback)
+{
+	static char want[8 * PS];
+	struct kvb_map c, n;
+	struct kvb_obj *o;
+	uint64_t csum;
+	int round;
+
+	for (round = 0; round < 2; round++) {
+		/* Round 1: the storage cannot copy (a copy between filesystems). */
+		faults.copy_err = round ? -EXDEV : 0;
+		c = make(round ? "cpy1" : "cpy0", sizeof(want), 21);
+		fill(want, sizeof(want), 21);
+		ck_assert_int_eq(kvb_obj_open(&kvb, &c, "cpy", 3, &o), 0);
+		faults.copies = 0;
+		faults.writes = 0;
+		/* Part of page 3: its old bytes first, then the data. */
+		put(o, 100, 3 * PS + 10, 22);
+		fill(want + 3 * PS + 10, 100, 22);
+		commit(o, &n, &csum);
+		kvb_obj_close(&kvb, o);
+		expect(&n, want, sizeof(want));
+		ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
+		if (round == 0) {
+			/* Page 3, then pages 0-2 and 4-7 at commit: three copies, no buffer. */
+			ck_assert_uint_eq(faults.copies, 3);
+			ck_assert_uint_eq(faults.writes, 4);
+		} else {
+			/* Asked once; then read and written: 3 copies and the data. */
+			ck_assert_uint_eq(faults.copies, 1);
+			ck_assert_uint_eq(faults.writes, 4);
+		}
+	}
+}
+END_TEST
+
 START_TEST(test_lazy_copy_on_write)
 {
 	struct kvb_map c, n, view;
@@ -523,6 +563,7 @@ static Suite *pages_suite(void)
 	tcase_add_test(mem, test_extend_in_place_then_move);
 	tcase_add_test(mem, test_copy_on_write);
 	tcase_add_test(mem, test_lazy_copy_on_write);
+	tcase_add_test(mem, test_copy_inside_storage_and_fallback);
 	tcase_add_test(mem, test_abandoned_write_frees_pages);
 	tcase_add_test(mem, test_truncate);
 	tcase_add_test(mem, test_efbig_enospc_spill);

@@ -78,6 +78,43 @@ void io_punch(struct pages *p, uint32_t b, uint64_t page, uint64_t n)
 			    p->io->punch(p->dev, b, page * p->page_size, n * p->page_size) < 0);
 }
 
+/*
+ * Copy len bytes between runs inside the storage; 1 when it cannot (no
+ * copy method, or it answered that it cannot here), the bytes then still
+ * to copy being told by *done.  Marks the target bucket written, as
+ * pages_write_all does, after the bytes land.
+ */
+int io_copy(struct pages *p, uint32_t fb, uint64_t from, uint32_t tb, uint64_t to, uint64_t len,
+	    uint64_t *done)
+{
+	int ret = 0;
+
+	assert(fb < p->nbuckets && tb < p->nbuckets);
+	*done = 0;
+	if (!p->io->copy || __atomic_load_n(&p->no_copy, __ATOMIC_RELAXED))
+		return 1;
+	while (*done < len) {
+		size_t want = len - *done < PAGES_COPY_CHUNK ? (size_t)(len - *done) : PAGES_COPY_CHUNK;
+		ssize_t n = p->io->copy(p->dev, fb, from + *done, tb, to + *done, want);
+
+		if (n == -EXDEV || n == -EOPNOTSUPP || n == -ENOSYS || n == -EINVAL || n == 0) {
+			/* The same answer next time: buckets share one filesystem. */
+			__atomic_store_n(&p->no_copy, 1, __ATOMIC_RELAXED);
+			ret = 1;
+			break;
+		}
+		pages_count(p, KVB_CALL_WRITE, n < 0);
+		if (n < 0) {
+			ret = (int)n;
+			break;
+		}
+		*done += (uint64_t)n;
+	}
+	if (*done || ret < 0)
+		__atomic_store_n(&p->b[tb].dirty, 1, __ATOMIC_RELEASE);
+	return ret;
+}
+
 /* Advisory: nothing to count, nothing to fail. */
 void io_willneed(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
 {
@@ -147,6 +184,18 @@ static ssize_t file_pwrite(void *dev, uint32_t b, const void *buf, size_t len, u
 	struct pages *p = dev;
 	ssize_t n = pwrite(p->b[b].fd, buf, len, (off_t)off);
 
+	return n < 0 ? -errno : n;
+}
+
+static ssize_t file_copy(void *dev, uint32_t fb, uint64_t from, uint32_t tb, uint64_t to,
+			 size_t len)
+{
+	struct pages *p = dev;
+	loff_t in = (loff_t)from, out = (loff_t)to;
+	ssize_t n;
+
+	/* In the kernel: no pass through our memory, shared blocks on XFS or btrfs. */
+	n = copy_file_range(p->b[fb].fd, &in, p->b[tb].fd, &out, len, 0);
 	return n < 0 ? -errno : n;
 }
 
@@ -232,6 +281,7 @@ static const struct kvb_pages_io file_io = {
 	.sync = file_sync,
 	.reserve = file_reserve,
 	.punch = file_punch,
+	.copy = file_copy,
 	.willneed = file_willneed,
 };
 

@@ -68,6 +68,7 @@ struct pages {
 	pthread_mutex_t flock;  /* guards the freed list */
 	struct pages_freed *freed;
 	uint64_t nfreed, freed_cap;
+	int no_copy;            /* io->copy cannot copy here: read and write (atomic) */
 };
 
 /* Whole-object and per-page XXH3-64 of a byte stream fed in order. */
@@ -122,6 +123,8 @@ int io_zero(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
 int io_sync(struct pages *p, uint32_t b);
 int io_reserve(struct pages *p, uint32_t b, uint64_t page, uint64_t n);
 void io_punch(struct pages *p, uint32_t b, uint64_t page, uint64_t n);
+int io_copy(struct pages *p, uint32_t fb, uint64_t from, uint32_t tb, uint64_t to, uint64_t len,
+	    uint64_t *done);
 void io_willneed(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
 int pages_write_all(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off);
 int pages_read_all(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off);

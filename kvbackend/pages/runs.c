@@ -120,19 +120,28 @@ int pages_extend_run(struct pages *p, struct kvb_map *m, uint64_t n)
 
 /* ---- byte I/O over runs ---- */
 
-/* Copy bytes [off, off + len) of from to the same offset of to. */
+/*
+ * Copy bytes [off, off + len) of from to the same offset of to: inside the
+ * storage when it can (io_copy), else through a buffer.
+ */
 int pages_copy_at(struct pages *p, const struct kvb_map *from, const struct kvb_map *to,
 		  uint64_t off, uint64_t len)
 {
-	uint64_t end = off + len;
+	uint64_t end = off + len, done;
 	char *buf;
-	int ret = 0;
+	int ret;
 
 	if (len == 0)
 		return 0;
+	ret = io_copy(p, (uint32_t)from->bucket, pages_byte(p, from, off), (uint32_t)to->bucket,
+		      pages_byte(p, to, off), len, &done);
+	if (ret <= 0)
+		return ret;
+	off += done;
 	buf = malloc(PAGES_COPY_CHUNK);
 	if (!buf)
 		return -ENOMEM;
+	ret = 0;
 	while (off < end && !ret) {
 		size_t n = end - off < PAGES_COPY_CHUNK ? (size_t)(end - off) : PAGES_COPY_CHUNK;
 
