@@ -313,6 +313,102 @@ START_TEST(test_copy_inside_storage_and_fallback)
 }
 END_TEST
 
+/* The page sums a commit hands out, checked against want. */
+static void check_pcs(const uint64_t *pcs, const char *want, size_t len)
+{
+	size_t pg;
+
+	for (pg = 0; pg * PS < len; pg++)
+		ck_assert_uint_eq(pcs[pg], XXH3_64bits(want + pg * PS,
+						       len - pg * PS < PS ? len - pg * PS : PS));
+}
+
+/*
+ * Commits of small overwrites of one writer (msync): after a barrier the
+ * previous version's run is written again, so a commit copies only the
+ * pages written since, and keeps the sums of the others; without a
+ * barrier the previous version stays intact and a fresh run is used.
+ */
+START_TEST(test_spare_run_reused_after_barrier)
+{
+	static char want[8 * PS], prev[8 * PS];
+	struct kvb_map c0, c1, c2, c3;
+	const uint64_t *pcs;
+	struct kvb_obj *o;
+	uint64_t csum, before;
+
+	c0 = make("spare", sizeof(want), 31);
+	fill(want, sizeof(want), 31);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c0, "spare", 5, &o), 0);
+	put(o, 100, 2 * PS + 7, 32);
+	fill(want + 2 * PS + 7, 100, 32);
+	commit(o, &c1, &csum);
+	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
+	before = free_pages();
+	/* After the barrier: c0's run again; page 2 only is stale (page 5 is c1's there). */
+	faults.copies = 0;
+	put(o, 10, 5 * PS + 1, 33);
+	fill(want + 5 * PS + 1, 10, 33);
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &c2, &csum, &pcs), 0);
+	ck_assert_uint_eq(c2.bucket, c0.bucket);
+	ck_assert_uint_eq(c2.page, c0.page);
+	ck_assert_uint_eq(faults.copies, 1);
+	ck_assert_uint_eq(free_pages(), before); /* nothing allocated */
+	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
+	check_pcs(pcs, want, sizeof(want));
+	kvb_obj_commit_done(&kvb, o, 1);
+	expect(&c2, want, sizeof(want));
+	/* No barrier since: c1's run (the previous version) must stay as it is. */
+	memcpy(prev, want, sizeof(prev));
+	put(o, PS, 0, 34);
+	fill(want, PS, 34);
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &c3, &csum, &pcs), 0);
+	ck_assert(c3.bucket != c1.bucket || c3.page != c1.page);
+	ck_assert(c3.bucket != c2.bucket || c3.page != c2.page);
+	check_pcs(pcs, want, sizeof(want));
+	kvb_obj_commit_done(&kvb, o, 1);
+	expect(&c2, prev, sizeof(prev));
+	expect(&c3, want, sizeof(want));
+	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
+	settle();
+	kvb_obj_close(&kvb, o);
+	settle();
+	/* Every run but the last version's is free again (before: c1's and the spare). */
+	ck_assert_uint_eq(free_pages(), before + 8);
+	expect(&c3, want, sizeof(want));
+}
+END_TEST
+
+/* Kept page sums: an append changes the last page's, past the old size too. */
+START_TEST(test_kept_sums_after_append)
+{
+	static char want[4 * PS];
+	size_t len = 3 * PS + PS / 2;
+	struct kvb_map c, n;
+	const uint64_t *pcs;
+	struct kvb_obj *o;
+	uint64_t csum;
+
+	c = make("sums", len, 41);
+	fill(want, len, 41);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c, "sums", 4, &o), 0);
+	put(o, 1, 0, 42);
+	fill(want, 1, 42);
+	commit(o, &n, &csum);
+	put(o, 10, PS + 3, 43);
+	fill(want + PS + 3, 10, 43);
+	put(o, 100, len, 44);
+	fill(want + len, 100, 44);
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &n, &csum, &pcs), 0);
+	check_pcs(pcs, want, len + 100);
+	ck_assert_uint_eq(csum, XXH3_64bits(want, len + 100));
+	kvb_obj_commit_done(&kvb, o, 1);
+	kvb_obj_close(&kvb, o);
+	settle();
+	expect(&n, want, len + 100);
+}
+END_TEST
+
 START_TEST(test_lazy_copy_on_write)
 {
 	struct kvb_map c, n, view;
@@ -564,6 +660,8 @@ static Suite *pages_suite(void)
 	tcase_add_test(mem, test_copy_on_write);
 	tcase_add_test(mem, test_lazy_copy_on_write);
 	tcase_add_test(mem, test_copy_inside_storage_and_fallback);
+	tcase_add_test(mem, test_spare_run_reused_after_barrier);
+	tcase_add_test(mem, test_kept_sums_after_append);
 	tcase_add_test(mem, test_abandoned_write_frees_pages);
 	tcase_add_test(mem, test_truncate);
 	tcase_add_test(mem, test_efbig_enospc_spill);

@@ -125,6 +125,7 @@ static int pages_barrier(void *arg, uint64_t *mark)
 	/* The freed list first: only frees recorded before the data sync are covered. */
 	pthread_mutex_lock(&p->flock);
 	*mark = p->nfreed;
+	p->barriers_begun++;
 	pthread_mutex_unlock(&p->flock);
 	for (i = 0; i < p->nbuckets && !ret; i++) {
 		if (__atomic_exchange_n(&p->b[i].dirty, 0, __ATOMIC_ACQ_REL)) {
@@ -147,6 +148,7 @@ static uint64_t pages_release(void *arg, uint64_t mark)
 	 * outside flock: commits queue their frees meanwhile.
 	 */
 	pthread_mutex_lock(&p->flock);
+	p->barriers_released = p->barriers_begun;
 	if (mark > p->nfreed)
 		mark = p->nfreed;
 	runs = mark ? malloc(mark * sizeof(*runs)) : NULL;
@@ -272,7 +274,7 @@ static int pages_checksum(void *arg, const struct kvb_map *m, uint64_t *csum)
 	struct pages *p = arg;
 	int ret = pages_check_map(p, m);
 
-	return ret ? ret : pages_hash_map(p, m, csum, NULL);
+	return ret ? ret : pages_hash_map(p, m, csum, NULL, NULL, 0);
 }
 
 /* ---- mount and unmount ---- */

@@ -69,6 +69,13 @@ struct pages {
 	struct pages_freed *freed;
 	uint64_t nfreed, freed_cap;
 	int no_copy;            /* io->copy cannot copy here: read and write (atomic) */
+	/*
+	 * Barriers begun, and the count as of the last one released (both
+	 * guarded by flock; a release follows its own barrier): a working
+	 * state's spare run is reusable once a barrier begun after the commit
+	 * that superseded it has been released.
+	 */
+	uint64_t barriers_begun, barriers_released;
 };
 
 /* Whole-object and per-page XXH3-64 of a byte stream fed in order. */
@@ -94,6 +101,23 @@ struct kvb_obj {
 	uint64_t *filled;  /* bit per page below src.size: the working run holds it */
 	uint64_t unfilled;
 	pthread_mutex_t fill_lock; /* readers settle the view under a shared data lock */
+	/*
+	 * Pages below diff_n (c's pages) whose working bytes may differ from
+	 * c's, while diff_ok (no truncate, adopt or failed write since c was
+	 * committed); NULL: none yet.  pcs_c: pcs holds c's page sums.
+	 */
+	uint64_t *diff;
+	uint64_t diff_n;
+	int diff_ok, pcs_c;
+	/*
+	 * The run of the version before c, kept after a commit for the next
+	 * copy-on-write: it holds that version, which differs from c only in
+	 * the pages set in spare_stale and those at or past spare_n, so only
+	 * those are copied.  Reusable once ready (pages_spare_ready).
+	 */
+	struct kvb_map spare;
+	uint64_t *spare_stale;
+	uint64_t spare_n, spare_epoch;
 	size_t klen;
 	char key[];
 };
@@ -143,7 +167,8 @@ int hasher_init(struct pages_hasher *h);
 void hasher_release(struct pages_hasher *h);
 int hasher_feed(struct pages_hasher *h, uint64_t ps, const char *buf, size_t len);
 void hasher_result(const struct pages_hasher *h, uint64_t ps, uint64_t *csum, uint64_t *pcs);
-int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum, uint64_t *pcs);
+int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum, uint64_t *pcs,
+		   const uint64_t *diff, uint64_t nknown);
 
 /* ---- writer.c ---- */
 

@@ -223,8 +223,14 @@ void hasher_result(const struct pages_hasher *h, uint64_t ps, uint64_t *csum,
 		pcs[full] = XXH3_64bits_digest(h->page);
 }
 
-/* Hash an object's bytes as stored: whole and, when pcs is set, per page. */
-int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum, uint64_t *pcs)
+/*
+ * Hash an object's bytes as stored: whole and, when pcs is set, per page.
+ * With diff, the sums of pages below nknown whose bit is clear are in pcs
+ * already (pages unchanged since they were hashed): only the whole sum
+ * reads them.
+ */
+int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum, uint64_t *pcs,
+		   const uint64_t *diff, uint64_t nknown)
 {
 	struct pages_hasher h;
 	char *buf;
@@ -239,16 +245,35 @@ int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum, uin
 	if (!buf)
 		return -ENOMEM;
 	ret = hasher_init(&h);
+	/* Chunks hold whole pages when a page fits in one; else every page is hashed. */
+	if (!pcs || p->page_size > PAGES_COPY_CHUNK)
+		diff = NULL;
 	while (!ret && done < m->size) {
 		size_t n = m->size - done < PAGES_COPY_CHUNK ? (size_t)(m->size - done)
 							     : PAGES_COPY_CHUNK;
+		uint64_t at;
 
 		ret = pages_read_all(p, (uint32_t)m->bucket, buf, n, pages_byte(p, m, done));
-		if (!ret)
+		if (ret)
+			break;
+		if (!diff) {
 			ret = hasher_feed(&h, p->page_size, buf, n);
+			done += n;
+			continue;
+		}
+		XXH3_64bits_update(h.whole, buf, n);
+		for (at = 0; at < n; at += p->page_size) {
+			uint64_t pg = (done + at) / p->page_size;
+			size_t len = n - at < p->page_size ? (size_t)(n - at) : (size_t)p->page_size;
+
+			if (pg >= nknown || ((diff[pg / 64] >> (pg % 64)) & 1))
+				pcs[pg] = XXH3_64bits(buf + at, len);
+		}
 		done += n;
 	}
-	if (!ret) {
+	if (!ret && diff) {
+		*csum = XXH3_64bits_digest(h.whole);
+	} else if (!ret) {
 		uint64_t *tmp = pcs ? pcs : malloc((m->npages + 1) * sizeof(*tmp));
 
 		if (tmp)

@@ -50,6 +50,57 @@ static void pages_src_done(struct kvb_obj *o)
 	o->unfilled = 0;
 }
 
+static int pages_bit(const uint64_t *bits, uint64_t pg)
+{
+	return (bits[pg / 64] >> (pg % 64)) & 1;
+}
+
+/* The spare run may be written: a barrier begun after the commit that superseded it is done. */
+static int pages_spare_ready(struct pages *p, const struct kvb_obj *o)
+{
+	uint64_t done;
+
+	pthread_mutex_lock(&p->flock);
+	done = p->barriers_released;
+	pthread_mutex_unlock(&p->flock);
+	return done > o->spare_epoch;
+}
+
+static void pages_spare_drop(struct pages *p, struct kvb_obj *o)
+{
+	if (o->spare.bucket >= 0) {
+		if (pages_spare_ready(p, o))
+			pages_free_run(p, o->spare.bucket, o->spare.page, o->spare.npages);
+		else
+			pages_free_later(p, o->spare.bucket, o->spare.page, o->spare.npages);
+	}
+	free(o->spare_stale);
+	o->spare_stale = NULL;
+	o->spare = KVB_MAP_EMPTY;
+}
+
+/* Bytes [from, to) of the working state may no longer be c's. */
+static void pages_mark_diff(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t to)
+{
+	uint64_t pg, last;
+
+	/* A byte at or past c.size still changes c's last page if it shares it. */
+	if (!o->diff_ok || to <= from || o->c.bucket < 0 ||
+	    from / p->page_size >= pages_for(p, o->c.size))
+		return;
+	if (!o->diff) {
+		o->diff_n = pages_for(p, o->c.size);
+		o->diff = calloc((o->diff_n + 63) / 64, sizeof(*o->diff));
+		if (!o->diff) {
+			o->diff_ok = 0;
+			return;
+		}
+	}
+	last = (to - 1) / p->page_size;
+	for (pg = from / p->page_size; pg <= last && pg < o->diff_n; pg++)
+		o->diff[pg / 64] |= 1ULL << (pg % 64);
+}
+
 /* Copy the src bytes of pages [from, to) into the working run. */
 static int pages_fill_range(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t to)
 {
@@ -160,12 +211,14 @@ static int pages_need(struct pages *p, struct kvb_obj *o, uint64_t size)
  * Before modifying bytes below `from`: leave a shared run if they are
  * committed.  With lazy set, and a shared run that is exactly the committed
  * one (nothing appended in place), the new run starts unfilled (see the
- * top); otherwise the bytes are copied now.
+ * top): the spare run when it is ready and large enough, holding every
+ * page but its stale ones, else a fresh one; otherwise the bytes are
+ * copied now.
  */
 static int pages_cow(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t size, int lazy)
 {
 	struct kvb_map fresh = { 0 };
-	uint64_t n, np;
+	uint64_t n, np, pg, unfilled;
 	int ret;
 
 	if (!pages_shared(o) || from >= o->c.size)
@@ -177,16 +230,32 @@ static int pages_cow(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t
 	o->filled = calloc((np + 63) / 64, sizeof(*o->filled));
 	if (!o->filled)
 		return -ENOMEM;
-	ret = pages_alloc_run(p, o->key, o->klen, n, &fresh);
-	if (ret) {
-		free(o->filled);
-		o->filled = NULL;
-		return ret;
+	unfilled = np;
+	if (o->spare.bucket >= 0 && o->spare.npages >= n && pages_spare_ready(p, o)) {
+		fresh = o->spare;
+		for (pg = 0; pg < np && pg < o->spare_n; pg++) {
+			if (!o->spare_stale || !pages_bit(o->spare_stale, pg)) {
+				o->filled[pg / 64] |= 1ULL << (pg % 64);
+				unfilled--;
+			}
+		}
+		free(o->spare_stale);
+		o->spare_stale = NULL;
+		o->spare = KVB_MAP_EMPTY;
+	} else {
+		ret = pages_alloc_run(p, o->key, o->klen, n, &fresh);
+		if (ret) {
+			free(o->filled);
+			o->filled = NULL;
+			return ret;
+		}
 	}
 	o->src = o->w;
-	o->unfilled = np;
+	o->unfilled = unfilled;
 	fresh.size = o->w.size;
 	o->w = fresh;
+	if (!o->unfilled)
+		pages_src_done(o);
 	return 0;
 }
 
@@ -220,6 +289,8 @@ int pages_obj_open(void *arg, const struct kvb_map *c, const char *key, size_t k
 	o->c = *c;
 	o->w = *c;
 	o->src = KVB_MAP_EMPTY;
+	o->spare = KVB_MAP_EMPTY;
+	o->diff_ok = 1;
 	pthread_mutex_init(&o->fill_lock, NULL);
 	memcpy(o->key, key, klen);
 	o->klen = klen;
@@ -252,6 +323,11 @@ ssize_t pages_obj_write(void *arg, struct kvb_obj *o, const void *buf, size_t le
 		ret = pages_fill_partial(p, o, (end - 1) / p->page_size, off, end);
 	if (!ret)
 		ret = pages_write_all(p, (uint32_t)o->w.bucket, buf, len, pages_byte(p, &o->w, off));
+	/* The written bytes, and the zeros before them, are no longer c's. */
+	if (ret)
+		o->diff_ok = 0;
+	else
+		pages_mark_diff(p, o, off < o->w.size ? off : o->w.size, end);
 	/* Bytes below the running checksum may have changed even if the write failed. */
 	if (ret && off < o->h.done)
 		o->hash_ok = 0;
@@ -294,6 +370,7 @@ int pages_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size)
 		return -EFBIG;
 	if (size == o->w.size)
 		return 0;
+	o->diff_ok = 0;
 	/*
 	 * A shrink needs the working run to hold its bytes (the tail it cuts
 	 * may be refilled later by zeros only).  A grow zero-fills past
@@ -382,7 +459,7 @@ int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_
 {
 	struct pages *p = arg;
 	uint64_t *pcs;
-	int ret;
+	int ret, reuse;
 
 	ret = pages_fill_all(p, o);
 	if (ret)
@@ -398,6 +475,9 @@ int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_
 				return ret;
 		}
 	}
+	/* c's page sums, kept from its commit, stand for the pages written since. */
+	reuse = o->pcs_c && o->diff_ok && o->diff;
+	o->pcs_c = 0;
 	pcs = realloc(o->pcs, (map->npages + 1) * sizeof(*pcs));
 	if (!pcs)
 		return -ENOMEM;
@@ -405,7 +485,8 @@ int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_
 	if (o->hash_ok && o->h.done == map->size) {
 		hasher_result(&o->h, p->page_size, csum, pcs);
 	} else {
-		ret = pages_hash_map(p, map, csum, pcs);
+		ret = pages_hash_map(p, map, csum, pcs, reuse ? o->diff : NULL,
+				     reuse ? o->diff_n : 0);
 		if (ret)
 			return ret;
 	}
@@ -439,6 +520,8 @@ void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 
 	if (!ok)
 		return;
+	/* A spare holds a version before c: after this commit, two before. */
+	pages_spare_drop(p, o);
 	/*
 	 * Free every page the old committed run or the working run held that
 	 * the new mapping (always a prefix of the working run) does not.
@@ -449,7 +532,22 @@ void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 		if (owned > n->npages)
 			pages_free_tail(p, o, n->npages, owned);
 	} else {
-		pages_free_later(p, o->c.bucket, o->c.page, o->c.npages);
+		if (o->diff_ok && o->c.bucket >= 0) {
+			/*
+			 * The old run becomes the spare, not free: it is written again
+			 * only after a barrier has made this commit durable, as a
+			 * freed run would be.
+			 */
+			o->spare = o->c;
+			o->spare_stale = o->diff;
+			o->spare_n = o->diff_n;
+			o->diff = NULL;
+			pthread_mutex_lock(&p->flock);
+			o->spare_epoch = p->barriers_begun;
+			pthread_mutex_unlock(&p->flock);
+		} else {
+			pages_free_later(p, o->c.bucket, o->c.page, o->c.npages);
+		}
 		if (o->w.bucket >= 0 && o->w.npages > n->npages)
 			pages_free_run(p, o->w.bucket, o->w.page + n->npages,
 				       o->w.npages - n->npages);
@@ -457,6 +555,11 @@ void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 	o->c = *n;
 	o->w = *n;
 	o->dirty = 0;
+	free(o->diff);
+	o->diff = NULL;
+	o->diff_n = 0;
+	o->diff_ok = 1;
+	o->pcs_c = 1;
 }
 
 void pages_obj_close(void *arg, struct kvb_obj *o)
@@ -466,8 +569,10 @@ void pages_obj_close(void *arg, struct kvb_obj *o)
 	if (!o)
 		return;
 	pages_drop_working(p, o);
+	pages_spare_drop(p, o);
 	hasher_release(&o->h);
 	free(o->filled);
+	free(o->diff);
 	pthread_mutex_destroy(&o->fill_lock);
 	free(o->pcs);
 	free(o);
@@ -489,6 +594,7 @@ int pages_obj_adopt(void *arg, struct kvb_obj *o, uint64_t size)
 		return -EINVAL;
 	o->w.size = size;
 	o->hash_ok = 0;
+	o->diff_ok = 0;
 	o->dirty = 1;
 	/* The client's writes returned before this: the next barrier syncs them (rule 7). */
 	__atomic_store_n(&p->b[o->w.bucket].dirty, 1, __ATOMIC_RELEASE);
