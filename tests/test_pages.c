@@ -379,6 +379,71 @@ START_TEST(test_spare_run_reused_after_barrier)
 }
 END_TEST
 
+/*
+ * A closing writer's spare run is kept for the object (an mmap stressor
+ * opens, writes and closes again): the next writer finds it; it counts as
+ * free, and goes when the object does.
+ */
+START_TEST(test_spare_run_parked_across_opens)
+{
+	static char want[4 * PS];
+	struct kvb_map c0, c1, c2;
+	struct kvb_obj *o;
+	uint64_t csum, all;
+
+	all = free_pages();
+	c0 = make("park", sizeof(want), 51);
+	fill(want, sizeof(want), 51);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c0, "park", 4, &o), 0);
+	put(o, PS, 3 * PS, 52);
+	fill(want + 3 * PS, PS, 52);
+	commit(o, &c1, &csum);
+	kvb_obj_close(&kvb, o);
+	ck_assert_uint_eq(free_pages(), all - 4);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c1, "park", 4, &o), 0);
+	faults.copies = 0;
+	put(o, PS, PS, 53);
+	fill(want + PS, PS, 53);
+	commit(o, &c2, &csum);
+	kvb_obj_close(&kvb, o);
+	/* c0's run again, stale in page 3 only: one copy (a fresh run: pages 0 and 2-3). */
+	ck_assert_uint_eq(c2.bucket, c0.bucket);
+	ck_assert_uint_eq(c2.page, c0.page);
+	ck_assert_uint_eq(faults.copies, 1);
+	expect(&c2, want, sizeof(want));
+	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
+	/* The object goes, its parked spare with it. */
+	ck_assert_int_eq(kvb_remove(&kvb, &c2), 0);
+	settle();
+	ck_assert_uint_eq(free_pages(), all);
+	/* A new object in the same run finds no spare of the old one's. */
+	c0 = make("park", sizeof(want), 54);
+	fill(want, sizeof(want), 54);
+	ck_assert_uint_eq(c0.bucket, c2.bucket);
+	ck_assert_uint_eq(c0.page, c2.page);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c0, "park", 4, &o), 0);
+	put(o, PS, PS, 55);
+	fill(want + PS, PS, 55);
+	commit(o, &c1, &csum);
+	kvb_obj_close(&kvb, o);
+	expect(&c1, want, sizeof(want));
+	ck_assert_int_eq(kvb_remove(&kvb, &c1), 0);
+	settle();
+	{
+		struct kvb_map empty = KVB_MAP_EMPTY;
+		uint64_t n = all;
+		struct kvb_obj *b;
+
+		/* Every page can be allocated: no spare is left holding any. */
+		ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "big", 3, &b), 0);
+		while (n > 0 && kvb_obj_reserve(&kvb, b, n * PS) != 0)
+			n--;
+		ck_assert_uint_eq(n, all / 2); /* two buckets, one run */
+		kvb_obj_close(&kvb, b);
+	}
+}
+END_TEST
+
 /* Kept page sums: an append changes the last page's, past the old size too. */
 START_TEST(test_kept_sums_after_append)
 {
@@ -662,6 +727,7 @@ static Suite *pages_suite(void)
 	tcase_add_test(mem, test_copy_inside_storage_and_fallback);
 	tcase_add_test(mem, test_spare_run_reused_after_barrier);
 	tcase_add_test(mem, test_kept_sums_after_append);
+	tcase_add_test(mem, test_spare_run_parked_across_opens);
 	tcase_add_test(mem, test_abandoned_write_frees_pages);
 	tcase_add_test(mem, test_truncate);
 	tcase_add_test(mem, test_efbig_enospc_spill);

@@ -113,6 +113,7 @@ static int pages_remove(void *arg, const struct kvb_map *m)
 		return 0;
 	if (pages_check_map(p, m))
 		return -EUCLEAN;
+	pages_park_forget(p, m);
 	return pages_free_later(p, m->bucket, m->page, m->npages);
 }
 
@@ -231,6 +232,10 @@ static int pages_statfs(void *arg, struct kvb_statfs *st)
 		st->blocks_free += alloc_free_pages(&p->b[i].a);
 		pthread_mutex_unlock(&p->b[i].lock);
 	}
+	/* Parked spare runs are given up before any allocation fails: free. */
+	pthread_mutex_lock(&p->park_lock);
+	st->blocks_free += p->parked_pages;
+	pthread_mutex_unlock(&p->park_lock);
 	/*
 	 * Allocated pages hold their blocks (io_reserve) and freed ones are
 	 * punched, so a new page costs one page of the backing filesystem:
@@ -367,6 +372,8 @@ static int pages_stop(void *arg, struct meta *m)
 	uint32_t i;
 	int ret = 0;
 
+	/* After the last barrier: the spares are free, not in the snapshot. */
+	pages_park_clear(p);
 	for (i = 0; i < p->nbuckets && !ret; i++) {
 		ret = io_sync(p, i);
 		if (!ret) {
@@ -421,9 +428,12 @@ static void pages_free(void *arg)
 		alloc_release(&p->b[i].a);
 		pthread_mutex_destroy(&p->b[i].lock);
 	}
+	for (i = 0; i < p->nparked; i++)
+		free(p->parked[i].stale);
 	free(p->b);
 	free(p->freed);
 	pthread_mutex_destroy(&p->flock);
+	pthread_mutex_destroy(&p->park_lock);
 	free(p->root);
 	if (p->io && p->io->release)
 		p->io->release(p->dev);
@@ -494,6 +504,7 @@ static int pages_alloc(struct pages **out, const struct kvb_pages_geom *g, char 
 	p->nbuckets = g->bucket_count;
 	p->keep_free = g->keep_free;
 	pthread_mutex_init(&p->flock, NULL);
+	pthread_mutex_init(&p->park_lock, NULL);
 	p->b = calloc(p->nbuckets, sizeof(*p->b));
 	if (!p->b) {
 		free(p);

@@ -14,7 +14,7 @@
  * Each file calls only those listed below it.
  *
  * Lock order: an object's fill_lock, then a bucket's lock.  flock is
- * never held with a bucket's lock.  The counters are atomics.
+ * never held with a bucket's lock; park_lock with no other.  The counters are atomics.
  */
 #ifndef OFFLOADFS_PAGES_INT_H
 #define OFFLOADFS_PAGES_INT_H
@@ -38,6 +38,9 @@
 #define PAGES_BUCKETS_MAX 256u
 /* The freed list's first allocation, in runs; it doubles from there. */
 #define PAGES_FREED_INITIAL 64
+/* Spare runs kept for closed writers: at most this many, and 1/PAGES_PARKED_SHARE of the pages. */
+#define PAGES_PARKED_MAX 16
+#define PAGES_PARKED_SHARE 16
 /* A hasher's first array of page sums; it doubles from there. */
 #define PAGES_PCS_INITIAL 16
 
@@ -46,6 +49,13 @@ struct pages_bucket {
 	struct alloc a;
 	int fd;             /* bucket files: the file; -1 over another kvb_pages_io */
 	int dirty;          /* written since the last barrier (atomic) */
+};
+
+/* A closed writer's spare run (writer.c), beside the committed run c it was kept for. */
+struct pages_parked {
+	struct kvb_map c, spare;
+	uint64_t *stale;
+	uint64_t n, epoch;
 };
 
 /* A committed run whose record is gone: reusable after the next barrier. */
@@ -76,6 +86,16 @@ struct pages {
 	 * that superseded it has been released.
 	 */
 	uint64_t barriers_begun, barriers_released;
+	/*
+	 * Spare runs of writers that closed, so that a writer that opens the
+	 * object again (an mmap stressor, a client that rewrites in place)
+	 * finds it; dropped when that object's committed run changes or goes,
+	 * when space runs short, and at unmount.
+	 */
+	pthread_mutex_t park_lock; /* guards parked, nparked, parked_pages */
+	struct pages_parked parked[PAGES_PARKED_MAX];
+	unsigned nparked;
+	uint64_t parked_pages;
 };
 
 /* Whole-object and per-page XXH3-64 of a byte stream fed in order. */
@@ -186,5 +206,7 @@ int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_
 			     uint64_t *csum, const uint64_t **pcsums);
 void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok);
 void pages_obj_close(void *arg, struct kvb_obj *o);
+void pages_park_forget(struct pages *p, const struct kvb_map *c);
+void pages_park_clear(struct pages *p);
 
 #endif

@@ -55,28 +55,146 @@ static int pages_bit(const uint64_t *bits, uint64_t pg)
 	return (bits[pg / 64] >> (pg % 64)) & 1;
 }
 
-/* The spare run may be written: a barrier begun after the commit that superseded it is done. */
-static int pages_spare_ready(struct pages *p, const struct kvb_obj *o)
+/* A spare run may be written: a barrier begun after the commit that superseded it is done. */
+static int pages_epoch_passed(struct pages *p, uint64_t epoch)
 {
 	uint64_t done;
 
 	pthread_mutex_lock(&p->flock);
 	done = p->barriers_released;
 	pthread_mutex_unlock(&p->flock);
-	return done > o->spare_epoch;
+	return done > epoch;
+}
+
+static int pages_spare_ready(struct pages *p, const struct kvb_obj *o)
+{
+	return pages_epoch_passed(p, o->spare_epoch);
+}
+
+/* Free a spare run: at once if ready, else (a version a crash may still need) after a barrier. */
+static void pages_free_spare(struct pages *p, const struct kvb_map *spare, uint64_t epoch)
+{
+	if (spare->bucket < 0)
+		return;
+	if (pages_epoch_passed(p, epoch))
+		pages_free_run(p, spare->bucket, spare->page, spare->npages);
+	else
+		pages_free_later(p, spare->bucket, spare->page, spare->npages);
 }
 
 static void pages_spare_drop(struct pages *p, struct kvb_obj *o)
 {
-	if (o->spare.bucket >= 0) {
-		if (pages_spare_ready(p, o))
-			pages_free_run(p, o->spare.bucket, o->spare.page, o->spare.npages);
-		else
-			pages_free_later(p, o->spare.bucket, o->spare.page, o->spare.npages);
-	}
+	pages_free_spare(p, &o->spare, o->spare_epoch);
 	free(o->spare_stale);
 	o->spare_stale = NULL;
 	o->spare = KVB_MAP_EMPTY;
+}
+
+/* ---- spare runs of closed writers ---- */
+
+static void pages_parked_free(struct pages *p, struct pages_parked *e)
+{
+	pages_free_spare(p, &e->spare, e->epoch);
+	free(e->stale);
+}
+
+/*
+ * Take out every parked spare kept beside committed run c's first page;
+ * the one kept for exactly c goes to o when o is set, the others are freed.
+ */
+static void pages_park_take(struct pages *p, const struct kvb_map *c, struct kvb_obj *o)
+{
+	struct pages_parked out[PAGES_PARKED_MAX];
+	unsigned i, nout = 0;
+
+	pthread_mutex_lock(&p->park_lock);
+	for (i = 0; i < p->nparked;) {
+		struct pages_parked *e = &p->parked[i];
+
+		if (e->c.bucket != c->bucket || e->c.page != c->page) {
+			i++;
+			continue;
+		}
+		p->parked_pages -= e->spare.npages;
+		out[nout++] = *e;
+		*e = p->parked[--p->nparked];
+	}
+	pthread_mutex_unlock(&p->park_lock);
+	for (i = 0; i < nout; i++) {
+		struct pages_parked *e = &out[i];
+
+		if (o && o->spare.bucket < 0 && e->c.npages == c->npages && e->c.size == c->size) {
+			o->spare = e->spare;
+			o->spare_stale = e->stale;
+			o->spare_n = e->n;
+			o->spare_epoch = e->epoch;
+		} else {
+			pages_parked_free(p, e);
+		}
+	}
+}
+
+/* Committed run c changes or goes: a spare kept for it says nothing of what comes next. */
+void pages_park_forget(struct pages *p, const struct kvb_map *c)
+{
+	if (c->bucket >= 0)
+		pages_park_take(p, c, NULL);
+}
+
+/* Free every parked spare (unmount, space running short). */
+void pages_park_clear(struct pages *p)
+{
+	struct pages_parked out[PAGES_PARKED_MAX];
+	unsigned i, n;
+
+	pthread_mutex_lock(&p->park_lock);
+	n = p->nparked;
+	memcpy(out, p->parked, n * sizeof(*out));
+	p->nparked = 0;
+	p->parked_pages = 0;
+	pthread_mutex_unlock(&p->park_lock);
+	for (i = 0; i < n; i++)
+		pages_parked_free(p, &out[i]);
+}
+
+/* Keep a closing writer's spare for its committed run, the oldest making room. */
+static void pages_park(struct pages *p, struct kvb_obj *o)
+{
+	struct pages_parked e = { o->c, o->spare, o->spare_stale, o->spare_n, o->spare_epoch };
+	struct pages_parked old[PAGES_PARKED_MAX];
+	uint64_t limit = p->npages * p->nbuckets / PAGES_PARKED_SHARE;
+	unsigned nold = 0, i;
+
+	o->spare_stale = NULL;
+	o->spare = KVB_MAP_EMPTY;
+	if (e.spare.npages > limit) {
+		pages_parked_free(p, &e);
+		return;
+	}
+	pthread_mutex_lock(&p->park_lock);
+	while (p->nparked && (p->nparked == PAGES_PARKED_MAX ||
+			      p->parked_pages + e.spare.npages > limit)) {
+		old[nold] = p->parked[0];
+		p->parked_pages -= old[nold++].spare.npages;
+		memmove(p->parked, p->parked + 1, --p->nparked * sizeof(*p->parked));
+	}
+	p->parked[p->nparked++] = e;
+	p->parked_pages += e.spare.npages;
+	pthread_mutex_unlock(&p->park_lock);
+	for (i = 0; i < nold; i++)
+		pages_parked_free(p, &old[i]);
+}
+
+/* A fresh run; short of space, parked spares are given up first. */
+static int pages_alloc_fresh(struct pages *p, struct kvb_obj *o, uint64_t n, struct kvb_map *out)
+{
+	int ret = pages_alloc_run(p, o->key, o->klen, n, out);
+
+	if (ret == -ENOSPC && __atomic_load_n(&p->nparked, __ATOMIC_RELAXED)) {
+		pages_park_clear(p);
+		ret = pages_alloc_run(p, o->key, o->klen, n, out);
+	}
+	return ret;
 }
 
 /* Bytes [from, to) of the working state may no longer be c's. */
@@ -177,7 +295,7 @@ static int pages_move(struct pages *p, struct kvb_obj *o, uint64_t n)
 	struct kvb_map fresh = { 0 };
 	int ret;
 
-	ret = pages_alloc_run(p, o->key, o->klen, n, &fresh);
+	ret = pages_alloc_fresh(p, o, n, &fresh);
 	if (ret)
 		return ret;
 	if (o->w.bucket >= 0) {
@@ -243,7 +361,7 @@ static int pages_cow(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t
 		o->spare_stale = NULL;
 		o->spare = KVB_MAP_EMPTY;
 	} else {
-		ret = pages_alloc_run(p, o->key, o->klen, n, &fresh);
+		ret = pages_alloc_fresh(p, o, n, &fresh);
 		if (ret) {
 			free(o->filled);
 			o->filled = NULL;
@@ -272,7 +390,6 @@ int pages_obj_open(void *arg, const struct kvb_map *c, const char *key, size_t k
 	const char *slash = memchr(key, '/', klen);
 	struct kvb_obj *o;
 
-	(void)arg;
 	/* The home bucket hashes the key below the tenant directory. */
 	if (slash) {
 		klen -= (size_t)(slash + 1 - key);
@@ -294,6 +411,8 @@ int pages_obj_open(void *arg, const struct kvb_map *c, const char *key, size_t k
 	pthread_mutex_init(&o->fill_lock, NULL);
 	memcpy(o->key, key, klen);
 	o->klen = klen;
+	if (c->bucket >= 0)
+		pages_park_take(arg, c, o);
 	*out = o;
 	return 0;
 }
@@ -522,6 +641,7 @@ void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 		return;
 	/* A spare holds a version before c: after this commit, two before. */
 	pages_spare_drop(p, o);
+	pages_park_forget(p, &o->c);
 	/*
 	 * Free every page the old committed run or the working run held that
 	 * the new mapping (always a prefix of the working run) does not.
@@ -569,6 +689,8 @@ void pages_obj_close(void *arg, struct kvb_obj *o)
 	if (!o)
 		return;
 	pages_drop_working(p, o);
+	if (o->spare.bucket >= 0 && o->c.bucket >= 0)
+		pages_park(p, o);
 	pages_spare_drop(p, o);
 	hasher_release(&o->h);
 	free(o->filled);
