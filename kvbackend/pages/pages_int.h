@@ -26,6 +26,9 @@
 
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
+#ifdef OFS_XXH_DISPATCH
+#include <xxh_x86dispatch.h> /* the same sums, with the widest vectors the CPU has */
+#endif
 
 #include "alloc.h"
 #include "kvb.h"
