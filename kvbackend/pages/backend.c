@@ -17,6 +17,12 @@
  *  - Pages reachable only from the working state are freed when it is
  *    dropped; committed pages are freed only in commit_done(ok=1) or by
  *    remove, after the metadata no longer points at them.
+ *  - A commit from a private run keeps the old committed run as the
+ *    writer's spare (writer.c), with the pages that commit changed; the
+ *    next copy-on-write writes into it, copying only those, once a barrier
+ *    begun after that commit has been released (as a freed run would be
+ *    reused).  Closed writers' spares are parked beside their committed
+ *    run for the object's next writer.
  *
  * The files of the backend, and the lock order, are listed in pages_int.h.
  */
