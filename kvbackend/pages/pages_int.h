@@ -95,7 +95,7 @@ struct pages {
 	 * finds it; dropped when that object's committed run changes or goes,
 	 * when space runs short, and at unmount.
 	 */
-	pthread_mutex_t park_lock; /* guards parked, nparked, parked_pages */
+	pthread_mutex_t park_lock; /* guards parked, nparked (also read as a hint), parked_pages */
 	struct pages_parked parked[PAGES_PARKED_MAX];
 	unsigned nparked;
 	uint64_t parked_pages;
