@@ -39,6 +39,11 @@ struct kvb_pages_io {
 	 */
 	ssize_t (*copy)(void *dev, uint32_t fb, uint64_t from, uint32_t tb, uint64_t to,
 			size_t len);
+	/*
+	 * Optional: bytes [off, off + len) will be synced soon: start writing
+	 * them to stable storage now (a hint; it cannot fail).
+	 */
+	void (*writeback)(void *dev, uint32_t b, uint64_t off, uint64_t len);
 	/* Optional: bytes about to be read (a hint; it cannot fail). */
 	void (*willneed)(void *dev, uint32_t b, uint64_t off, uint64_t len);
 	/* Optional: called once when the backend is released, the last call on dev. */

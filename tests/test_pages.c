@@ -444,6 +444,40 @@ START_TEST(test_spare_run_parked_across_opens)
 }
 END_TEST
 
+/*
+ * A large write into a spare run being written again (a writer that
+ * syncs, as an msync loop does) asks for its write-out at once; a write
+ * into a fresh run, or a small one, does not.
+ */
+START_TEST(test_rewrite_starts_writeback)
+{
+	static char want[64 * PS];
+	struct kvb_map c0, c1, c2;
+	struct kvb_obj *o;
+	uint64_t csum;
+
+	c0 = make("wb", sizeof(want), 61); /* a whole bucket: the rewrites take the other */
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c0, "wb", 2, &o), 0);
+	faults.writebacks = 0;
+	put(o, sizeof(want), 0, 62);
+	ck_assert_uint_eq(faults.writebacks, 0); /* a fresh run */
+	commit(o, &c1, &csum);
+	put(o, sizeof(want), 0, 63);
+	fill(want, sizeof(want), 63);
+	ck_assert_uint_eq(faults.writebacks, 1); /* c0's run again */
+	ck_assert_uint_eq(faults.writeback_bytes, sizeof(want));
+	put(o, PS, 0, 64);
+	fill(want, PS, 64);
+	ck_assert_uint_eq(faults.writebacks, 1);
+	commit(o, &c2, &csum);
+	kvb_obj_close(&kvb, o);
+	ck_assert_uint_eq(c2.bucket, c0.bucket);
+	ck_assert_uint_eq(c2.page, c0.page);
+	expect(&c2, want, sizeof(want));
+	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
+}
+END_TEST
+
 /* Kept page sums: an append changes the last page's, past the old size too. */
 START_TEST(test_kept_sums_after_append)
 {
@@ -728,6 +762,7 @@ static Suite *pages_suite(void)
 	tcase_add_test(mem, test_spare_run_reused_after_barrier);
 	tcase_add_test(mem, test_kept_sums_after_append);
 	tcase_add_test(mem, test_spare_run_parked_across_opens);
+	tcase_add_test(mem, test_rewrite_starts_writeback);
 	tcase_add_test(mem, test_abandoned_write_frees_pages);
 	tcase_add_test(mem, test_truncate);
 	tcase_add_test(mem, test_efbig_enospc_spill);

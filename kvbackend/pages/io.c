@@ -116,6 +116,13 @@ int io_copy(struct pages *p, uint32_t fb, uint64_t from, uint32_t tb, uint64_t t
 }
 
 /* Advisory: nothing to count, nothing to fail. */
+void io_writeback(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
+{
+	if (p->io->writeback)
+		p->io->writeback(p->dev, b, off, len);
+}
+
+/* Advisory: nothing to count, nothing to fail. */
 void io_willneed(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
 {
 	if (p->io->willneed)
@@ -197,6 +204,14 @@ static ssize_t file_copy(void *dev, uint32_t fb, uint64_t from, uint32_t tb, uin
 	/* In the kernel: no pass through our memory, shared blocks on XFS or btrfs. */
 	n = copy_file_range(p->b[fb].fd, &in, p->b[tb].fd, &out, len, 0);
 	return n < 0 ? -errno : n;
+}
+
+static void file_writeback(void *dev, uint32_t b, uint64_t off, uint64_t len)
+{
+	struct pages *p = dev;
+
+	/* Starts the write-out and returns: the fsync that follows has less to wait for. */
+	(void)sync_file_range(p->b[b].fd, (off_t)off, (off_t)len, SYNC_FILE_RANGE_WRITE);
 }
 
 static void file_willneed(void *dev, uint32_t b, uint64_t off, uint64_t len)
@@ -282,6 +297,7 @@ static const struct kvb_pages_io file_io = {
 	.reserve = file_reserve,
 	.punch = file_punch,
 	.copy = file_copy,
+	.writeback = file_writeback,
 	.willneed = file_willneed,
 };
 

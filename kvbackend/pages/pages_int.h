@@ -36,6 +36,8 @@
 
 /* Bytes copied or hashed per read of a run. */
 #define PAGES_COPY_CHUNK (1u << 20)
+/* A write of a spare run this large starts its write-out at once (io_writeback). */
+#define PAGES_WRITEBACK_MIN (256u << 10)
 /* The geometry a store may have (kvb_pages_init_io checks it). */
 #define PAGES_PAGE_SIZE_MIN 512u
 #define PAGES_BUCKETS_MAX 256u
@@ -141,6 +143,11 @@ struct kvb_obj {
 	struct kvb_map spare;
 	uint64_t *spare_stale;
 	uint64_t spare_n, spare_epoch;
+	/*
+	 * The working run is the spare written again: the writer syncs (an
+	 * msync, an fsync loop), so large writes start their write-out early.
+	 */
+	int rewrite;
 	size_t klen;
 	char key[];
 };
@@ -172,6 +179,7 @@ int io_reserve(struct pages *p, uint32_t b, uint64_t page, uint64_t n);
 void io_punch(struct pages *p, uint32_t b, uint64_t page, uint64_t n);
 int io_copy(struct pages *p, uint32_t fb, uint64_t from, uint32_t tb, uint64_t to, uint64_t len,
 	    uint64_t *done);
+void io_writeback(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
 void io_willneed(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
 int pages_write_all(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off);
 int pages_read_all(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off);

@@ -308,6 +308,7 @@ static int pages_move(struct pages *p, struct kvb_obj *o, uint64_t n)
 	}
 	fresh.size = o->w.size;
 	o->w = fresh;
+	o->rewrite = 0;
 	return 0;
 }
 
@@ -360,6 +361,7 @@ static int pages_cow(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t
 		free(o->spare_stale);
 		o->spare_stale = NULL;
 		o->spare = KVB_MAP_EMPTY;
+		o->rewrite = 1;
 	} else {
 		ret = pages_alloc_fresh(p, o, n, &fresh);
 		if (ret) {
@@ -447,6 +449,8 @@ ssize_t pages_obj_write(void *arg, struct kvb_obj *o, const void *buf, size_t le
 		o->diff_ok = 0;
 	else
 		pages_mark_diff(p, o, off < o->w.size ? off : o->w.size, end);
+	if (!ret && o->rewrite && len >= PAGES_WRITEBACK_MIN)
+		io_writeback(p, (uint32_t)o->w.bucket, pages_byte(p, &o->w, off), len);
 	/* Bytes below the running checksum may have changed even if the write failed. */
 	if (ret && off < o->h.done)
 		o->hash_ok = 0;
@@ -454,6 +458,7 @@ ssize_t pages_obj_write(void *arg, struct kvb_obj *o, const void *buf, size_t le
 		/* Undo the move this write began: the writer is left as it was, holding nothing new. */
 		pages_free_run(p, o->w.bucket, o->w.page, o->w.npages);
 		o->w = o->src;
+		o->rewrite = 0;
 		pages_src_done(o);
 	}
 	if (ret)
@@ -675,6 +680,7 @@ void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 	o->c = *n;
 	o->w = *n;
 	o->dirty = 0;
+	o->rewrite = 0;
 	free(o->diff);
 	o->diff = NULL;
 	o->diff_n = 0;

@@ -87,6 +87,19 @@ static int mem_sync(void *dev, uint32_t b)
 	return 0;
 }
 
+/* Nothing to write out in memory: the hint is only counted, for tests. */
+static void mem_writeback(void *dev, uint32_t b, uint64_t off, uint64_t len)
+{
+	struct mem_buckets *m = dev;
+
+	(void)b;
+	(void)off;
+	if (m->faults) {
+		m->faults->writebacks++;
+		m->faults->writeback_bytes += len;
+	}
+}
+
 /* Nothing to prefetch in memory: the hint is only recorded, for tests. */
 static void mem_willneed(void *dev, uint32_t b, uint64_t off, uint64_t len)
 {
@@ -120,6 +133,7 @@ static const struct kvb_pages_io mem_io = {
 	.zero = mem_zero,
 	.sync = mem_sync,
 	.copy = mem_copy,
+	.writeback = mem_writeback,
 	.willneed = mem_willneed,
 	.release = mem_release,
 };

@@ -18,6 +18,9 @@ struct kvb_mem_faults {
 	/* Copies inside the buckets asked for; copy_err (-EXDEV, ...): they all fail with it. */
 	unsigned long copies;
 	int copy_err;
+	/* Write-outs asked to start early (hints), and the bytes they covered. */
+	unsigned long writebacks;
+	uint64_t writeback_bytes;
 	/* The read-ahead hints asked for, and the last one (bucket, byte range). */
 	unsigned long willneeds;
 	uint32_t willneed_bucket;
