@@ -31,13 +31,19 @@ struct kvb_pages_io {
 	int (*reserve)(void *dev, uint32_t b, uint64_t off, uint64_t len);
 	int (*punch)(void *dev, uint32_t b, uint64_t off, uint64_t len);
 	/*
-	 * Optional: copy len bytes at from_off of bucket from to to_off of
-	 * bucket to inside the storage (the ranges never overlap).
-	 * -EOPNOTSUPP when it cannot, before anything was copied: the caller
-	 * copies through memory.
+	 * Optional: copy up to len bytes from (fb, from) to (tb, to), ranges
+	 * that never overlap, without passing them through the caller (the
+	 * backing filesystem may share the blocks).  Bytes copied (> 0), or
+	 * negative errno; -EXDEV, -EOPNOTSUPP, -ENOSYS, -EINVAL (or 0 bytes)
+	 * mean it cannot here: the backend then reads and writes them itself.
 	 */
-	int (*copy)(void *dev, uint32_t from, uint64_t from_off, uint32_t to, uint64_t to_off,
-		    uint64_t len);
+	ssize_t (*copy)(void *dev, uint32_t fb, uint64_t from, uint32_t tb, uint64_t to,
+			size_t len);
+	/*
+	 * Optional: bytes [off, off + len) will be synced soon: start writing
+	 * them to stable storage now (a hint; it cannot fail).
+	 */
+	void (*writeback)(void *dev, uint32_t b, uint64_t off, uint64_t len);
 	/* Optional: bytes about to be read (a hint; it cannot fail). */
 	void (*willneed)(void *dev, uint32_t b, uint64_t off, uint64_t len);
 	/* Optional: called once when the backend is released, the last call on dev. */

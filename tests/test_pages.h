@@ -37,10 +37,10 @@ struct kvb_map make(const char *key, size_t len, unsigned seed);
 
 /*
  * kvb_obj_copy over the backend in kvb (made by the caller, emptied when
- * it returns): bytes and checksums right; in_kernel: the buckets copied
- * by themselves (copy_file_range(2)).
+ * it returns): bytes and checksums right, the buckets copying by themselves
+ * (memory, or copy_file_range(2) between bucket files).
  */
-void copy_checks(int in_kernel);
+void copy_checks(void);
 
 /* test_pages_durable.c: barriers, checksums, verified reads, power cuts. */
 void pages_add_durable(TCase *mem);

@@ -481,7 +481,7 @@ START_TEST(test_copy_range_files)
 	char err[256];
 
 	ck_assert_int_eq(kvb_pages_init(&kvb, dir, &g, 1, err, sizeof(err)), 0);
-	copy_checks(1);
+	copy_checks();
 	kvb_release(&kvb);
 }
 END_TEST

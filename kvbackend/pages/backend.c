@@ -17,6 +17,12 @@
  *  - Pages reachable only from the working state are freed when it is
  *    dropped; committed pages are freed only in commit_done(ok=1) or by
  *    remove, after the metadata no longer points at them.
+ *  - A commit from a private run keeps the old committed run as the
+ *    writer's spare (writer.c), with the pages that commit changed; the
+ *    next copy-on-write writes into it, copying only those, once a barrier
+ *    begun after that commit has been released (as a freed run would be
+ *    reused).  Closed writers' spares are parked beside their committed
+ *    run for the object's next writer.
  *
  * The files of the backend, and the lock order, are listed in pages_int.h.
  */
@@ -113,6 +119,7 @@ static int pages_remove(void *arg, const struct kvb_map *m)
 		return 0;
 	if (pages_check_map(p, m))
 		return -EUCLEAN;
+	pages_park_forget(p, m);
 	return pages_free_later(p, m->bucket, m->page, m->npages);
 }
 
@@ -125,6 +132,7 @@ static int pages_barrier(void *arg, uint64_t *mark)
 	/* The freed list first: only frees recorded before the data sync are covered. */
 	pthread_mutex_lock(&p->flock);
 	*mark = p->nfreed;
+	p->barriers_begun++;
 	pthread_mutex_unlock(&p->flock);
 	for (i = 0; i < p->nbuckets && !ret; i++) {
 		if (__atomic_exchange_n(&p->b[i].dirty, 0, __ATOMIC_ACQ_REL)) {
@@ -147,6 +155,7 @@ static uint64_t pages_release(void *arg, uint64_t mark)
 	 * outside flock: commits queue their frees meanwhile.
 	 */
 	pthread_mutex_lock(&p->flock);
+	p->barriers_released = p->barriers_begun;
 	if (mark > p->nfreed)
 		mark = p->nfreed;
 	runs = mark ? malloc(mark * sizeof(*runs)) : NULL;
@@ -240,6 +249,10 @@ static int pages_statfs(void *arg, struct kvb_statfs *st)
 		cooling += p->b[i].cooling;
 		pthread_mutex_unlock(&p->b[i].lock);
 	}
+	/* Parked spare runs are given up before any allocation fails: free. */
+	pthread_mutex_lock(&p->park_lock);
+	st->blocks_free += p->parked_pages;
+	pthread_mutex_unlock(&p->park_lock);
 	/*
 	 * Allocated pages hold their blocks (io_reserve) and freed ones are
 	 * punched, or warm (holding blocks the next allocation reuses, punched
@@ -286,7 +299,7 @@ static int pages_checksum(void *arg, const struct kvb_map *m, uint64_t *csum)
 	struct pages *p = arg;
 	int ret = pages_check_map(p, m);
 
-	return ret ? ret : pages_hash_map(p, m, csum, NULL);
+	return ret ? ret : pages_hash_map(p, m, csum, NULL, NULL, 0);
 }
 
 /* ---- mount and unmount ---- */
@@ -380,6 +393,8 @@ static int pages_stop(void *arg, struct meta *m)
 	uint32_t i;
 	int ret = 0;
 
+	/* After the last barrier: the spares are free, not in the snapshot. */
+	pages_park_clear(p);
 	/* Nothing free keeps blocks past a clean unmount: fsck finds none. */
 	pages_cool(p, 1);
 	for (i = 0; i < p->nbuckets && !ret; i++) {
@@ -437,11 +452,14 @@ static void pages_free(void *arg)
 		free(p->b[i].warm);
 		pthread_mutex_destroy(&p->b[i].lock);
 	}
+	for (i = 0; i < p->nparked; i++)
+		free(p->parked[i].stale);
 	free(p->b);
 	free(p->freed);
 	pthread_mutex_destroy(&p->flock);
 	free(p->wruns);
 	pthread_mutex_destroy(&p->wlock);
+	pthread_mutex_destroy(&p->park_lock);
 	free(p->root);
 	if (p->io && p->io->release)
 		p->io->release(p->dev);
@@ -528,6 +546,7 @@ static int pages_alloc(struct pages **out, const struct kvb_pages_geom *g, char 
 	p->keep_free = g->keep_free;
 	pthread_mutex_init(&p->flock, NULL);
 	pthread_mutex_init(&p->wlock, NULL);
+	pthread_mutex_init(&p->park_lock, NULL);
 	p->warm_delay_ns = PAGES_WARM_DELAY_MS * 1000000ull;
 	/* An eighth of the store at most: a small store's warm runs stay small. */
 	p->warm_max_pages = PAGES_WARM_MAX / p->page_size;

@@ -58,24 +58,6 @@ int io_sync(struct pages *p, uint32_t b)
 	return ret;
 }
 
-/* -EOPNOTSUPP when the storage cannot copy by itself: nothing was copied. */
-int io_copy(struct pages *p, uint32_t from, uint64_t from_off, uint32_t to, uint64_t to_off,
-	    uint64_t len)
-{
-	int ret;
-
-	assert(from < p->nbuckets && to < p->nbuckets);
-	if (!p->io->copy)
-		return -EOPNOTSUPP;
-	ret = p->io->copy(p->dev, from, from_off, to, to_off, len);
-	if (ret == -EOPNOTSUPP)
-		return ret;
-	pages_count(p, KVB_CALL_COPY, ret < 0);
-	/* As pages_write_all: marked after the bytes, and even after a partial copy. */
-	__atomic_store_n(&p->b[to].dirty, 1, __ATOMIC_RELEASE);
-	return ret;
-}
-
 /* -ENOSPC when the backing filesystem cannot hold the run; 0 when it can or cannot tell. */
 int io_reserve(struct pages *p, uint32_t b, uint64_t page, uint64_t n)
 {
@@ -129,6 +111,50 @@ int io_next_data(struct pages *p, uint32_t b, uint64_t off, uint64_t *s, uint64_
 	*s = (uint64_t)d;
 	*e = (uint64_t)h < p->bucket_size ? (uint64_t)h : p->bucket_size;
 	return *s < *e;
+}
+
+/*
+ * Copy len bytes between runs inside the storage; 1 when it cannot (no
+ * copy method, or it answered that it cannot here), the bytes then still
+ * to copy being told by *done.  Marks the target bucket written, as
+ * pages_write_all does, after the bytes land.
+ */
+int io_copy(struct pages *p, uint32_t fb, uint64_t from, uint32_t tb, uint64_t to, uint64_t len,
+	    uint64_t *done)
+{
+	int ret = 0;
+
+	assert(fb < p->nbuckets && tb < p->nbuckets);
+	*done = 0;
+	if (!p->io->copy || __atomic_load_n(&p->no_copy, __ATOMIC_RELAXED))
+		return 1;
+	while (*done < len) {
+		size_t want = len - *done < PAGES_COPY_CHUNK ? (size_t)(len - *done) : PAGES_COPY_CHUNK;
+		ssize_t n = p->io->copy(p->dev, fb, from + *done, tb, to + *done, want);
+
+		if (n == -EXDEV || n == -EOPNOTSUPP || n == -ENOSYS || n == -EINVAL || n == 0) {
+			/* The same answer next time: buckets share one filesystem. */
+			__atomic_store_n(&p->no_copy, 1, __ATOMIC_RELAXED);
+			ret = 1;
+			break;
+		}
+		pages_count(p, KVB_CALL_COPY, n < 0);
+		if (n < 0) {
+			ret = (int)n;
+			break;
+		}
+		*done += (uint64_t)n;
+	}
+	if (*done || ret < 0)
+		__atomic_store_n(&p->b[tb].dirty, 1, __ATOMIC_RELEASE);
+	return ret;
+}
+
+/* Advisory: nothing to count, nothing to fail. */
+void io_writeback(struct pages *p, uint32_t b, uint64_t off, uint64_t len)
+{
+	if (p->io->writeback)
+		p->io->writeback(p->dev, b, off, len);
 }
 
 /* Advisory: nothing to count, nothing to fail. */
@@ -203,6 +229,26 @@ static ssize_t file_pwrite(void *dev, uint32_t b, const void *buf, size_t len, u
 	return n < 0 ? -errno : n;
 }
 
+static ssize_t file_copy(void *dev, uint32_t fb, uint64_t from, uint32_t tb, uint64_t to,
+			 size_t len)
+{
+	struct pages *p = dev;
+	loff_t in = (loff_t)from, out = (loff_t)to;
+	ssize_t n;
+
+	/* In the kernel: no pass through our memory, shared blocks on XFS or btrfs. */
+	n = copy_file_range(p->b[fb].fd, &in, p->b[tb].fd, &out, len, 0);
+	return n < 0 ? -errno : n;
+}
+
+static void file_writeback(void *dev, uint32_t b, uint64_t off, uint64_t len)
+{
+	struct pages *p = dev;
+
+	/* Starts the write-out and returns: the fsync that follows has less to wait for. */
+	(void)sync_file_range(p->b[b].fd, (off_t)off, (off_t)len, SYNC_FILE_RANGE_WRITE);
+}
+
 static void file_willneed(void *dev, uint32_t b, uint64_t off, uint64_t len)
 {
 	struct pages *p = dev;
@@ -271,34 +317,6 @@ static int file_zero(void *dev, uint32_t b, uint64_t off, uint64_t len)
 	return 0;
 }
 
-/*
- * copy_file_range(2) between bucket files: the kernel moves the bytes
- * page cache to page cache, or shares the blocks (XFS, btrfs).  A
- * filesystem or kernel without it answers before copying anything.
- */
-static int file_copy(void *dev, uint32_t from, uint64_t from_off, uint32_t to, uint64_t to_off,
-		     uint64_t len)
-{
-	struct pages *p = dev;
-	loff_t in = (loff_t)from_off, out = (loff_t)to_off;
-	int copied = 0;
-
-	while (len) {
-		ssize_t n = copy_file_range(p->b[from].fd, &in, p->b[to].fd, &out, (size_t)len, 0);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && !copied &&
-		    (errno == EXDEV || errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL))
-			return -EOPNOTSUPP;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO; /* a bucket file ends past every run */
-		copied = 1;
-		len -= (uint64_t)n;
-	}
-	return 0;
-}
-
 static int file_sync(void *dev, uint32_t b)
 {
 	struct pages *p = dev;
@@ -311,9 +329,10 @@ static const struct kvb_pages_io file_io = {
 	.pwrite = file_pwrite,
 	.zero = file_zero,
 	.sync = file_sync,
-	.copy = file_copy,
 	.reserve = file_reserve,
 	.punch = file_punch,
+	.copy = file_copy,
+	.writeback = file_writeback,
 	.willneed = file_willneed,
 };
 

@@ -15,8 +15,8 @@
  * Each file calls only those listed below it.
  *
  * Lock order: an object's fill_lock, then a bucket's lock.  flock and
- * wlock are never held with a bucket's lock, nor with each other.  The
- * counters are atomics.
+ * wlock are never held with a bucket's lock, nor with each other;
+ * park_lock with no other.  The counters are atomics.
  */
 #ifndef OFFLOADFS_PAGES_INT_H
 #define OFFLOADFS_PAGES_INT_H
@@ -38,11 +38,16 @@
 
 /* Bytes copied or hashed per read of a run. */
 #define PAGES_COPY_CHUNK (1u << 20)
+/* A write of a spare run this large starts its write-out at once (io_writeback). */
+#define PAGES_WRITEBACK_MIN (256u << 10)
 /* The geometry a store may have (kvb_pages_init_io checks it). */
 #define PAGES_PAGE_SIZE_MIN 512u
 #define PAGES_BUCKETS_MAX 256u
 /* The freed list's first allocation, in runs; it doubles from there. */
 #define PAGES_FREED_INITIAL 64
+/* Spare runs kept for closed writers: at most this many, and 1/PAGES_PARKED_SHARE of the pages. */
+#define PAGES_PARKED_MAX 16
+#define PAGES_PARKED_SHARE 16
 /* A hasher's first array of page sums; it doubles from there. */
 #define PAGES_PCS_INITIAL 16
 /*
@@ -62,6 +67,13 @@ struct pages_bucket {
 	uint64_t cooling;     /* warm pages held allocated while they are punched */
 	int fd;             /* bucket files: the file; -1 over another kvb_pages_io */
 	int dirty;          /* written since the last barrier (atomic) */
+};
+
+/* A closed writer's spare run (writer.c), beside the committed run c it was kept for. */
+struct pages_parked {
+	struct kvb_map c, spare;
+	uint64_t *stale;
+	uint64_t n, epoch;
 };
 
 /* A committed run whose record is gone: reusable after the next barrier. */
@@ -96,6 +108,24 @@ struct pages {
 	uint64_t nwruns, wruns_cap;
 	uint64_t warm_pages;    /* warm bits set, all buckets (atomic) */
 	uint64_t warm_delay_ns, warm_max_pages; /* set at creation (tests: shorter) */
+	int no_copy;            /* io->copy cannot copy here: read and write (atomic) */
+	/*
+	 * Barriers begun, and the count as of the last one released (both
+	 * guarded by flock; a release follows its own barrier): a working
+	 * state's spare run is reusable once a barrier begun after the commit
+	 * that superseded it has been released.
+	 */
+	uint64_t barriers_begun, barriers_released;
+	/*
+	 * Spare runs of writers that closed, so that a writer that opens the
+	 * object again (an mmap stressor, a client that rewrites in place)
+	 * finds it; dropped when that object's committed run changes or goes,
+	 * when space runs short, and at unmount.
+	 */
+	pthread_mutex_t park_lock; /* guards parked, nparked (also read as a hint), parked_pages */
+	struct pages_parked parked[PAGES_PARKED_MAX];
+	unsigned nparked;
+	uint64_t parked_pages;
 };
 
 /* Whole-object and per-page XXH3-64 of a byte stream fed in order. */
@@ -121,6 +151,28 @@ struct kvb_obj {
 	uint64_t *filled;  /* bit per page below src.size: the working run holds it */
 	uint64_t unfilled;
 	pthread_mutex_t fill_lock; /* readers settle the view under a shared data lock */
+	/*
+	 * Pages below diff_n (c's pages) whose working bytes may differ from
+	 * c's, while diff_ok (no truncate, adopt or failed write since c was
+	 * committed); NULL: none yet.  pcs_c: pcs holds c's page sums.
+	 */
+	uint64_t *diff;
+	uint64_t diff_n;
+	int diff_ok, pcs_c;
+	/*
+	 * The run of the version before c, kept after a commit for the next
+	 * copy-on-write: it holds that version, which differs from c only in
+	 * the pages set in spare_stale and those at or past spare_n, so only
+	 * those are copied.  Reusable once ready (pages_spare_ready).
+	 */
+	struct kvb_map spare;
+	uint64_t *spare_stale;
+	uint64_t spare_n, spare_epoch;
+	/*
+	 * The working run is the spare written again: the writer syncs (an
+	 * msync, an fsync loop), so large writes start their write-out early.
+	 */
+	int rewrite;
 	size_t klen;
 	char key[];
 };
@@ -148,10 +200,11 @@ ssize_t io_pread(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t of
 ssize_t io_pwrite(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off);
 int io_zero(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
 int io_sync(struct pages *p, uint32_t b);
-int io_copy(struct pages *p, uint32_t from, uint64_t from_off, uint32_t to, uint64_t to_off,
-	    uint64_t len);
 int io_reserve(struct pages *p, uint32_t b, uint64_t page, uint64_t n);
 void io_punch(struct pages *p, uint32_t b, uint64_t page, uint64_t n);
+int io_copy(struct pages *p, uint32_t fb, uint64_t from, uint32_t tb, uint64_t to, uint64_t len,
+	    uint64_t *done);
+void io_writeback(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
 void io_willneed(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
 int pages_write_all(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off);
 int pages_read_all(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off);
@@ -176,7 +229,8 @@ int hasher_init(struct pages_hasher *h);
 void hasher_release(struct pages_hasher *h);
 int hasher_feed(struct pages_hasher *h, uint64_t ps, const char *buf, size_t len);
 void hasher_result(const struct pages_hasher *h, uint64_t ps, uint64_t *csum, uint64_t *pcs);
-int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum, uint64_t *pcs);
+int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum, uint64_t *pcs,
+		   const uint64_t *diff, uint64_t nknown);
 
 /* ---- writer.c ---- */
 
@@ -196,5 +250,7 @@ int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_
 			     uint64_t *csum, const uint64_t **pcsums);
 void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok);
 void pages_obj_close(void *arg, struct kvb_obj *o);
+void pages_park_forget(struct pages *p, const struct kvb_map *c);
+void pages_park_clear(struct pages *p);
 
 #endif

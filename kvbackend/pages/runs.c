@@ -373,47 +373,26 @@ int pages_extend_run(struct pages *p, struct kvb_map *m, uint64_t n)
 
 /* ---- byte I/O over runs ---- */
 
-/* Copy bytes [off, off + len) of from to the same offset of to. */
-int pages_copy_at(struct pages *p, const struct kvb_map *from, const struct kvb_map *to,
-		  uint64_t off, uint64_t len)
-{
-	uint64_t end = off + len;
-	char *buf;
-	int ret = 0;
-
-	if (len == 0)
-		return 0;
-	buf = malloc(PAGES_COPY_CHUNK);
-	if (!buf)
-		return -ENOMEM;
-	while (off < end && !ret) {
-		size_t n = end - off < PAGES_COPY_CHUNK ? (size_t)(end - off) : PAGES_COPY_CHUNK;
-
-		ret = pages_read_all(p, (uint32_t)from->bucket, buf, n, pages_byte(p, from, off));
-		if (!ret)
-			ret = pages_write_all(p, (uint32_t)to->bucket, buf, n, pages_byte(p, to, off));
-		off += n;
-	}
-	free(buf);
-	return ret;
-}
-
 /*
  * Copy len bytes at from_off of from to to_off of to (different runs):
- * inside the storage when it can, else through memory.
+ * inside the storage when it can (io_copy), else through a buffer.
  */
 int pages_copy_range(struct pages *p, const struct kvb_map *from, uint64_t from_off,
 		     const struct kvb_map *to, uint64_t to_off, uint64_t len)
 {
+	uint64_t done;
 	char *buf;
 	int ret;
 
 	if (len == 0)
 		return 0;
 	ret = io_copy(p, (uint32_t)from->bucket, pages_byte(p, from, from_off),
-		      (uint32_t)to->bucket, pages_byte(p, to, to_off), len);
-	if (ret != -EOPNOTSUPP)
+		      (uint32_t)to->bucket, pages_byte(p, to, to_off), len, &done);
+	if (ret <= 0)
 		return ret;
+	from_off += done;
+	to_off += done;
+	len -= done;
 	buf = malloc(len < PAGES_COPY_CHUNK ? len : PAGES_COPY_CHUNK);
 	if (!buf)
 		return -ENOMEM;
@@ -430,6 +409,13 @@ int pages_copy_range(struct pages *p, const struct kvb_map *from, uint64_t from_
 	}
 	free(buf);
 	return ret;
+}
+
+/* Copy bytes [off, off + len) of from to the same offset of to. */
+int pages_copy_at(struct pages *p, const struct kvb_map *from, const struct kvb_map *to,
+		  uint64_t off, uint64_t len)
+{
+	return pages_copy_range(p, from, off, to, off, len);
 }
 
 /* ---- checksums ---- */
@@ -511,8 +497,14 @@ void hasher_result(const struct pages_hasher *h, uint64_t ps, uint64_t *csum,
 		pcs[full] = XXH3_64bits_digest(h->page);
 }
 
-/* Hash an object's bytes as stored: whole and, when pcs is set, per page. */
-int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum, uint64_t *pcs)
+/*
+ * Hash an object's bytes as stored: whole and, when pcs is set, per page.
+ * With diff, the sums of pages below nknown whose bit is clear are in pcs
+ * already (pages unchanged since they were hashed): only the whole sum
+ * reads them.
+ */
+int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum, uint64_t *pcs,
+		   const uint64_t *diff, uint64_t nknown)
 {
 	struct pages_hasher h;
 	char *buf;
@@ -528,16 +520,35 @@ int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum, uin
 	if (!buf)
 		return -ENOMEM;
 	ret = hasher_init(&h);
+	/* Chunks hold whole pages when a page fits in one; else every page is hashed. */
+	if (!pcs || p->page_size > PAGES_COPY_CHUNK)
+		diff = NULL;
 	while (!ret && done < m->size) {
 		size_t n = m->size - done < PAGES_COPY_CHUNK ? (size_t)(m->size - done)
 							     : PAGES_COPY_CHUNK;
+		uint64_t at;
 
 		ret = pages_read_all(p, (uint32_t)m->bucket, buf, n, pages_byte(p, m, done));
-		if (!ret)
+		if (ret)
+			break;
+		if (!diff) {
 			ret = hasher_feed(&h, p->page_size, buf, n);
+			done += n;
+			continue;
+		}
+		XXH3_64bits_update(h.whole, buf, n);
+		for (at = 0; at < n; at += p->page_size) {
+			uint64_t pg = (done + at) / p->page_size;
+			size_t len = n - at < p->page_size ? (size_t)(n - at) : (size_t)p->page_size;
+
+			if (pg >= nknown || ((diff[pg / 64] >> (pg % 64)) & 1))
+				pcs[pg] = XXH3_64bits(buf + at, len);
+		}
 		done += n;
 	}
-	if (!ret) {
+	if (!ret && diff) {
+		*csum = XXH3_64bits_digest(h.whole);
+	} else if (!ret) {
 		uint64_t *tmp = pcs ? pcs : malloc((m->npages + 1) * sizeof(*tmp));
 
 		if (tmp)

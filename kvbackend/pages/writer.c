@@ -50,6 +50,175 @@ static void pages_src_done(struct kvb_obj *o)
 	o->unfilled = 0;
 }
 
+static int pages_bit(const uint64_t *bits, uint64_t pg)
+{
+	return (bits[pg / 64] >> (pg % 64)) & 1;
+}
+
+/* A spare run may be written: a barrier begun after the commit that superseded it is done. */
+static int pages_epoch_passed(struct pages *p, uint64_t epoch)
+{
+	uint64_t done;
+
+	pthread_mutex_lock(&p->flock);
+	done = p->barriers_released;
+	pthread_mutex_unlock(&p->flock);
+	return done > epoch;
+}
+
+static int pages_spare_ready(struct pages *p, const struct kvb_obj *o)
+{
+	return pages_epoch_passed(p, o->spare_epoch);
+}
+
+/* Free a spare run: at once if ready, else (a version a crash may still need) after a barrier. */
+static void pages_free_spare(struct pages *p, const struct kvb_map *spare, uint64_t epoch)
+{
+	if (spare->bucket < 0)
+		return;
+	if (pages_epoch_passed(p, epoch))
+		pages_free_run(p, spare->bucket, spare->page, spare->npages);
+	else
+		pages_free_later(p, spare->bucket, spare->page, spare->npages);
+}
+
+static void pages_spare_drop(struct pages *p, struct kvb_obj *o)
+{
+	pages_free_spare(p, &o->spare, o->spare_epoch);
+	free(o->spare_stale);
+	o->spare_stale = NULL;
+	o->spare = KVB_MAP_EMPTY;
+}
+
+/* ---- spare runs of closed writers ---- */
+
+static void pages_parked_free(struct pages *p, struct pages_parked *e)
+{
+	pages_free_spare(p, &e->spare, e->epoch);
+	free(e->stale);
+}
+
+/*
+ * Take out every parked spare kept beside committed run c's first page;
+ * the one kept for exactly c goes to o when o is set, the others are freed.
+ */
+static void pages_park_take(struct pages *p, const struct kvb_map *c, struct kvb_obj *o)
+{
+	struct pages_parked out[PAGES_PARKED_MAX];
+	unsigned i, nout = 0;
+
+	pthread_mutex_lock(&p->park_lock);
+	for (i = 0; i < p->nparked;) {
+		struct pages_parked *e = &p->parked[i];
+
+		if (e->c.bucket != c->bucket || e->c.page != c->page) {
+			i++;
+			continue;
+		}
+		p->parked_pages -= e->spare.npages;
+		out[nout++] = *e;
+		*e = p->parked[--p->nparked];
+	}
+	pthread_mutex_unlock(&p->park_lock);
+	for (i = 0; i < nout; i++) {
+		struct pages_parked *e = &out[i];
+
+		if (o && o->spare.bucket < 0 && e->c.npages == c->npages && e->c.size == c->size) {
+			o->spare = e->spare;
+			o->spare_stale = e->stale;
+			o->spare_n = e->n;
+			o->spare_epoch = e->epoch;
+		} else {
+			pages_parked_free(p, e);
+		}
+	}
+}
+
+/* Committed run c changes or goes: a spare kept for it says nothing of what comes next. */
+void pages_park_forget(struct pages *p, const struct kvb_map *c)
+{
+	if (c->bucket >= 0)
+		pages_park_take(p, c, NULL);
+}
+
+/* Free every parked spare (unmount, space running short). */
+void pages_park_clear(struct pages *p)
+{
+	struct pages_parked out[PAGES_PARKED_MAX];
+	unsigned i, n;
+
+	pthread_mutex_lock(&p->park_lock);
+	n = p->nparked;
+	memcpy(out, p->parked, n * sizeof(*out));
+	p->nparked = 0;
+	p->parked_pages = 0;
+	pthread_mutex_unlock(&p->park_lock);
+	for (i = 0; i < n; i++)
+		pages_parked_free(p, &out[i]);
+}
+
+/* Keep a closing writer's spare for its committed run, the oldest making room. */
+static void pages_park(struct pages *p, struct kvb_obj *o)
+{
+	struct pages_parked e = { o->c, o->spare, o->spare_stale, o->spare_n, o->spare_epoch };
+	struct pages_parked old[PAGES_PARKED_MAX];
+	uint64_t limit = p->npages * p->nbuckets / PAGES_PARKED_SHARE;
+	unsigned nold = 0, i;
+
+	o->spare_stale = NULL;
+	o->spare = KVB_MAP_EMPTY;
+	if (e.spare.npages > limit) {
+		pages_parked_free(p, &e);
+		return;
+	}
+	pthread_mutex_lock(&p->park_lock);
+	while (p->nparked && (p->nparked == PAGES_PARKED_MAX ||
+			      p->parked_pages + e.spare.npages > limit)) {
+		old[nold] = p->parked[0];
+		p->parked_pages -= old[nold++].spare.npages;
+		memmove(p->parked, p->parked + 1, --p->nparked * sizeof(*p->parked));
+	}
+	p->parked[p->nparked++] = e;
+	p->parked_pages += e.spare.npages;
+	pthread_mutex_unlock(&p->park_lock);
+	for (i = 0; i < nold; i++)
+		pages_parked_free(p, &old[i]);
+}
+
+/* A fresh run; short of space, parked spares are given up first. */
+static int pages_alloc_fresh(struct pages *p, struct kvb_obj *o, uint64_t n, struct kvb_map *out)
+{
+	int ret = pages_alloc_run(p, o->key, o->klen, n, out);
+
+	if (ret == -ENOSPC && __atomic_load_n(&p->nparked, __ATOMIC_RELAXED)) {
+		pages_park_clear(p);
+		ret = pages_alloc_run(p, o->key, o->klen, n, out);
+	}
+	return ret;
+}
+
+/* Bytes [from, to) of the working state may no longer be c's. */
+static void pages_mark_diff(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t to)
+{
+	uint64_t pg, last;
+
+	/* A byte at or past c.size still changes c's last page if it shares it. */
+	if (!o->diff_ok || to <= from || o->c.bucket < 0 ||
+	    from / p->page_size >= pages_for(p, o->c.size))
+		return;
+	if (!o->diff) {
+		o->diff_n = pages_for(p, o->c.size);
+		o->diff = calloc((o->diff_n + 63) / 64, sizeof(*o->diff));
+		if (!o->diff) {
+			o->diff_ok = 0;
+			return;
+		}
+	}
+	last = (to - 1) / p->page_size;
+	for (pg = from / p->page_size; pg <= last && pg < o->diff_n; pg++)
+		o->diff[pg / 64] |= 1ULL << (pg % 64);
+}
+
 /* Copy the src bytes of pages [from, to) into the working run. */
 static int pages_fill_range(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t to)
 {
@@ -126,7 +295,7 @@ static int pages_move(struct pages *p, struct kvb_obj *o, uint64_t n)
 	struct kvb_map fresh = { 0 };
 	int ret;
 
-	ret = pages_alloc_run(p, o->key, o->klen, n, &fresh);
+	ret = pages_alloc_fresh(p, o, n, &fresh);
 	if (ret)
 		return ret;
 	if (o->w.bucket >= 0) {
@@ -139,6 +308,7 @@ static int pages_move(struct pages *p, struct kvb_obj *o, uint64_t n)
 	}
 	fresh.size = o->w.size;
 	o->w = fresh;
+	o->rewrite = 0;
 	return 0;
 }
 
@@ -160,12 +330,14 @@ static int pages_need(struct pages *p, struct kvb_obj *o, uint64_t size)
  * Before modifying bytes below `from`: leave a shared run if they are
  * committed.  With lazy set, and a shared run that is exactly the committed
  * one (nothing appended in place), the new run starts unfilled (see the
- * top); otherwise the bytes are copied now.
+ * top): the spare run when it is ready and large enough, holding every
+ * page but its stale ones, else a fresh one; otherwise the bytes are
+ * copied now.
  */
 static int pages_cow(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t size, int lazy)
 {
 	struct kvb_map fresh = { 0 };
-	uint64_t n, np;
+	uint64_t n, np, pg, unfilled;
 	int ret;
 
 	if (!pages_shared(o) || from >= o->c.size)
@@ -177,16 +349,33 @@ static int pages_cow(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t
 	o->filled = calloc((np + 63) / 64, sizeof(*o->filled));
 	if (!o->filled)
 		return -ENOMEM;
-	ret = pages_alloc_run(p, o->key, o->klen, n, &fresh);
-	if (ret) {
-		free(o->filled);
-		o->filled = NULL;
-		return ret;
+	unfilled = np;
+	if (o->spare.bucket >= 0 && o->spare.npages >= n && pages_spare_ready(p, o)) {
+		fresh = o->spare;
+		for (pg = 0; pg < np && pg < o->spare_n; pg++) {
+			if (!o->spare_stale || !pages_bit(o->spare_stale, pg)) {
+				o->filled[pg / 64] |= 1ULL << (pg % 64);
+				unfilled--;
+			}
+		}
+		free(o->spare_stale);
+		o->spare_stale = NULL;
+		o->spare = KVB_MAP_EMPTY;
+		o->rewrite = 1;
+	} else {
+		ret = pages_alloc_fresh(p, o, n, &fresh);
+		if (ret) {
+			free(o->filled);
+			o->filled = NULL;
+			return ret;
+		}
 	}
 	o->src = o->w;
-	o->unfilled = np;
+	o->unfilled = unfilled;
 	fresh.size = o->w.size;
 	o->w = fresh;
+	if (!o->unfilled)
+		pages_src_done(o);
 	return 0;
 }
 
@@ -203,7 +392,6 @@ int pages_obj_open(void *arg, const struct kvb_map *c, const char *key, size_t k
 	const char *slash = memchr(key, '/', klen);
 	struct kvb_obj *o;
 
-	(void)arg;
 	/* The home bucket hashes the key below the tenant directory. */
 	if (slash) {
 		klen -= (size_t)(slash + 1 - key);
@@ -220,9 +408,13 @@ int pages_obj_open(void *arg, const struct kvb_map *c, const char *key, size_t k
 	o->c = *c;
 	o->w = *c;
 	o->src = KVB_MAP_EMPTY;
+	o->spare = KVB_MAP_EMPTY;
+	o->diff_ok = 1;
 	pthread_mutex_init(&o->fill_lock, NULL);
 	memcpy(o->key, key, klen);
 	o->klen = klen;
+	if (c->bucket >= 0)
+		pages_park_take(arg, c, o);
 	*out = o;
 	return 0;
 }
@@ -266,6 +458,13 @@ static ssize_t pages_obj_put(struct pages *p, struct kvb_obj *o, const struct pa
 		ret = pages_fill_partial(p, o, (end - 1) / p->page_size, off, end);
 	if (!ret)
 		ret = pages_put_bytes(p, o, d, len, off);
+	/* The written bytes, and the zeros before them, are no longer c's. */
+	if (ret)
+		o->diff_ok = 0;
+	else
+		pages_mark_diff(p, o, off < o->w.size ? off : o->w.size, end);
+	if (!ret && o->rewrite && len >= PAGES_WRITEBACK_MIN)
+		io_writeback(p, (uint32_t)o->w.bucket, pages_byte(p, &o->w, off), len);
 	/* Bytes below the running checksum may have changed even if the write failed. */
 	if (ret && off < o->h.done)
 		o->hash_ok = 0;
@@ -273,6 +472,7 @@ static ssize_t pages_obj_put(struct pages *p, struct kvb_obj *o, const struct pa
 		/* Undo the move this write began: the writer is left as it was, holding nothing new. */
 		pages_free_run(p, o->w.bucket, o->w.page, o->w.npages);
 		o->w = o->src;
+		o->rewrite = 0;
 		pages_src_done(o);
 	}
 	if (ret)
@@ -331,6 +531,7 @@ int pages_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size)
 		return -EFBIG;
 	if (size == o->w.size)
 		return 0;
+	o->diff_ok = 0;
 	/*
 	 * A shrink needs the working run to hold its bytes (the tail it cuts
 	 * may be refilled later by zeros only).  A grow zero-fills past
@@ -419,7 +620,7 @@ int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_
 {
 	struct pages *p = arg;
 	uint64_t *pcs;
-	int ret;
+	int ret, reuse;
 
 	ret = pages_fill_all(p, o);
 	if (ret)
@@ -435,6 +636,9 @@ int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_
 				return ret;
 		}
 	}
+	/* c's page sums, kept from its commit, stand for the pages written since. */
+	reuse = o->pcs_c && o->diff_ok && o->diff;
+	o->pcs_c = 0;
 	pcs = realloc(o->pcs, (map->npages + 1) * sizeof(*pcs));
 	if (!pcs)
 		return -ENOMEM;
@@ -442,7 +646,8 @@ int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_
 	if (o->hash_ok && o->h.done == map->size) {
 		hasher_result(&o->h, p->page_size, csum, pcs);
 	} else {
-		ret = pages_hash_map(p, map, csum, pcs);
+		ret = pages_hash_map(p, map, csum, pcs, reuse ? o->diff : NULL,
+				     reuse ? o->diff_n : 0);
 		if (ret)
 			return ret;
 	}
@@ -476,6 +681,9 @@ void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 
 	if (!ok)
 		return;
+	/* A spare holds a version before c: after this commit, two before. */
+	pages_spare_drop(p, o);
+	pages_park_forget(p, &o->c);
 	/*
 	 * Free every page the old committed run or the working run held that
 	 * the new mapping (always a prefix of the working run) does not.
@@ -486,7 +694,22 @@ void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 		if (owned > n->npages)
 			pages_free_tail(p, o, n->npages, owned);
 	} else {
-		pages_free_later(p, o->c.bucket, o->c.page, o->c.npages);
+		if (o->diff_ok && o->c.bucket >= 0) {
+			/*
+			 * The old run becomes the spare, not free: it is written again
+			 * only after a barrier has made this commit durable, as a
+			 * freed run would be.
+			 */
+			o->spare = o->c;
+			o->spare_stale = o->diff;
+			o->spare_n = o->diff_n;
+			o->diff = NULL;
+			pthread_mutex_lock(&p->flock);
+			o->spare_epoch = p->barriers_begun;
+			pthread_mutex_unlock(&p->flock);
+		} else {
+			pages_free_later(p, o->c.bucket, o->c.page, o->c.npages);
+		}
 		if (o->w.bucket >= 0 && o->w.npages > n->npages)
 			pages_free_run(p, o->w.bucket, o->w.page + n->npages,
 				       o->w.npages - n->npages);
@@ -494,6 +717,12 @@ void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 	o->c = *n;
 	o->w = *n;
 	o->dirty = 0;
+	o->rewrite = 0;
+	free(o->diff);
+	o->diff = NULL;
+	o->diff_n = 0;
+	o->diff_ok = 1;
+	o->pcs_c = 1;
 }
 
 void pages_obj_close(void *arg, struct kvb_obj *o)
@@ -503,8 +732,12 @@ void pages_obj_close(void *arg, struct kvb_obj *o)
 	if (!o)
 		return;
 	pages_drop_working(p, o);
+	if (o->spare.bucket >= 0 && o->c.bucket >= 0)
+		pages_park(p, o);
+	pages_spare_drop(p, o);
 	hasher_release(&o->h);
 	free(o->filled);
+	free(o->diff);
 	pthread_mutex_destroy(&o->fill_lock);
 	free(o->pcs);
 	free(o);
@@ -526,6 +759,7 @@ int pages_obj_adopt(void *arg, struct kvb_obj *o, uint64_t size)
 		return -EINVAL;
 	o->w.size = size;
 	o->hash_ok = 0;
+	o->diff_ok = 0;
 	o->dirty = 1;
 	/* The client's writes returned before this: the next barrier syncs them (rule 7). */
 	__atomic_store_n(&p->b[o->w.bucket].dirty, 1, __ATOMIC_RELEASE);

@@ -49,6 +49,25 @@ static ssize_t mem_pwrite(void *dev, uint32_t b, const void *buf, size_t len, ui
 	return (ssize_t)len;
 }
 
+static ssize_t mem_copy(void *dev, uint32_t fb, uint64_t from, uint32_t tb, uint64_t to,
+			size_t len)
+{
+	struct mem_buckets *m = dev;
+
+	if (m->faults) {
+		m->faults->copies++;
+		if (m->faults->copy_err)
+			return m->faults->copy_err;
+		m->faults->writes++;
+		if (m->faults->fail_write_at && m->faults->writes == m->faults->fail_write_at)
+			return -EIO;
+	}
+	if (from + len > m->bucket_size || to + len > m->bucket_size)
+		return -EINVAL;
+	memmove(m->mem[tb] + to, m->mem[fb] + from, len);
+	return (ssize_t)len;
+}
+
 static int mem_zero(void *dev, uint32_t b, uint64_t off, uint64_t len)
 {
 	struct mem_buckets *m = dev;
@@ -66,6 +85,19 @@ static int mem_sync(void *dev, uint32_t b)
 	/* What a power cut cannot take away: the bytes as of this sync. */
 	memcpy(m->durable[b], m->mem[b], m->bucket_size);
 	return 0;
+}
+
+/* Nothing to write out in memory: the hint is only counted, for tests. */
+static void mem_writeback(void *dev, uint32_t b, uint64_t off, uint64_t len)
+{
+	struct mem_buckets *m = dev;
+
+	(void)b;
+	(void)off;
+	if (m->faults) {
+		m->faults->writebacks++;
+		m->faults->writeback_bytes += len;
+	}
 }
 
 /* Nothing to prefetch in memory: the hint is only recorded, for tests. */
@@ -100,6 +132,8 @@ static const struct kvb_pages_io mem_io = {
 	.pwrite = mem_pwrite,
 	.zero = mem_zero,
 	.sync = mem_sync,
+	.copy = mem_copy,
+	.writeback = mem_writeback,
 	.willneed = mem_willneed,
 	.release = mem_release,
 };

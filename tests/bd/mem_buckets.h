@@ -1,7 +1,8 @@
 /*
  * mem_buckets: the pages backend over buckets in memory, for unit tests
  * (a struct kvb_pages_io, pages_io.h).  It can fail the Nth write
- * (fail_write_at, counting from 1) with -EIO, and lose every write since
+ * (fail_write_at, counting from 1) with -EIO, refuse copies inside the
+ * buckets (copy_err), and lose every write since
  * the last sync of its bucket (kvb_mem_power_cut).
  */
 #ifndef OFFLOADFS_TESTS_MEM_BUCKETS_H
@@ -13,7 +14,13 @@
 
 struct kvb_mem_faults {
 	unsigned long fail_write_at;
-	unsigned long writes;
+	unsigned long writes;     /* copies count as writes too */
+	/* Copies inside the buckets asked for; copy_err (-EXDEV, ...): they all fail with it. */
+	unsigned long copies;
+	int copy_err;
+	/* Write-outs asked to start early (hints), and the bytes they covered. */
+	unsigned long writebacks;
+	uint64_t writeback_bytes;
 	/* The read-ahead hints asked for, and the last one (bucket, byte range). */
 	unsigned long willneeds;
 	uint32_t willneed_bucket;

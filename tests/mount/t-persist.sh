@@ -7,7 +7,10 @@
 # O_TRUNC); a temp file renamed over a final name keeps its object (no
 # copy), stats right after, frees the replaced file's pages and survives
 # the kill; a file unlinked while open at the kill is gone and its pages
-# freed; SIGTERM with files open is a clean shutdown that drops the writers.
+# freed; SIGTERM with files open is a clean shutdown that drops the writers;
+# msync loops (a mapping kept, and map-write-msync-unmap rounds, which
+# reuse the previous version's pages) keep every msynced byte through a
+# kill -9 taken while the file is still mapped.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -231,5 +234,54 @@ check_eq "after SIGTERM: free blocks (writers dropped, the orphan's 2 pages back
 	$((free4 + 2)) "$(ofs_free)"
 ofs_umount
 check_fsck_clean "after SIGTERM, remount and a clean unmount"
+
+
+# ---- msync loops, then kill -9 while the file is still mapped ----
+ofs_mount || ofs_bail "cannot mount for the msync loops"
+mkdir -p "$MNT/t1/ms"
+mkrand "$REF/ms_a" $((1024 * 1024))
+mkrand "$REF/ms_b" $((2 * 1024 * 1024 + 5000))
+cp "$REF/ms_a" "$MNT/t1/ms/a"
+cp "$REF/ms_b" "$MNT/t1/ms/b"
+check "msync loops, killed while mapped" python3 -c '
+import mmap, os, random, signal, sys
+a, b, pid = sys.argv[1], sys.argv[2], int(sys.argv[5])
+r = random.Random(17)
+# b: rounds of open, map, write some pages, msync, unmap, close.
+ref_b = bytearray(open(sys.argv[4], "rb").read())
+for _ in range(12):
+    fd = os.open(b, os.O_RDWR)
+    m = mmap.mmap(fd, len(ref_b), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    os.close(fd)
+    for _ in range(r.randrange(1, 40)):
+        off = r.randrange(len(ref_b) - 10000)
+        blk = os.urandom(r.randrange(1, 10000))
+        m[off:off + len(blk)] = blk
+        ref_b[off:off + len(blk)] = blk
+    m.flush()
+    m.close()
+# a: one mapping, a page written and msynced at a time; then the kill.
+ref_a = bytearray(open(sys.argv[3], "rb").read())
+fd = os.open(a, os.O_RDWR)
+m = mmap.mmap(fd, len(ref_a), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+for i in range(300):
+    off = r.randrange(len(ref_a) // 4096) * 4096
+    blk = os.urandom(4096)
+    m[off:off + 4096] = blk
+    ref_a[off:off + 4096] = blk
+    m.flush(off, 4096)
+open(sys.argv[3] + ".exp", "wb").write(ref_a)
+open(sys.argv[4] + ".exp", "wb").write(ref_b)
+os.kill(pid, signal.SIGKILL)
+' "$MNT/t1/ms/a" "$MNT/t1/ms/b" "$REF/ms_a" "$REF/ms_b" "$OFS_PID"
+check "msync loops: detach the dead mount" ofs_kill9
+ofs_fsck
+check_contains "fsck after the msync loops' kill: no checksum mismatch" "checksum mismatches 0" "$OUT"
+check_contains "fsck after the msync loops' kill: no page leaked" "fsck: clean" "$OUT"
+ofs_mount || ofs_bail "cannot mount after the msync loops' kill"
+check_cmp "msync loop on one mapping: every msynced page after kill -9" "$REF/ms_a.exp" "$MNT/t1/ms/a"
+check_cmp "map-write-msync-unmap rounds: content after kill -9" "$REF/ms_b.exp" "$MNT/t1/ms/b"
+ofs_umount
+check_fsck_clean "after the msync loops, kill -9 and a clean unmount"
 
 ofs_done
