@@ -104,9 +104,10 @@ static void pages_cool_run(struct pages *p, int32_t b, uint64_t page, uint64_t n
 			return;
 		}
 		warm_mark(bk->warm, s, e - s, 0);
+		/* With the bits, under the lock: statfs never counts them twice. */
+		__atomic_sub_fetch(&p->warm_pages, e - s, __ATOMIC_RELAXED);
 		bk->cooling += e - s; /* statfs still counts them free */
 		pthread_mutex_unlock(&bk->lock);
-		__atomic_sub_fetch(&p->warm_pages, e - s, __ATOMIC_RELAXED);
 		io_punch(p, (uint32_t)b, s, e - s);
 		pthread_mutex_lock(&bk->lock);
 		bk->cooling -= e - s;
@@ -200,12 +201,13 @@ void pages_warm_seed(struct pages *p)
 				while (pg < end && !alloc_test(&bk->a, pg) && !warm_test(bk->warm, pg))
 					pg++;
 				n = pg - from;
-				if (n)
+				if (n) {
 					warm_mark(bk->warm, from, n, 1);
+					__atomic_add_fetch(&p->warm_pages, n, __ATOMIC_RELAXED);
+				}
 				pthread_mutex_unlock(&bk->lock);
 				if (!n)
 					break;
-				__atomic_add_fetch(&p->warm_pages, n, __ATOMIC_RELAXED);
 				if (!warm_push(p, (int32_t)b, from, n))
 					pages_cool_run(p, (int32_t)b, from, n);
 			}
@@ -217,7 +219,6 @@ void pages_warm_seed(struct pages *p)
 int pages_free_run(struct pages *p, int32_t b, uint64_t page, uint64_t n)
 {
 	struct pages_bucket *bk;
-	uint64_t warmed = 0;
 	int ret;
 
 	if (b < 0 || n == 0)
@@ -229,12 +230,17 @@ int pages_free_run(struct pages *p, int32_t b, uint64_t page, uint64_t n)
 	}
 	pthread_mutex_lock(&bk->lock);
 	ret = alloc_free(&bk->a, page, n);
+	/*
+	 * Counted with the bits, under the lock: an allocation that takes
+	 * the run the moment the lock is let go subtracts them (pages_unwarm)
+	 * from a count that already has them, never below zero.
+	 */
 	if (!ret)
-		warmed = warm_mark(bk->warm, page, n, 1);
+		__atomic_add_fetch(&p->warm_pages, warm_mark(bk->warm, page, n, 1),
+				   __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&bk->lock);
 	if (ret)
 		goto out;
-	__atomic_add_fetch(&p->warm_pages, warmed, __ATOMIC_RELAXED);
 	/* No room to remember it: punched now. */
 	if (!warm_push(p, b, page, n))
 		pages_cool_run(p, b, page, n);
