@@ -144,5 +144,15 @@ int ofs_store_meta_low(struct ofs_store *s)
 	if (s->reserve_fd < 0 || __atomic_load_n(&s->reserve_held, __ATOMIC_ACQUIRE))
 		return 0;
 	avail = store_meta_avail(s);
+	if (avail >= 0 && (uint64_t)avail < s->reserve_size / 2) {
+		/*
+		 * Freed runs the backend keeps warm hold blocks of this disk
+		 * (pages: it punches them all when the disk is short): back
+		 * first, or a write would get ENOSPC for want of blocks the
+		 * store holds, until the next tick.
+		 */
+		kvb_tick(&s->kvb);
+		avail = store_meta_avail(s);
+	}
 	return avail >= 0 && (uint64_t)avail < s->reserve_size / 2;
 }
