@@ -238,14 +238,16 @@ int ofs_evict_flush(struct ofs_store *s)
 		/*
 		 * The object's own atime wins: a utimens may have set it since.
 		 * An object queued by a use that found it out of memory and
-		 * loaded since holds the record's older time: the later wins.
+		 * loaded since holds the record's older time: the later wins,
+		 * unless a utimens has set it since the use.
 		 */
 		for (i = 0; i < e->ndirty; i++) {
 			struct ofs_object *o = ofs_object_find(s, e->dirty[i]);
 
 			if (!o)
 				continue;
-			if (o->atime_round != e->round + 1 && o->m.atime < e->dirty_atime[i]) {
+			if (o->atime_round != e->round + 1 && o->atime_set_round != e->round + 1 &&
+			    o->m.atime < e->dirty_atime[i]) {
 				o->m.atime = e->dirty_atime[i];
 				if (e->moved)
 					e->moved(e->gone_arg, o->m.ino);

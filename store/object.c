@@ -445,6 +445,8 @@ int ofs_object_update(struct ofs_store *s, struct ofs_object *o, const struct me
 {
 	int ret = meta_update(s->meta, m);
 
+	if (!ret && m->atime != o->m.atime)
+		o->atime_set_round = s->evict.round + 1;
 	if (!ret)
 		o->m = *m;
 	return ret;

@@ -46,6 +46,8 @@ struct ofs_object {
 	/* Queued at s->evict.dirty[atime_slot] in round atime_round (evict.h).  s->lock. */
 	uint64_t atime_round;
 	size_t atime_slot;
+	/* Round in which a record update (utimens) set atime: a queued use does not undo it. */
+	uint64_t atime_set_round;
 };
 
 /*

@@ -711,6 +711,39 @@ START_TEST(test_atime_without_object)
 }
 END_TEST
 
+/*
+ * A utimens after such a use, on the object loaded since, is kept: the
+ * queued use is older than the explicit time, whatever its value.
+ */
+START_TEST(test_atime_set_after_use_kept)
+{
+	struct ofs_object b = { 0 };
+	struct meta_inode bm, m, got;
+	struct ofs_store s;
+
+	open_store(&s);
+	ofs_evict_init(&s, 1, 90, 80, 10);
+	bm = create(&s, "b", 100, 2);
+	pthread_mutex_lock(&s.lock);
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, bm.ino), 0);
+	b.m = bm;
+	ck_assert_int_eq(ofs_object_insert(&s, &b), 0);
+	m = b.m;
+	m.atime = 1000000000LL; /* touch -a -d @1 */
+	ck_assert_int_eq(ofs_object_update(&s, &b, &m), 0);
+	pthread_mutex_unlock(&s.lock);
+	ck_assert_int_eq(ofs_evict_flush(&s), 0);
+	ck_assert_int_eq(meta_get(s.meta, bm.ino, &got), 0);
+	ck_assert_int_eq(got.atime, 1000000000LL);
+	ck_assert_int_eq(b.m.atime, 1000000000LL);
+	pthread_mutex_lock(&s.lock);
+	ofs_object_remove(&s, &b);
+	pthread_mutex_unlock(&s.lock);
+	ofs_evict_fini(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
 static int count_rows(void *ctx, uint64_t tenant, uint64_t count, uint64_t bytes)
 {
 	(void)tenant;
@@ -935,6 +968,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_object_copy);
 	tcase_add_test(tc, test_atime_queued_once_a_round);
 	tcase_add_test(tc, test_atime_without_object);
+	tcase_add_test(tc, test_atime_set_after_use_kept);
 	tcase_add_test(tc, test_tenant_counts_kept);
 	tcase_add_test(tc, test_failed_write_in_the_middle);
 	tcase_add_test(tc, test_power_cut_loses_only_unsynced);
