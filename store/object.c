@@ -390,11 +390,13 @@ int ofs_object_fallocate(struct ofs_store *s, struct ofs_object *o, int mode, ui
 	if (!o->obj)
 		return -EBADF;
 	kvb_obj_view(&s->kvb, o->obj, &view);
-	if (zero)
-		ret = object_zero_range(s, o, off, end < view.size ? end : view.size);
-	if (!ret && end > view.size && !keep) {
+	/*
+	 * The growth first: refused (EDQUOT, ENOSPC), it changed nothing, and
+	 * neither has the fallocate.  Its new bytes are zeros already.
+	 */
+	if (end > view.size && !keep) {
 		ret = ofs_object_truncate(s, o, end);
-	} else if (!ret && end > view.size && !zero) {
+	} else if (end > view.size && !zero) {
 		/* Charged only where a reserve takes room. */
 		ret = kvb_has_reserve(&s->kvb) ? object_quota(s, o, end) : 0;
 		if (!ret)
@@ -402,6 +404,8 @@ int ofs_object_fallocate(struct ofs_store *s, struct ofs_object *o, int mode, ui
 		if (ret == -ENOSPC && ofs_store_reclaim(s))
 			ret = kvb_obj_reserve(&s->kvb, o->obj, end);
 	}
+	if (!ret && zero)
+		ret = object_zero_range(s, o, off, end < view.size ? end : view.size);
 	/* Content changed: mtime and ctime, as a write's. */
 	if (!ret && (zero || (end > view.size && !keep))) {
 		pthread_mutex_lock(&s->lock);

@@ -213,6 +213,21 @@ grow "$MNT/a/fa" $((2 * OBJ)) fallocate
 check_eq "and is charged: a fallocate past what is left gets EDQUOT" EDQUOT "$OUT"
 rm -f "$MNT/a/tr" "$MNT/a/fa" "$MNT/a/fk"
 sleep 1.2 # the tick that recounts the tenant without them
+# A zeroed range that would grow the file past the quota: EDQUOT, and nothing zeroed.
+head -c $OBJ /dev/urandom >"$MNT/a/z"
+sum=$(getfattr -n user.offload.checksum --only-values "$MNT/a/z")
+run python3 -c 'import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open(sys.argv[1], os.O_RDWR)
+# FALLOC_FL_ZERO_RANGE (0x10) without KEEP_SIZE: zeros over the bytes, and the size grows.
+r = libc.fallocate(fd, 0x10, ctypes.c_long(0), ctypes.c_long(int(sys.argv[2])))
+print("zeroed" if r == 0 else errno.errorcode[ctypes.get_errno()])
+os.close(fd)' "$MNT/a/z" $((5 * OBJ))
+check_eq "evict=off: a ZERO_RANGE growing past the quota gets EDQUOT" EDQUOT "$OUT"
+check_eq "... and zeroes nothing (the commit at close keeps the bytes)" "$sum" \
+	"$(getfattr -n user.offload.checksum --only-values "$MNT/a/z")"
+rm -f "$MNT/a/z"
+sleep 1.2
 for i in 0 1 2 3; do head -c $OBJ /dev/urandom >"$MNT/a/k$i"; done
 sleep 1.2 # the tick that finds it at its quota
 run python3 -c 'import errno, sys
