@@ -5,6 +5,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -474,6 +475,95 @@ START_TEST(test_adopt_run_written_outside)
 }
 END_TEST
 
+/* One bucket of 8 pages in memory whose punch takes a while (a large or slow one). */
+#define SLOW_PAGES 8
+static char slow_mem[SLOW_PAGES * PS];
+static int slow_punching;
+
+static ssize_t slow_pread(void *dev, uint32_t b, void *buf, size_t len, uint64_t off)
+{
+	(void)dev;
+	(void)b;
+	memcpy(buf, slow_mem + off, len);
+	return (ssize_t)len;
+}
+
+static ssize_t slow_pwrite(void *dev, uint32_t b, const void *buf, size_t len, uint64_t off)
+{
+	(void)dev;
+	(void)b;
+	memcpy(slow_mem + off, buf, len);
+	return (ssize_t)len;
+}
+
+static int slow_zero(void *dev, uint32_t b, uint64_t off, uint64_t len)
+{
+	(void)dev;
+	(void)b;
+	memset(slow_mem + off, 0, len);
+	return 0;
+}
+
+static int slow_sync(void *dev, uint32_t b)
+{
+	(void)dev;
+	(void)b;
+	return 0;
+}
+
+static int slow_punch(void *dev, uint32_t b, uint64_t off, uint64_t len)
+{
+	(void)dev;
+	(void)b;
+	__atomic_store_n(&slow_punching, 1, __ATOMIC_RELEASE);
+	usleep(300 * 1000);
+	memset(slow_mem + off, 0, len);
+	return 0;
+}
+
+static const struct kvb_pages_io slow_io = {
+	.pread = slow_pread, .pwrite = slow_pwrite, .zero = slow_zero, .sync = slow_sync,
+	.punch = slow_punch,
+};
+
+static void *tick_thread(void *arg)
+{
+	kvb_tick(arg);
+	return NULL;
+}
+
+/*
+ * A warm run being punched is held allocated meanwhile, so that no one
+ * takes it between the punch and its free: an allocation that needs it
+ * waits for the punch rather than failing with ENOSPC (a full store would
+ * then evict, or a writer lose its bytes, for pages that are free).
+ */
+START_TEST(test_alloc_waits_for_a_punch)
+{
+	struct kvb_pages_geom g = { PS, SLOW_PAGES * PS, 1, 0 };
+	struct kvb_map empty = KVB_MAP_EMPTY;
+	struct kvb slow;
+	struct kvb_obj *o;
+	pthread_t t;
+	char err[256];
+
+	ck_assert_int_eq(kvb_pages_init_io(&slow, &g, &slow_io, NULL, err, sizeof(err)), 0);
+	kvb_pages_set_warm(&slow, 0, 1 << 30); /* due for its punch at once */
+	ck_assert_int_eq(kvb_obj_open(&slow, &empty, "a", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_truncate(&slow, o, SLOW_PAGES * PS), 0);
+	kvb_obj_close(&slow, o); /* the whole bucket free, warm */
+	__atomic_store_n(&slow_punching, 0, __ATOMIC_RELEASE);
+	ck_assert_int_eq(pthread_create(&t, NULL, tick_thread, &slow), 0);
+	while (!__atomic_load_n(&slow_punching, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	ck_assert_int_eq(kvb_obj_open(&slow, &empty, "b", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_truncate(&slow, o, SLOW_PAGES * PS), 0);
+	kvb_obj_close(&slow, o);
+	pthread_join(t, NULL);
+	kvb_release(&slow);
+}
+END_TEST
+
 /* Bucket files copy between themselves inside the kernel. */
 START_TEST(test_copy_range_files)
 {
@@ -495,6 +585,7 @@ TCase *pages_tcase_files(void)
 	tcase_add_test(files, test_warm_runs_at_unmount_and_mount);
 	tcase_add_test(files, test_adopt_run_written_outside);
 	tcase_add_test(files, test_copy_range_files);
+	tcase_add_test(files, test_alloc_waits_for_a_punch);
 	tcase_add_test(files, test_store_create_snapshot_rebuild);
 	tcase_add_test(files, test_store_refusals);
 	tcase_add_test(files, test_parse_size);

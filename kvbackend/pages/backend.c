@@ -460,6 +460,8 @@ static void pages_free(void *arg)
 	free(p->wruns);
 	pthread_mutex_destroy(&p->wlock);
 	pthread_mutex_destroy(&p->park_lock);
+	pthread_cond_destroy(&p->cooled);
+	pthread_mutex_destroy(&p->clock);
 	free(p->root);
 	if (p->io && p->io->release)
 		p->io->release(p->dev);
@@ -547,6 +549,8 @@ static int pages_alloc(struct pages **out, const struct kvb_pages_geom *g, char 
 	pthread_mutex_init(&p->flock, NULL);
 	pthread_mutex_init(&p->wlock, NULL);
 	pthread_mutex_init(&p->park_lock, NULL);
+	pthread_mutex_init(&p->clock, NULL);
+	pthread_cond_init(&p->cooled, NULL);
 	p->warm_delay_ns = PAGES_WARM_DELAY_MS * 1000000ull;
 	/* An eighth of the store at most: a small store's warm runs stay small. */
 	p->warm_max_pages = PAGES_WARM_MAX / p->page_size;

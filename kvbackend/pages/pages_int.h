@@ -14,9 +14,10 @@
  *
  * Each file calls only those listed below it.
  *
- * Lock order: an object's fill_lock, then a bucket's lock.  flock and
- * wlock are never held with a bucket's lock, nor with each other;
- * park_lock with no other.  The counters are atomics.
+ * Lock order: an object's fill_lock, then a bucket's lock, then clock
+ * (taken with nothing else too).  flock and wlock are never held with a
+ * bucket's lock, nor with each other; park_lock with no other.  The
+ * counters are atomics.
  */
 #ifndef OFFLOADFS_PAGES_INT_H
 #define OFFLOADFS_PAGES_INT_H
@@ -107,6 +108,10 @@ struct pages {
 	struct pages_warm_run *wruns;
 	uint64_t nwruns, wruns_cap;
 	uint64_t warm_pages;    /* warm bits set, all buckets (atomic) */
+	/* Runs held allocated for their punch, and punches done: under clock, with cooled. */
+	pthread_mutex_t clock;
+	pthread_cond_t cooled;
+	uint64_t ncooling, ncooled;
 	uint64_t warm_delay_ns, warm_max_pages; /* set at creation (tests: shorter) */
 	int no_copy;            /* io->copy cannot copy here: read and write (atomic) */
 	/*

@@ -107,6 +107,10 @@ static void pages_cool_run(struct pages *p, int32_t b, uint64_t page, uint64_t n
 		/* With the bits, under the lock: statfs never counts them twice. */
 		__atomic_sub_fetch(&p->warm_pages, e - s, __ATOMIC_RELAXED);
 		bk->cooling += e - s; /* statfs still counts them free */
+		/* An allocation that finds them held waits for them (pages_alloc_run). */
+		pthread_mutex_lock(&p->clock);
+		p->ncooling++;
+		pthread_mutex_unlock(&p->clock);
 		pthread_mutex_unlock(&bk->lock);
 		io_punch(p, (uint32_t)b, s, e - s);
 		pthread_mutex_lock(&bk->lock);
@@ -115,6 +119,11 @@ static void pages_cool_run(struct pages *p, int32_t b, uint64_t page, uint64_t n
 			fprintf(stderr, "offloadfs: BUG: free of cooled pages %llu+%llu of bucket %d\n",
 				(unsigned long long)s, (unsigned long long)(e - s), b);
 		pthread_mutex_unlock(&bk->lock);
+		pthread_mutex_lock(&p->clock);
+		p->ncooling--;
+		p->ncooled++;
+		pthread_cond_broadcast(&p->cooled);
+		pthread_mutex_unlock(&p->clock);
 		from = e;
 	}
 }
@@ -314,16 +323,41 @@ int pages_free_later(struct pages *p, int32_t b, uint64_t page, uint64_t n)
 	return ret;
 }
 
+/* Punches done so far (pages_cooling_wait's seen). */
+static uint64_t pages_cooled(struct pages *p)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&p->clock);
+	n = p->ncooled;
+	pthread_mutex_unlock(&p->clock);
+	return n;
+}
+
+/*
+ * Wait for the punches under way: 1 when some punch ended since seen (its
+ * pages are free again, worth another try), else 0.
+ */
+static int pages_cooling_wait(struct pages *p, uint64_t seen)
+{
+	int ended;
+
+	pthread_mutex_lock(&p->clock);
+	while (p->ncooling)
+		pthread_cond_wait(&p->cooled, &p->clock);
+	ended = p->ncooled != seen;
+	pthread_mutex_unlock(&p->clock);
+	return ended;
+}
+
 /* Home bucket first, then the next ones in order; -ENOSPC only if all are full. */
-int pages_alloc_run(struct pages *p, const char *key, size_t klen, uint64_t n,
-		    struct kvb_map *out)
+static int pages_alloc_try(struct pages *p, const char *key, size_t klen, uint64_t n,
+			   struct kvb_map *out)
 {
 	uint32_t home, i;
 	uint64_t page;
 	int ret = -ENOSPC;
 
-	if (n > p->npages)
-		return -EFBIG;
 	home = kvb_home_bucket(key, klen, p->nbuckets);
 	for (i = 0; i < p->nbuckets; i++) {
 		uint32_t b = (home + i) % p->nbuckets;
@@ -353,7 +387,27 @@ int pages_alloc_run(struct pages *p, const char *key, size_t klen, uint64_t n,
 		if (ret != -ENOSPC)
 			return ret;
 	}
-	__atomic_add_fetch(&p->st.alloc_failures, 1, __ATOMIC_RELAXED);
+	return ret;
+}
+
+int pages_alloc_run(struct pages *p, const char *key, size_t klen, uint64_t n,
+		    struct kvb_map *out)
+{
+	uint64_t seen;
+	int ret;
+
+	if (n > p->npages)
+		return -EFBIG;
+	seen = pages_cooled(p);
+	ret = pages_alloc_try(p, key, klen, n, out);
+	/*
+	 * Warm runs being punched are held allocated meanwhile: free pages
+	 * all the same.  Once the punches end, once more.
+	 */
+	if (ret == -ENOSPC && pages_cooling_wait(p, seen))
+		ret = pages_alloc_try(p, key, klen, n, out);
+	if (ret)
+		__atomic_add_fetch(&p->st.alloc_failures, 1, __ATOMIC_RELAXED);
 	return ret;
 }
 
