@@ -3,7 +3,8 @@
  * thread runs the barrier every sync interval, sends the kernel the
  * invalidations requests queued (libfuse allows them outside a request
  * only), watches the metadata disk's space and writes the metrics file.
- * The promotion worker copies queued objects into the DRAM tier.
+ * The promotion worker copies queued objects into the DRAM tier.  The
+ * eviction worker runs the store's eviction passes (store/evict.h).
  */
 #include "ofs.h"
 
@@ -144,9 +145,6 @@ static void *ofs_syncer(void *arg)
 			ofs_store_barrier(&ofs->store, NULL);
 		}
 		ofs_watch_space(ofs);
-		/* Above the high watermark: the least recently used go, down to the low one. */
-		if (ofs_evict_tick(&ofs->store))
-			ofs_send_invals(ofs);
 		/* The textfile collector's file, every few seconds. */
 		if (ofs->metrics_path && ofs_now_ns() - last_metrics >= OFS_METRICS_EVERY_NS) {
 			int r = ofs_metrics_write(ofs, ofs->metrics_path);
@@ -194,6 +192,37 @@ void ofs_syncer_stop(struct ofs *ofs)
 	/* The last numbers, for a collector that reads after we are gone. */
 	if (ofs->metrics_path)
 		ofs_metrics_write(ofs, ofs->metrics_path);
+}
+
+/* After an eviction pass: the kernel forgets the evicted names now, not at the next tick. */
+static void ofs_evictor_after(void *arg)
+{
+	ofs_send_invals(arg);
+}
+
+static void *ofs_evictor_main(void *arg)
+{
+	struct ofs *ofs = arg;
+
+	ofs_evict_worker(&ofs->store, OFS_TICK_MS, ofs_evictor_after, ofs);
+	return NULL;
+}
+
+int ofs_evictor_start(struct ofs *ofs)
+{
+	if (pthread_create(&ofs->evictor, NULL, ofs_evictor_main, ofs))
+		return -EAGAIN;
+	ofs->evictor_running = 1;
+	return 0;
+}
+
+void ofs_evictor_stop(struct ofs *ofs)
+{
+	if (!ofs->evictor_running)
+		return;
+	ofs_evict_worker_stop(&ofs->store);
+	pthread_join(ofs->evictor, NULL);
+	ofs->evictor_running = 0;
 }
 
 static void *ofs_promoter_main(void *arg)
