@@ -431,20 +431,20 @@ uint64_t ofs_evict_tick(struct ofs_store *s)
 }
 
 /*
- * Room for a writer: the barrier that releases what deletes freed, else
- * tenants over their quota, else the least recently used down to the low
- * watermark, at least the band between the two.  1 when something was
- * released or freed.
+ * Room for a writer: the barrier that releases what deletes freed (enough
+ * when it brings usage below the high watermark), else tenants over their
+ * quota, else the least recently used down to the low watermark, at least
+ * the band between the two.  1 when something was released or freed.
  */
 static int evict_for_room(struct ofs_store *s)
 {
 	struct kvb_statfs ks = { 0 };
 	uint64_t need, band, released = 0;
 
-	if (ofs_store_barrier(s, &released) == 0 && released > 0)
+	if (ofs_store_barrier(s, &released) == 0 && released > 0 && !evict_over(s, s->evict.high))
 		return 1;
 	if (kvb_statfs(&s->kvb, &ks))
-		return 0;
+		return released > 0;
 	if (ofs_evict_quotas(s))
 		return 1;
 	band = ks.blocks * ks.block_size / 100 * (s->evict.high - s->evict.low);
@@ -453,7 +453,7 @@ static int evict_for_room(struct ofs_store *s)
 		need = band;
 	if (need < ks.block_size)
 		need = ks.block_size;
-	return ofs_evict(s, need, 0, OFS_EVICT_PUT) > 0;
+	return ofs_evict(s, need, 0, OFS_EVICT_PUT) > 0 || released > 0;
 }
 
 static int64_t evict_mono_ns(void)
