@@ -194,17 +194,12 @@ void ofs_syncer_stop(struct ofs *ofs)
 		ofs_metrics_write(ofs, ofs->metrics_path);
 }
 
-/* After an eviction pass: the kernel forgets the evicted names now, not at the next tick. */
-static void ofs_evictor_after(void *arg)
-{
-	ofs_send_invals(arg);
-}
-
+/* Evicted names reach the kernel through the group-commit thread (ofs_evicted wakes it). */
 static void *ofs_evictor_main(void *arg)
 {
 	struct ofs *ofs = arg;
 
-	ofs_evict_worker(&ofs->store, OFS_TICK_MS, ofs_evictor_after, ofs);
+	ofs_evict_worker(&ofs->store, OFS_TICK_MS);
 	return NULL;
 }
 

@@ -523,8 +523,7 @@ void ofs_evict_poke(struct ofs_store *s)
 	pthread_mutex_unlock(&e->wlock);
 }
 
-void ofs_evict_worker(struct ofs_store *s, unsigned tick_ms, void (*after)(void *arg),
-		      void *arg)
+void ofs_evict_worker(struct ofs_store *s, unsigned tick_ms)
 {
 	struct ofs_evict *e = &s->evict;
 	int64_t tick_ns = (int64_t)tick_ms * 1000000LL, next = evict_mono_ns() + tick_ns;
@@ -550,8 +549,6 @@ void ofs_evict_worker(struct ofs_store *s, unsigned tick_ms, void (*after)(void 
 		/* The tick's pass notes the quotas with eviction off, too. */
 		tried = put || (e->on && evict_over(s, e->high));
 		room = put ? evict_for_room(s) : ofs_evict_tick(s) > 0;
-		if (after)
-			after(arg);
 		/* Still above the high watermark (writers outran the pass): again at once. */
 		if (room && e->on && evict_over(s, e->high))
 			again = 1;

@@ -133,11 +133,11 @@ void ofs_evict_poke(struct ofs_store *s);
  * ofs_evict_worker_stop: each tick_ms, and at once when a pass is wanted,
  * a pass (tenants over their quota, then above the high watermark down to
  * the low one; for a writer with no room, as ofs_evict_for_put without a
- * worker).  after(arg) follows each pass that evicted something (the
- * daemon sends the kernel the evicted names).
+ * worker).  It never calls into the kernel itself (gone() queues the
+ * names): a writer waiting for its pass may be inside a request that holds
+ * the directory an invalidation would lock.
  */
-void ofs_evict_worker(struct ofs_store *s, unsigned tick_ms, void (*after)(void *arg),
-		      void *arg);
+void ofs_evict_worker(struct ofs_store *s, unsigned tick_ms);
 /* End ofs_evict_worker's loop; writers waiting evict on their own from then on. */
 void ofs_evict_worker_stop(struct ofs_store *s);
 
