@@ -113,23 +113,36 @@ static void *ofs_syncer(void *arg)
 
 	uint64_t last_metrics = 0;
 	unsigned period = ofs->sync_ms ? ofs->sync_ms : OFS_TICK_MS;
+	uint64_t period_ns = (uint64_t)period * 1000000ULL, next = ofs_now_ns() + period_ns;
 
 	pthread_mutex_lock(&ofs->slock);
 	while (!ofs->stopping) {
 		struct timespec ts;
-		uint64_t changes;
+		uint64_t changes, now = ofs_now_ns(), left = next > now ? next - now : 0;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += period / 1000;
-		ts.tv_nsec += (long)(period % 1000) * 1000000L;
+		ts.tv_sec += (time_t)(left / 1000000000ULL);
+		ts.tv_nsec += (long)(left % 1000000000ULL);
 		if (ts.tv_nsec >= 1000000000L) {
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
 		}
-		pthread_cond_timedwait(&ofs->scond, &ofs->slock, &ts);
+		if (left)
+			pthread_cond_timedwait(&ofs->scond, &ofs->slock, &ts);
 		if (ofs->stopping)
 			break;
 		pthread_mutex_unlock(&ofs->slock);
+		/*
+		 * Woken before the interval ends (invalidations queued, as each
+		 * eviction does): those are sent now, the barrier waits for the
+		 * interval, so an eviction pass does not cost a second one.
+		 */
+		if (ofs_now_ns() < next) {
+			ofs_send_invals(ofs);
+			pthread_mutex_lock(&ofs->slock);
+			continue;
+		}
+		next = ofs_now_ns() + period_ns;
 		/* The last uses of the interval, in one transaction (durable at the next barrier). */
 		ofs_evict_flush(&ofs->store);
 		pthread_mutex_lock(&ofs->store.lock);
