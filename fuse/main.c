@@ -550,7 +550,8 @@ static int ofs_serve(struct ofs *ofs, struct fuse_session *se,
 	if (ofs_promoter_start(ofs))
 		ofs_log("cannot start the promotion worker: the DRAM tier stays empty");
 	if (ofs_evictor_start(ofs))
-		ofs_log("cannot start the eviction worker: only writers that find no room evict");
+		ofs_log("cannot start the eviction worker: the group-commit thread evicts at "
+			"its tick, and writers that find no room evict themselves");
 	if (opts->singlethread) {
 		ret = fuse_session_loop(se);
 	} else {

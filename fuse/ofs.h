@@ -66,6 +66,7 @@ struct ofs {
 	int promoter_running;
 	pthread_t evictor;     /* runs store.evict's passes (ofs_evict_worker) */
 	int evictor_running;
+	int evict_in_syncer;   /* atomic; the evictor could not start: the group commit evicts */
 	pthread_cond_t pcond;  /* wakes the promoter; with slock */
 	/*
 	 * Inodes whose cached pages the kernel must drop (a writer's bytes

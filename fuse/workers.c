@@ -158,6 +158,10 @@ static void *ofs_syncer(void *arg)
 			ofs_store_barrier(&ofs->store, NULL);
 		}
 		ofs_watch_space(ofs);
+		/* No eviction worker (it could not start): its passes at this tick. */
+		if (__atomic_load_n(&ofs->evict_in_syncer, __ATOMIC_RELAXED) &&
+		    ofs_evict_tick(&ofs->store))
+			ofs_send_invals(ofs);
 		/* The textfile collector's file, every few seconds. */
 		if (ofs->metrics_path && ofs_now_ns() - last_metrics >= OFS_METRICS_EVERY_NS) {
 			int r = ofs_metrics_write(ofs, ofs->metrics_path);
@@ -218,8 +222,10 @@ static void *ofs_evictor_main(void *arg)
 
 int ofs_evictor_start(struct ofs *ofs)
 {
-	if (pthread_create(&ofs->evictor, NULL, ofs_evictor_main, ofs))
+	if (pthread_create(&ofs->evictor, NULL, ofs_evictor_main, ofs)) {
+		__atomic_store_n(&ofs->evict_in_syncer, 1, __ATOMIC_RELAXED);
 		return -EAGAIN;
+	}
 	ofs->evictor_running = 1;
 	return 0;
 }
