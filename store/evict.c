@@ -23,7 +23,6 @@ void ofs_evict_init(struct ofs_store *s, int on, unsigned high, unsigned low,
 		    unsigned min_age_s)
 {
 	struct ofs_evict *e = &s->evict;
-
 	pthread_condattr_t ca;
 
 	pthread_mutex_init(&e->run, NULL);
