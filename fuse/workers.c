@@ -142,7 +142,6 @@ static void *ofs_syncer(void *arg)
 			pthread_mutex_lock(&ofs->slock);
 			continue;
 		}
-		next = ofs_now_ns() + period_ns;
 		/* The last uses of the interval, in one transaction (durable at the next barrier). */
 		ofs_evict_flush(&ofs->store);
 		pthread_mutex_lock(&ofs->store.lock);
@@ -171,6 +170,8 @@ static void *ofs_syncer(void *arg)
 					strerror(-r));
 			last_metrics = ofs_now_ns();
 		}
+		/* A full interval from the end of this tick, however long it took. */
+		next = ofs_now_ns() + period_ns;
 		pthread_mutex_lock(&ofs->slock);
 	}
 	pthread_mutex_unlock(&ofs->slock);
