@@ -533,7 +533,7 @@ static void ofs_log_mounted(const struct ofs *ofs, const char *mnt)
 
 /*
  * Serve the mount until it ends: detach (unless -f), the
- * group-commit and promotion threads, libfuse's loop.  0 for a normal stop.
+ * group-commit, promotion and eviction threads, libfuse's loop.  0 for a normal stop.
  */
 static int ofs_serve(struct ofs *ofs, struct fuse_session *se,
 		     const struct fuse_cmdline_opts *opts)
@@ -549,6 +549,9 @@ static int ofs_serve(struct ofs *ofs, struct fuse_session *se,
 		ofs_log("cannot start the group-commit thread: only fsync makes data durable");
 	if (ofs_promoter_start(ofs))
 		ofs_log("cannot start the promotion worker: the DRAM tier stays empty");
+	if (ofs_evictor_start(ofs))
+		ofs_log("cannot start the eviction worker: the group-commit thread evicts at "
+			"its tick, and writers that find no room evict themselves");
 	if (opts->singlethread) {
 		ret = fuse_session_loop(se);
 	} else {
@@ -562,6 +565,7 @@ static int ofs_serve(struct ofs *ofs, struct fuse_session *se,
 	/* Ended by SIGTERM, SIGINT or SIGHUP: a normal stop, not a failure. */
 	if (ret == SIGTERM || ret == SIGINT || ret == SIGHUP)
 		ret = 0;
+	ofs_evictor_stop(ofs);
 	ofs_promoter_stop(ofs);
 	ofs_syncer_stop(ofs);
 	return ret;

@@ -143,6 +143,9 @@ static void ofs_metrics_evict(struct ofs *ofs, struct mbuf *b)
 			  ofs_evict_reason_name[r], (unsigned long long)ld(&e->evictions[r]));
 	mb_one(b, "offloadfs_evicted_bytes_total", "counter", "Bytes of the files evicted.",
 	       ld(&e->evicted_bytes));
+	mb_one(b, "offloadfs_evict_waits_total", "counter",
+	       "Writes that found no room and waited for the eviction worker's pass.",
+	       ld(&e->put_waits));
 	pthread_mutex_lock(&ofs->store.lock);
 	if (meta_xattr_count(ofs->store.meta, OFS_PIN_XATTR, &pinned))
 		pinned = 0;

@@ -64,6 +64,9 @@ struct ofs {
 	unsigned promote_window; /* seconds */
 	pthread_t promoter;
 	int promoter_running;
+	pthread_t evictor;     /* runs store.evict's passes (ofs_evict_worker) */
+	int evictor_running;
+	int evict_in_syncer;   /* atomic; the evictor could not start: the group commit evicts */
 	pthread_cond_t pcond;  /* wakes the promoter; with slock */
 	/*
 	 * Inodes whose cached pages the kernel must drop (a writer's bytes
@@ -129,6 +132,9 @@ void ofs_syncer_stop(struct ofs *ofs);
 /* Start/stop the promotion worker; at stop, resident objects are queued to warm the next mount. */
 int ofs_promoter_start(struct ofs *ofs);
 void ofs_promoter_stop(struct ofs *ofs);
+/* Start/stop the eviction worker: the watermark and quota passes, and writers' waits for room. */
+int ofs_evictor_start(struct ofs *ofs);
+void ofs_evictor_stop(struct ofs *ofs);
 /* Ask the group-commit thread to drop the kernel's cached pages of ino, or a name. */
 void ofs_queue_inval(struct ofs *ofs, uint64_t ino);
 void ofs_queue_inval_entry(struct ofs *ofs, uint64_t parent, const char *name, size_t len);

@@ -3,7 +3,8 @@
  * thread runs the barrier every sync interval, sends the kernel the
  * invalidations requests queued (libfuse allows them outside a request
  * only), watches the metadata disk's space and writes the metrics file.
- * The promotion worker copies queued objects into the DRAM tier.
+ * The promotion worker copies queued objects into the DRAM tier.  The
+ * eviction worker runs the store's eviction passes (store/evict.h).
  */
 #include "ofs.h"
 
@@ -117,23 +118,35 @@ static void *ofs_syncer(void *arg)
 
 	uint64_t last_metrics = 0;
 	unsigned period = ofs->sync_ms ? ofs->sync_ms : OFS_TICK_MS;
+	uint64_t period_ns = (uint64_t)period * 1000000ULL, next = ofs_now_ns() + period_ns;
 
 	pthread_mutex_lock(&ofs->slock);
 	while (!ofs->stopping) {
 		struct timespec ts;
-		uint64_t changes;
+		uint64_t changes, now = ofs_now_ns(), left = next > now ? next - now : 0;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += period / 1000;
-		ts.tv_nsec += (long)(period % 1000) * 1000000L;
+		ts.tv_sec += (time_t)(left / 1000000000ULL);
+		ts.tv_nsec += (long)(left % 1000000000ULL);
 		if (ts.tv_nsec >= 1000000000L) {
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
 		}
-		pthread_cond_timedwait(&ofs->scond, &ofs->slock, &ts);
+		if (left)
+			pthread_cond_timedwait(&ofs->scond, &ofs->slock, &ts);
 		if (ofs->stopping)
 			break;
 		pthread_mutex_unlock(&ofs->slock);
+		/*
+		 * Woken before the interval ends (invalidations queued, as each
+		 * eviction does): those are sent now, the barrier waits for the
+		 * interval, so an eviction pass does not cost a second one.
+		 */
+		if (ofs_now_ns() < next) {
+			ofs_send_invals(ofs);
+			pthread_mutex_lock(&ofs->slock);
+			continue;
+		}
 		/* The last uses of the interval, in one transaction (durable at the next barrier). */
 		ofs_evict_flush(&ofs->store);
 		pthread_mutex_lock(&ofs->store.lock);
@@ -151,8 +164,9 @@ static void *ofs_syncer(void *arg)
 		/* Freed runs that stayed free give their blocks back (first, when space is short). */
 		kvb_tick(&ofs->store.kvb);
 		ofs_watch_space(ofs);
-		/* Above the high watermark: the least recently used go, down to the low one. */
-		if (ofs_evict_tick(&ofs->store))
+		/* No eviction worker (it could not start): its passes at this tick. */
+		if (__atomic_load_n(&ofs->evict_in_syncer, __ATOMIC_RELAXED) &&
+		    ofs_evict_tick(&ofs->store))
 			ofs_send_invals(ofs);
 		/* The textfile collector's file, every few seconds. */
 		if (ofs->metrics_path && ofs_now_ns() - last_metrics >= OFS_METRICS_EVERY_NS) {
@@ -163,6 +177,8 @@ static void *ofs_syncer(void *arg)
 					strerror(-r));
 			last_metrics = ofs_now_ns();
 		}
+		/* A full interval from the end of this tick, however long it took. */
+		next = ofs_now_ns() + period_ns;
 		pthread_mutex_lock(&ofs->slock);
 	}
 	pthread_mutex_unlock(&ofs->slock);
@@ -201,6 +217,34 @@ void ofs_syncer_stop(struct ofs *ofs)
 	/* The last numbers, for a collector that reads after we are gone. */
 	if (ofs->metrics_path)
 		ofs_metrics_write(ofs, ofs->metrics_path);
+}
+
+/* Evicted names reach the kernel through the group-commit thread (ofs_evicted wakes it). */
+static void *ofs_evictor_main(void *arg)
+{
+	struct ofs *ofs = arg;
+
+	ofs_evict_worker(&ofs->store, OFS_TICK_MS);
+	return NULL;
+}
+
+int ofs_evictor_start(struct ofs *ofs)
+{
+	if (pthread_create(&ofs->evictor, NULL, ofs_evictor_main, ofs)) {
+		__atomic_store_n(&ofs->evict_in_syncer, 1, __ATOMIC_RELAXED);
+		return -EAGAIN;
+	}
+	ofs->evictor_running = 1;
+	return 0;
+}
+
+void ofs_evictor_stop(struct ofs *ofs)
+{
+	if (!ofs->evictor_running)
+		return;
+	ofs_evict_worker_stop(&ofs->store);
+	pthread_join(ofs->evictor, NULL);
+	ofs->evictor_running = 0;
 }
 
 static void *ofs_promoter_main(void *arg)

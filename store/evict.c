@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "ns.h"
 #include "object.h"
@@ -83,8 +84,14 @@ void ofs_evict_init(struct ofs_store *s, int on, unsigned high, unsigned low,
 		    unsigned min_age_s)
 {
 	struct ofs_evict *e = &s->evict;
+	pthread_condattr_t ca;
 
 	pthread_mutex_init(&e->run, NULL);
+	pthread_mutex_init(&e->wlock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->wcond, &ca);
+	pthread_condattr_destroy(&ca);
 	e->on = on;
 	e->high = high;
 	e->low = low;
@@ -618,13 +625,21 @@ uint64_t ofs_evict_tick(struct ofs_store *s)
 	return done;
 }
 
-int ofs_evict_for_put(struct ofs_store *s)
+/*
+ * Room for a writer: the barrier that releases what deletes freed (enough
+ * when it brings usage below the high watermark), else tenants over their
+ * quota, else the least recently used down to the low watermark, at least
+ * the band between the two.  1 when something was released or freed.
+ */
+static int evict_for_room(struct ofs_store *s)
 {
 	struct kvb_statfs ks = { 0 };
-	uint64_t need, band;
+	uint64_t need, band, released = 0;
 
-	if (!s->evict.on || kvb_statfs(&s->kvb, &ks))
-		return 0;
+	if (ofs_store_barrier(s, &released) == 0 && released > 0 && !evict_over(s, s->evict.high))
+		return 1;
+	if (kvb_statfs(&s->kvb, &ks))
+		return released > 0;
 	if (ofs_evict_quotas(s))
 		return 1;
 	band = ks.blocks * ks.block_size / 100 * (s->evict.high - s->evict.low);
@@ -633,5 +648,127 @@ int ofs_evict_for_put(struct ofs_store *s)
 		need = band;
 	if (need < ks.block_size)
 		need = ks.block_size;
-	return ofs_evict(s, need, 0, OFS_EVICT_PUT) > 0;
+	return ofs_evict(s, need, 0, OFS_EVICT_PUT) > 0 || released > 0;
+}
+
+static int64_t evict_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int ofs_evict_for_put(struct ofs_store *s)
+{
+	struct ofs_evict *e = &s->evict;
+	uint64_t end;
+	int room = -1;
+
+	if (!e->on)
+		return 0;
+	pthread_mutex_lock(&e->wlock);
+	/* A pass under way may free what this write needs: its end first. */
+	if (e->worker && e->busy) {
+		end = e->passes + 1;
+		while (e->worker && e->passes < end)
+			pthread_cond_wait(&e->wcond, &e->wlock);
+		if (e->passes >= end && e->room_pass >= end) {
+			pthread_mutex_unlock(&e->wlock);
+			OFS_COUNT(e->put_waits, 1);
+			return 1;
+		}
+	}
+	if (e->worker) {
+		/* One pass for all the writers waiting: after the one under way, if any. */
+		end = e->passes + 1 + (e->busy ? 1 : 0);
+		e->wanted = e->put_wanted = 1;
+		pthread_cond_broadcast(&e->wcond);
+		while (e->worker && e->passes < end)
+			pthread_cond_wait(&e->wcond, &e->wlock);
+		if (e->passes >= end)
+			room = e->room_pass >= end;
+	}
+	pthread_mutex_unlock(&e->wlock);
+	if (room >= 0) {
+		OFS_COUNT(e->put_waits, 1);
+		return room;
+	}
+	return evict_for_room(s); /* no worker (or it stopped): here */
+}
+
+void ofs_evict_poke(struct ofs_store *s)
+{
+	struct ofs_evict *e = &s->evict;
+	int idle;
+
+	if (!e->on)
+		return;
+	pthread_mutex_lock(&e->wlock);
+	idle = e->worker && !e->wanted && !e->busy && evict_mono_ns() >= e->quiet_until;
+	pthread_mutex_unlock(&e->wlock);
+	/* statfs outside the lock: the backend's locks are not nested in it. */
+	if (!idle || !evict_over(s, e->high))
+		return;
+	pthread_mutex_lock(&e->wlock);
+	if (!e->wanted && !e->busy) {
+		e->wanted = 1;
+		pthread_cond_broadcast(&e->wcond);
+	}
+	pthread_mutex_unlock(&e->wlock);
+}
+
+void ofs_evict_worker(struct ofs_store *s, unsigned tick_ms)
+{
+	struct ofs_evict *e = &s->evict;
+	int64_t tick_ns = (int64_t)tick_ms * 1000000LL, next = evict_mono_ns() + tick_ns;
+
+	pthread_mutex_lock(&e->wlock);
+	e->worker = 1;
+	while (!e->stop) {
+		int put, room, tried, again = 0;
+		int64_t now = evict_mono_ns();
+
+		if (now >= next) {
+			next = now + tick_ns;
+		} else if (!e->wanted) {
+			struct timespec ts = { next / 1000000000LL, next % 1000000000LL };
+
+			pthread_cond_timedwait(&e->wcond, &e->wlock, &ts);
+			continue;
+		}
+		put = e->put_wanted;
+		e->wanted = e->put_wanted = 0;
+		e->busy = 1;
+		pthread_mutex_unlock(&e->wlock);
+		/* The tick's pass notes the quotas with eviction off, too. */
+		tried = put || (e->on && evict_over(s, e->high));
+		room = put ? evict_for_room(s) : ofs_evict_tick(s) > 0;
+		/* Still above the high watermark (writers outran the pass): again at once. */
+		if (room && e->on && evict_over(s, e->high))
+			again = 1;
+		pthread_mutex_lock(&e->wlock);
+		e->busy = 0;
+		e->passes++;
+		if (room)
+			e->room_pass = e->passes;
+		if (again)
+			e->wanted = 1;
+		else if (tried && !room)
+			e->quiet_until = evict_mono_ns() + tick_ns;
+		pthread_cond_broadcast(&e->wcond);
+	}
+	e->worker = 0;
+	pthread_cond_broadcast(&e->wcond);
+	pthread_mutex_unlock(&e->wlock);
+}
+
+void ofs_evict_worker_stop(struct ofs_store *s)
+{
+	struct ofs_evict *e = &s->evict;
+
+	pthread_mutex_lock(&e->wlock);
+	e->stop = 1;
+	pthread_cond_broadcast(&e->wcond);
+	pthread_mutex_unlock(&e->wlock);
 }

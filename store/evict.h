@@ -60,6 +60,23 @@ struct ofs_evict {
 	void (*moved)(void *arg, uint64_t ino);
 	void *gone_arg;
 	uint64_t evictions[OFS_EVICT_NREASONS], evicted_bytes; /* atomics */
+	uint64_t put_waits;      /* writers that waited for the worker's pass; atomic */
+	/*
+	 * The eviction worker (ofs_evict_worker): a pass is wanted when a
+	 * commit finds usage above the high watermark, so the worker frees
+	 * the band between the watermarks while writers go on into it, and
+	 * when a write finds no room: that writer waits for the worker's pass
+	 * (one pass and one barrier for all writers waiting) instead of
+	 * evicting on its own.  Under wlock.
+	 */
+	pthread_mutex_t wlock;
+	pthread_cond_t wcond;    /* the worker: a pass is wanted; writers: a pass ended */
+	int worker;              /* a worker runs the passes: writers wait for it */
+	int wanted, put_wanted;  /* a pass wanted; by a writer with no room */
+	int busy, stop;
+	int64_t quiet_until;     /* after a pass that freed nothing: commits wake none till then */
+	uint64_t passes;         /* passes ended */
+	uint64_t room_pass;      /* the last pass that freed or released something (passes then) */
 	/*
 	 * With eviction off: the tenants with a quota, their usage at the
 	 * last tick plus what their writes have grown files by since (a
@@ -121,11 +138,31 @@ uint64_t ofs_evict(struct ofs_store *s, uint64_t need, uint64_t tenant,
 /* The watermark check: above high, evict down to low.  No lock held. */
 uint64_t ofs_evict_tick(struct ofs_store *s);
 /*
- * A write found no room: evict down to the low watermark, at least the
- * band between the two.  1 when something was freed (retry).  No lock
- * held, or an object's stripe.
+ * A write found no room: with a worker, wait for its pass; without, run
+ * one here: the barrier that releases what deletes freed, else evict down
+ * to the low watermark, at least the band between the two.  1 when
+ * something was freed or released (retry).  No lock held, or an object's
+ * stripe.
  */
 int ofs_evict_for_put(struct ofs_store *s);
+/*
+ * A commit: above the high watermark, wake the worker (at once, not at
+ * its tick), unless a pass runs or the last one found nothing to evict
+ * within the tick.  No lock held, or an object's stripe.
+ */
+void ofs_evict_poke(struct ofs_store *s);
+/*
+ * The eviction worker's loop, run by a thread of the daemon until
+ * ofs_evict_worker_stop: each tick_ms, and at once when a pass is wanted,
+ * a pass (tenants over their quota, then above the high watermark down to
+ * the low one; for a writer with no room, as ofs_evict_for_put without a
+ * worker).  It never calls into the kernel itself (gone() queues the
+ * names): a writer waiting for its pass may be inside a request that holds
+ * the directory an invalidation would lock.
+ */
+void ofs_evict_worker(struct ofs_store *s, unsigned tick_ms);
+/* End ofs_evict_worker's loop; writers waiting evict on their own from then on. */
+void ofs_evict_worker_stop(struct ofs_store *s);
 
 /* A tenant with a quota: what its files hold (pages, in bytes) and may hold. */
 struct ofs_tenant_use {

@@ -83,10 +83,10 @@ int ofs_store_reclaim(struct ofs_store *s)
 {
 	uint64_t released = 0;
 
-	if (ofs_store_barrier(s, &released) == 0 && released > 0)
-		return 1;
-	/* A cache makes room: the least recently used objects go (evict.h). */
-	return ofs_evict_for_put(s);
+	/* A cache makes room: freed pages released, else the least recently used go (evict.h). */
+	if (s->evict.on)
+		return ofs_evict_for_put(s);
+	return ofs_store_barrier(s, &released) == 0 && released > 0;
 }
 
 int ofs_object_open(struct ofs_store *s, struct ofs_object *o)
@@ -144,6 +144,8 @@ int ofs_object_commit(struct ofs_store *s, struct ofs_object *o, int sync)
 		return ret;
 	}
 	OFS_COUNT(s->metrics.objects_committed, 1);
+	/* Above the high watermark the worker evicts now, ahead of the next writers. */
+	ofs_evict_poke(s);
 	if (s->dram_capacity)
 		ofs_dram_drop(&s->dram, o->m.ino);
 	pthread_mutex_lock(&s->lock);

@@ -4,7 +4,9 @@
  * simulated by restoring the files as they were at the last barrier.
  *
  * And an object's whole life through the store's own calls, as the daemon
- * makes them but without FUSE (test_object_life).
+ * makes them but without FUSE (test_object_life); a writer that finds the
+ * store full waiting for the eviction worker
+ * (test_writer_waits_for_the_eviction_worker).
  *
  * Invariants checked after each scenario (DESIGN.md):
  *  1. committed runs are disjoint and in range (the rebuild succeeds, and
@@ -797,6 +799,61 @@ START_TEST(test_tenant_counts_kept)
 	ck_assert_str_eq(tev[0].name, "t1");
 	ck_assert_int_eq(meta_tenant_evictions(s.meta, count_rows, &rows), 0);
 	ck_assert_int_eq(rows, 1);
+static void *evict_worker_main(void *arg)
+{
+	ofs_evict_worker(arg, 60000); /* a long tick: passes only when asked for */
+	return NULL;
+}
+
+/*
+ * A write that finds the store full waits for the eviction worker's pass
+ * (it does not evict on its own), which evicts the least recently used
+ * and releases their pages at its barrier; the write then goes in.
+ */
+START_TEST(test_writer_waits_for_the_eviction_worker)
+{
+	struct kvb_map empty = KVB_MAP_EMPTY;
+	struct meta_inode m, gone;
+	struct ofs_store s;
+	struct kvb_obj *o;
+	char buf[PS], name[16];
+	int i, worker = 0;
+	pthread_t t;
+
+	open_store(&s);
+	ofs_evict_init(&s, 1, 90, 80, 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, evict_worker_main, &s), 0);
+	while (!worker) {
+		pthread_mutex_lock(&s.evict.wlock);
+		worker = s.evict.worker;
+		pthread_mutex_unlock(&s.evict.wlock);
+		usleep(1000);
+	}
+	for (i = 0; i < (int)(NB * BS / PS); i++) {
+		snprintf(name, sizeof(name), "k%d", i);
+		(void)create(&s, name, PS, (unsigned)i);
+	}
+	m = new_record(&s, "new");
+	ck_assert_int_eq(kvb_obj_open(&s.kvb, &empty, "new", 3, &o), 0);
+	fill(buf, PS, 99);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o, buf, PS, 0), -ENOSPC);
+	ck_assert_int_eq(ofs_store_reclaim(&s), 1);
+	ck_assert_uint_eq(s.evict.put_waits, 1);
+	pthread_mutex_lock(&s.evict.wlock);
+	ck_assert_uint_eq(s.evict.passes, 1); /* the worker's: the writer ran none */
+	pthread_mutex_unlock(&s.evict.wlock);
+	ck_assert_uint_ge(s.evict.evictions[OFS_EVICT_PUT], 1);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o, buf, PS, 0), (ssize_t)PS);
+	ck_assert_int_eq(ofs_store_commit(&s, NULL, &m, o), 0);
+	kvb_obj_close(&s.kvb, o);
+	ck_assert_int_eq(meta_lookup(s.meta, META_ROOT_INO, "k0", 2, &gone), -ENOENT);
+	snprintf(name, sizeof(name), "k%u", NB * BS / PS - 1);
+	expect_content(&s, name, PS, NB * BS / PS - 1);
+	expect_content(&s, "new", PS, 99);
+	ofs_evict_worker_stop(&s);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_eq(s.evict.worker, 0);
+	check_invariants(&s);
 	ofs_evict_fini(&s);
 	ck_assert_int_eq(ofs_store_close(&s), 0);
 }
@@ -970,6 +1027,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_atime_without_object);
 	tcase_add_test(tc, test_atime_set_after_use_kept);
 	tcase_add_test(tc, test_tenant_counts_kept);
+	tcase_add_test(tc, test_writer_waits_for_the_eviction_worker);
 	tcase_add_test(tc, test_failed_write_in_the_middle);
 	tcase_add_test(tc, test_power_cut_loses_only_unsynced);
 	tcase_add_test(tc, test_power_cut_keeps_metadata_loses_data);

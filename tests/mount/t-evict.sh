@@ -9,7 +9,9 @@
 # offloadctl evict frees on demand;
 # the metrics and offloadctl stats count it, per tenant too, and the
 # per-tenant counts survive a remount and a kill -9 (never more than the
-# evictions on record); a kill -9
+# evictions on record); the eviction worker evicts as soon as a commit
+# crosses the high watermark, and a write that finds no room waits for its
+# pass; a kill -9
 # during eviction loses no file that was not evicted and leaks no page.
 # evict=off gives ENOSPC as before.
 set -u
@@ -161,6 +163,60 @@ check_eq "offloadctl stats shows them" 1 \
 	"$("$OFSCTL" stats "$MNT" | grep -Ec "^    a .*, $EVK files \([0-9.]+ MiB\) evicted$")"
 ofs_umount
 check_fsck_clean "after quota evictions"
+fresh
+
+# ---- the eviction worker runs ahead of the writers ----
+# A commit above the high watermark wakes the worker at once, not at its
+# once-a-second tick; a write that finds no room waits for its pass.
+ofs_mount "$LRU" || ofs_bail "cannot mount"
+mkdir "$MNT/t"
+run python3 - "$MNT" $OBJ <<'PY'
+import os, sys, time
+mnt, size = sys.argv[1], int(sys.argv[2])
+def evictions():
+    text = os.getxattr(mnt, "user.offload.metrics").decode()
+    return sum(int(l.split()[1]) for l in text.splitlines()
+               if l.startswith("offloadfs_evictions_total{"))
+def used():
+    st = os.statvfs(mnt)
+    return 1 - st.f_bfree / st.f_blocks
+delays, n = [], 0
+for rep in range(6):
+    t0 = time.monotonic()  # the last pass's barrier, which gives its pages back
+    while used() > 0.85 and time.monotonic() - t0 < 3:
+        time.sleep(0.005)
+    e0 = evictions()
+    while used() <= 0.9:
+        with open("%s/t/k%d" % (mnt, n), "wb") as f:
+            f.write(os.urandom(size))
+        n += 1
+    t0 = time.monotonic()
+    while evictions() == e0 and time.monotonic() - t0 < 3:
+        time.sleep(0.005)
+    delays.append(time.monotonic() - t0)
+print(" ".join("%.3f" % d for d in delays))
+PY
+note "from crossing the high watermark to the first eviction (s): $OUT"
+check "the worker evicts as soon as a commit crosses the high watermark (6 times)" \
+	python3 -c 'import sys; assert all(float(d) < 0.4 for d in sys.argv[1:])' $OUT
+ofs_umount
+fresh
+# evict_high=100: only writes that find no room ask the worker for a pass.
+ofs_mount "$LRU,evict_high=100" || ofs_bail "cannot mount"
+mkdir "$MNT/t"
+run python3 - "$MNT/t" $OBJ <<'PY'
+import os, sys
+d, size = sys.argv[1], int(sys.argv[2])
+for i in range(96):
+    with open("%s/k%d" % (d, i), "wb") as f:
+        f.write(os.urandom(size))
+PY
+check_eq "writes that find no room succeed (3x the capacity)" 0 "$RC"
+check "they waited for the worker's pass" [ "$(metric offloadfs_evict_waits_total)" -ge 1 ]
+ev=$(( $(metric 'offloadfs_evictions_total{reason="watermark"}') + $(metric 'offloadfs_evictions_total{reason="put"}') ))
+check "and evictions made the room" [ "$ev" -ge 60 ]
+ofs_umount
+check_fsck_clean "after the worker's evictions"
 fresh
 
 # ---- evict=off: a tenant over its quota gets EDQUOT ----
