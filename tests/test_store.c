@@ -799,6 +799,11 @@ START_TEST(test_tenant_counts_kept)
 	ck_assert_str_eq(tev[0].name, "t1");
 	ck_assert_int_eq(meta_tenant_evictions(s.meta, count_rows, &rows), 0);
 	ck_assert_int_eq(rows, 1);
+	ofs_evict_fini(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
 static void *evict_worker_main(void *arg)
 {
 	ofs_evict_worker(arg, 60000); /* a long tick: passes only when asked for */
