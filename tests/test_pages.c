@@ -445,6 +445,43 @@ START_TEST(test_spare_run_parked_across_opens)
 END_TEST
 
 /*
+ * An open writer's spare run stands between no allocation and the disk: a
+ * copy-on-write short of room gives it up (here not yet reusable: freed at
+ * the next barrier), so the barrier the store then runs releases pages and
+ * the write goes through on its retry (ofs_store_reclaim retries only then).
+ */
+START_TEST(test_open_writer_spare_given_up_for_room)
+{
+	static char want[40 * PS];
+	struct kvb_map c0, c1, c2;
+	const uint64_t *pcs;
+	struct kvb_obj *o;
+	char buf[10];
+	uint64_t csum;
+
+	c0 = make("room", sizeof(want), 71);
+	fill(want, sizeof(want), 71);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c0, "room", 4, &o), 0);
+	put(o, 10, 0, 72);
+	fill(want, 10, 72);
+	/* Committed, no barrier yet: c0's run is the spare, not reusable. */
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &c1, &csum, &pcs), 0);
+	kvb_obj_commit_done(&kvb, o, 1);
+	ck_assert_int_ne(c1.bucket, c0.bucket); /* 40 pages each: one per bucket */
+	fill(buf, sizeof(buf), 73);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, buf, sizeof(buf), PS), -ENOSPC);
+	/* The store's reclaim: a barrier; it retries the write if pages came back. */
+	ck_assert_uint_gt(settle(), 0);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, buf, sizeof(buf), PS), (ssize_t)sizeof(buf));
+	memcpy(want + PS, buf, sizeof(buf));
+	commit(o, &c2, &csum);
+	kvb_obj_close(&kvb, o);
+	expect(&c2, want, sizeof(want));
+	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
+}
+END_TEST
+
+/*
  * A large write into a spare run being written again (a writer that
  * syncs, as an msync loop does) asks for its write-out at once; a write
  * into a fresh run, or a small one, does not.
@@ -840,6 +877,7 @@ static Suite *pages_suite(void)
 	tcase_add_test(mem, test_kept_sums_after_append);
 	tcase_add_test(mem, test_spare_run_parked_across_opens);
 	tcase_add_test(mem, test_rewrite_starts_writeback);
+	tcase_add_test(mem, test_open_writer_spare_given_up_for_room);
 	tcase_add_test(mem, test_abandoned_write_frees_pages);
 	tcase_add_test(mem, test_truncate);
 	tcase_add_test(mem, test_efbig_enospc_spill);

@@ -185,12 +185,18 @@ static void pages_park(struct pages *p, struct kvb_obj *o)
 		pages_parked_free(p, &old[i]);
 }
 
-/* A fresh run; short of space, parked spares are given up first. */
+/*
+ * A fresh run; short of space, the parked spares and the writer's own are
+ * given up first.  A spare not yet reusable goes to the freed list, so the
+ * barrier the caller runs for room (ofs_store_reclaim) releases it.
+ */
 static int pages_alloc_fresh(struct pages *p, struct kvb_obj *o, uint64_t n, struct kvb_map *out)
 {
 	int ret = pages_alloc_run(p, o->key, o->klen, n, out);
 
-	if (ret == -ENOSPC && __atomic_load_n(&p->nparked, __ATOMIC_RELAXED)) {
+	if (ret == -ENOSPC &&
+	    (o->spare.bucket >= 0 || __atomic_load_n(&p->nparked, __ATOMIC_RELAXED))) {
+		pages_spare_drop(p, o);
 		pages_park_clear(p);
 		ret = pages_alloc_run(p, o->key, o->klen, n, out);
 	}
