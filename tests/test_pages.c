@@ -482,6 +482,49 @@ START_TEST(test_open_writer_spare_given_up_for_room)
 END_TEST
 
 /*
+ * A parked spare right past a growing run: short of room, the spare is
+ * given up and the run grows into its pages, in place, as it would have
+ * once a barrier freed that old version without the spare.
+ */
+START_TEST(test_parked_spare_given_up_for_growth_in_place)
+{
+	static char want[8 * PS];
+	struct kvb_map f, g, g1, x, y, f1;
+	struct kvb_obj *o;
+	uint64_t csum;
+
+	f = make("f", 4 * PS, 81);
+	fill(want, 4 * PS, 81);
+	g = make("f", 4 * PS, 82);
+	ck_assert_int_eq(g.bucket, f.bucket);
+	ck_assert_uint_eq(g.page, f.page + 4);
+	/* g rewritten: a fresh run past it, g's old run parked at close. */
+	ck_assert_int_eq(kvb_obj_open(&kvb, &g, "f", 1, &o), 0);
+	put(o, 10, 0, 83);
+	commit(o, &g1, &csum);
+	kvb_obj_close(&kvb, o);
+	ck_assert_int_eq(g1.bucket, f.bucket);
+	ck_assert_uint_eq(g1.page, f.page + 8);
+	/* Every other page taken. */
+	x = make("x", 64 * PS, 84);
+	ck_assert_int_ne(x.bucket, f.bucket);
+	y = make("f", (64 - 12) * PS, 85);
+	ck_assert_int_eq(y.bucket, f.bucket);
+	ck_assert_uint_eq(free_pages(), 4); /* the parked spare, counted free */
+	/* f grows by the spare's 4 pages: only in place can it. */
+	ck_assert_int_eq(kvb_obj_open(&kvb, &f, "f", 1, &o), 0);
+	fill(want + 4 * PS, 4 * PS, 86);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, want + 4 * PS, 4 * PS, 4 * PS), 4 * PS);
+	commit(o, &f1, &csum);
+	kvb_obj_close(&kvb, o);
+	ck_assert_int_eq(f1.bucket, f.bucket);
+	ck_assert_uint_eq(f1.page, f.page);
+	expect(&f1, want, sizeof(want));
+	ck_assert_uint_eq(free_pages(), 0);
+}
+END_TEST
+
+/*
  * A large write into a spare run being written again (a writer that
  * syncs, as an msync loop does) asks for its write-out at once; a write
  * into a fresh run, or a small one, does not.
@@ -878,6 +921,7 @@ static Suite *pages_suite(void)
 	tcase_add_test(mem, test_spare_run_parked_across_opens);
 	tcase_add_test(mem, test_rewrite_starts_writeback);
 	tcase_add_test(mem, test_open_writer_spare_given_up_for_room);
+	tcase_add_test(mem, test_parked_spare_given_up_for_growth_in_place);
 	tcase_add_test(mem, test_abandoned_write_frees_pages);
 	tcase_add_test(mem, test_truncate);
 	tcase_add_test(mem, test_efbig_enospc_spill);

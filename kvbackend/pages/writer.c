@@ -322,6 +322,7 @@ static int pages_move(struct pages *p, struct kvb_obj *o, uint64_t n)
 static int pages_need(struct pages *p, struct kvb_obj *o, uint64_t size)
 {
 	uint64_t n = pages_for(p, size);
+	int ret;
 
 	if (size > p->bucket_size)
 		return -EFBIG;
@@ -329,7 +330,12 @@ static int pages_need(struct pages *p, struct kvb_obj *o, uint64_t size)
 		return 0;
 	if (o->w.bucket >= 0 && o->w.npages > 0 && pages_extend_run(p, &o->w, n) == 0)
 		return 0;
-	return pages_move(p, o, n);
+	ret = pages_move(p, o, n);
+	/* Short of room, the move gave up the spares: one may have stood right past the run. */
+	if (ret == -ENOSPC && o->w.bucket >= 0 && o->w.npages > 0 &&
+	    pages_extend_run(p, &o->w, n) == 0)
+		ret = 0;
+	return ret;
 }
 
 /*
