@@ -249,9 +249,9 @@ static int pages_statfs(void *arg, struct kvb_statfs *st)
 		cooling += p->b[i].cooling;
 		pthread_mutex_unlock(&p->b[i].lock);
 	}
-	/* Parked spare runs are given up before any allocation fails: free. */
+	/* Spare runs, parked or open writers', are given up before any allocation fails: free. */
 	pthread_mutex_lock(&p->park_lock);
-	st->blocks_free += p->parked_pages;
+	st->blocks_free += p->parked_pages + p->spare_pages;
 	pthread_mutex_unlock(&p->park_lock);
 	/*
 	 * Allocated pages hold their blocks (io_reserve) and freed ones are
