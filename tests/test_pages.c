@@ -353,7 +353,8 @@ START_TEST(test_spare_run_reused_after_barrier)
 	ck_assert_uint_eq(c2.bucket, c0.bucket);
 	ck_assert_uint_eq(c2.page, c0.page);
 	ck_assert_uint_eq(faults.copies, 1);
-	ck_assert_uint_eq(free_pages(), before); /* nothing allocated */
+	/* Nothing allocated: the spare, counted free, is the working run. */
+	ck_assert_uint_eq(free_pages(), before - 8);
 	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
 	check_pcs(pcs, want, sizeof(want));
 	kvb_obj_commit_done(&kvb, o, 1);
@@ -373,8 +374,8 @@ START_TEST(test_spare_run_reused_after_barrier)
 	settle();
 	kvb_obj_close(&kvb, o);
 	settle();
-	/* Every run but the last version's is free again (before: c1's and the spare). */
-	ck_assert_uint_eq(free_pages(), before + 8);
+	/* Every run but the last version's is free again (before: c1's). */
+	ck_assert_uint_eq(free_pages(), before);
 	expect(&c3, want, sizeof(want));
 }
 END_TEST
@@ -441,6 +442,120 @@ START_TEST(test_spare_run_parked_across_opens)
 		ck_assert_uint_eq(n, all / 2); /* two buckets, one run */
 		kvb_obj_close(&kvb, b);
 	}
+}
+END_TEST
+
+/*
+ * An open writer's spare run stands between no allocation and the disk: a
+ * copy-on-write short of room gives it up (here not yet reusable: freed at
+ * the next barrier), so the barrier the store then runs releases pages and
+ * the write goes through on its retry (ofs_store_reclaim retries only then).
+ */
+START_TEST(test_open_writer_spare_given_up_for_room)
+{
+	static char want[40 * PS];
+	struct kvb_map c0, c1, c2;
+	const uint64_t *pcs;
+	struct kvb_obj *o;
+	char buf[10];
+	uint64_t csum;
+
+	c0 = make("room", sizeof(want), 71);
+	fill(want, sizeof(want), 71);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c0, "room", 4, &o), 0);
+	put(o, 10, 0, 72);
+	fill(want, 10, 72);
+	/* Committed, no barrier yet: c0's run is the spare, not reusable. */
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &c1, &csum, &pcs), 0);
+	kvb_obj_commit_done(&kvb, o, 1);
+	ck_assert_int_ne(c1.bucket, c0.bucket); /* 40 pages each: one per bucket */
+	fill(buf, sizeof(buf), 73);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, buf, sizeof(buf), PS), -ENOSPC);
+	/* The store's reclaim: a barrier; it retries the write if pages came back. */
+	ck_assert_uint_gt(settle(), 0);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, buf, sizeof(buf), PS), (ssize_t)sizeof(buf));
+	memcpy(want + PS, buf, sizeof(buf));
+	commit(o, &c2, &csum);
+	kvb_obj_close(&kvb, o);
+	expect(&c2, want, sizeof(want));
+	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
+}
+END_TEST
+
+/*
+ * Another object's open writer keeps a spare run: short of room, a writer
+ * gets it given up too (here not yet reusable: the barrier the store then
+ * runs releases it), and statfs counts it free as it counts parked ones.
+ */
+START_TEST(test_other_writers_spare_given_up_for_room)
+{
+	struct kvb_map a0, a1, b1, empty = KVB_MAP_EMPTY;
+	struct kvb_obj *a, *b;
+	const uint64_t *pcs;
+	uint64_t csum, all = free_pages();
+
+	a0 = make("a", 40 * PS, 101);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &a0, "a", 1, &a), 0);
+	put(a, 10, 0, 102);
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, a, 0, &a1, &csum, &pcs), 0);
+	kvb_obj_commit_done(&kvb, a, 1);
+	ck_assert_int_ne(a1.bucket, a0.bucket);
+	ck_assert_uint_eq(free_pages(), all - 40); /* the spare counts free */
+	/* 40 pages: no bucket has them but the one a's spare holds. */
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "b", 1, &b), 0);
+	ck_assert_int_eq(kvb_obj_reserve(&kvb, b, 40 * PS), -ENOSPC);
+	ck_assert_uint_gt(settle(), 0);
+	ck_assert_int_eq(kvb_obj_reserve(&kvb, b, 40 * PS), 0);
+	put(b, 40 * PS, 0, 103);
+	commit(b, &b1, &csum);
+	kvb_obj_close(&kvb, b);
+	/* a closes with no spare to park: it went to b. */
+	kvb_obj_close(&kvb, a);
+	ck_assert_uint_eq(b1.npages, 40);
+	ck_assert_uint_eq(free_pages(), all - 80);
+}
+END_TEST
+
+/*
+ * A parked spare right past a growing run: short of room, the spare is
+ * given up and the run grows into its pages, in place, as it would have
+ * once a barrier freed that old version without the spare.
+ */
+START_TEST(test_parked_spare_given_up_for_growth_in_place)
+{
+	static char want[8 * PS];
+	struct kvb_map f, g, g1, x, y, f1;
+	struct kvb_obj *o;
+	uint64_t csum;
+
+	f = make("f", 4 * PS, 81);
+	fill(want, 4 * PS, 81);
+	g = make("f", 4 * PS, 82);
+	ck_assert_int_eq(g.bucket, f.bucket);
+	ck_assert_uint_eq(g.page, f.page + 4);
+	/* g rewritten: a fresh run past it, g's old run parked at close. */
+	ck_assert_int_eq(kvb_obj_open(&kvb, &g, "f", 1, &o), 0);
+	put(o, 10, 0, 83);
+	commit(o, &g1, &csum);
+	kvb_obj_close(&kvb, o);
+	ck_assert_int_eq(g1.bucket, f.bucket);
+	ck_assert_uint_eq(g1.page, f.page + 8);
+	/* Every other page taken. */
+	x = make("x", 64 * PS, 84);
+	ck_assert_int_ne(x.bucket, f.bucket);
+	y = make("f", (64 - 12) * PS, 85);
+	ck_assert_int_eq(y.bucket, f.bucket);
+	ck_assert_uint_eq(free_pages(), 4); /* the parked spare, counted free */
+	/* f grows by the spare's 4 pages: only in place can it. */
+	ck_assert_int_eq(kvb_obj_open(&kvb, &f, "f", 1, &o), 0);
+	fill(want + 4 * PS, 4 * PS, 86);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, want + 4 * PS, 4 * PS, 4 * PS), 4 * PS);
+	commit(o, &f1, &csum);
+	kvb_obj_close(&kvb, o);
+	ck_assert_int_eq(f1.bucket, f.bucket);
+	ck_assert_uint_eq(f1.page, f.page);
+	expect(&f1, want, sizeof(want));
+	ck_assert_uint_eq(free_pages(), 0);
 }
 END_TEST
 
@@ -840,6 +955,9 @@ static Suite *pages_suite(void)
 	tcase_add_test(mem, test_kept_sums_after_append);
 	tcase_add_test(mem, test_spare_run_parked_across_opens);
 	tcase_add_test(mem, test_rewrite_starts_writeback);
+	tcase_add_test(mem, test_open_writer_spare_given_up_for_room);
+	tcase_add_test(mem, test_parked_spare_given_up_for_growth_in_place);
+	tcase_add_test(mem, test_other_writers_spare_given_up_for_room);
 	tcase_add_test(mem, test_abandoned_write_frees_pages);
 	tcase_add_test(mem, test_truncate);
 	tcase_add_test(mem, test_efbig_enospc_spill);

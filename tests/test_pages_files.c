@@ -9,8 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <linux/fiemap.h>
+#include <linux/fs.h>
 
 #include <xxhash.h>
 
@@ -26,9 +30,12 @@
 
 static char dir[256];
 
+/* Under TMPDIR when set: TMPDIR=/mnt/xfs runs these over a filesystem that shares blocks. */
 static void dir_setup(void)
 {
-	snprintf(dir, sizeof(dir), "/tmp/ofs-test-pages-XXXXXX");
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(dir, sizeof(dir), "%s/ofs-test-pages-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 }
 
@@ -576,6 +583,59 @@ START_TEST(test_copy_range_files)
 }
 END_TEST
 
+/* Whether any block of bytes [off, off + len) of bucket b's file is shared with another extent. */
+static int bucket_shared(uint32_t b, uint64_t off, uint64_t len)
+{
+	char name[32], path[512];
+	struct fiemap *fm = calloc(1, sizeof(*fm) + 64 * sizeof(struct fiemap_extent));
+	unsigned i;
+	int fd, shared = 0;
+
+	ck_assert_ptr_nonnull(fm);
+	kvb_bucket_name(b, name, sizeof(name));
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	fm->fm_start = off;
+	fm->fm_length = len;
+	fm->fm_flags = FIEMAP_FLAG_SYNC;
+	fm->fm_extent_count = 64;
+	if (ioctl(fd, FS_IOC_FIEMAP, fm) == 0) {
+		for (i = 0; i < fm->fm_mapped_extents; i++)
+			shared |= (fm->fm_extents[i].fe_flags & FIEMAP_EXTENT_SHARED) != 0;
+	}
+	close(fd);
+	free(fm);
+	return shared;
+}
+
+/*
+ * A run copied into (copy-on-write fills, copy_file_range) keeps blocks of
+ * its own: on XFS (and btrfs) the in-kernel copy shares the source's
+ * blocks and gives back those the run held (io_reserve), and a later write
+ * there, even one the kernel acknowledged and writes back later, could
+ * find the disk full.  Shares nothing on ext4 or tmpfs; see dir_setup.
+ */
+START_TEST(test_copied_run_keeps_own_blocks)
+{
+	struct kvb_pages_geom g = { PS, 64 * PS, 2, 0 };
+	struct kvb_map c, n;
+	struct kvb_obj *o;
+	char err[256];
+	uint64_t csum;
+
+	ck_assert_int_eq(kvb_pages_init(&kvb, dir, &g, 1, err, sizeof(err)), 0);
+	c = make("cow", 16 * PS, 91);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c, "cow", 3, &o), 0);
+	put(o, 10, 3, 92);
+	commit(o, &n, &csum);
+	kvb_obj_close(&kvb, o);
+	ck_assert(n.bucket != c.bucket || n.page != c.page);
+	ck_assert(!bucket_shared((uint32_t)n.bucket, n.page * PS, n.npages * PS));
+	kvb_release(&kvb);
+}
+END_TEST
+
 TCase *pages_tcase_files(void)
 {
 	TCase *files = tcase_create("files");
@@ -586,6 +646,7 @@ TCase *pages_tcase_files(void)
 	tcase_add_test(files, test_adopt_run_written_outside);
 	tcase_add_test(files, test_copy_range_files);
 	tcase_add_test(files, test_alloc_waits_for_a_punch);
+	tcase_add_test(files, test_copied_run_keeps_own_blocks);
 	tcase_add_test(files, test_store_create_snapshot_rebuild);
 	tcase_add_test(files, test_store_refusals);
 	tcase_add_test(files, test_parse_size);

@@ -237,7 +237,7 @@ static int pages_statfs(void *arg, struct kvb_statfs *st)
 {
 	struct pages *p = arg;
 	struct statvfs vfs;
-	uint64_t cooling = 0;
+	uint64_t cooling = 0, spares;
 	uint32_t i;
 
 	st->block_size = p->page_size;
@@ -249,22 +249,23 @@ static int pages_statfs(void *arg, struct kvb_statfs *st)
 		cooling += p->b[i].cooling;
 		pthread_mutex_unlock(&p->b[i].lock);
 	}
-	/* Parked spare runs are given up before any allocation fails: free. */
+	/* Spare runs, parked or open writers', are given up before any allocation fails: free. */
 	pthread_mutex_lock(&p->park_lock);
-	st->blocks_free += p->parked_pages;
+	spares = p->parked_pages + p->spare_pages;
 	pthread_mutex_unlock(&p->park_lock);
+	st->blocks_free += spares;
 	/*
 	 * Allocated pages hold their blocks (io_reserve) and freed ones are
 	 * punched, or warm (holding blocks the next allocation reuses, punched
 	 * on demand), so a new page costs one page of the backing filesystem
-	 * or a warm page: free is what both allow, and the size what is used
-	 * plus that.
+	 * or a warm page (or a spare's, which holds its blocks too): free is
+	 * what both allow, and the size what is used plus that.
 	 */
 	if (p->b[0].fd >= 0 && fstatvfs(p->b[0].fd, &vfs) == 0) {
 		uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
 
 		avail = avail > p->keep_free ? (avail - p->keep_free) / p->page_size : 0;
-		avail += __atomic_load_n(&p->warm_pages, __ATOMIC_RELAXED) + cooling;
+		avail += __atomic_load_n(&p->warm_pages, __ATOMIC_RELAXED) + cooling + spares;
 		if (avail < st->blocks_free) {
 			st->blocks -= st->blocks_free - avail;
 			st->blocks_free = avail;

@@ -238,7 +238,20 @@ static ssize_t file_copy(void *dev, uint32_t fb, uint64_t from, uint32_t tb, uin
 
 	/* In the kernel: no pass through our memory, shared blocks on XFS or btrfs. */
 	n = copy_file_range(p->b[fb].fd, &in, p->b[tb].fd, &out, len, 0);
-	return n < 0 ? -errno : n;
+	if (n <= 0)
+		return n < 0 ? -errno : n;
+	/*
+	 * Shared blocks are not the run's: the copy gave back the ones it held
+	 * (io_reserve), and a later write there, perhaps one the kernel
+	 * acknowledged and writes back later, would need new ones from a disk
+	 * that may be full by then.  Unshared now (XFS), while an error can
+	 * still reach the writer; elsewhere (no sharing, or none to undo) this
+	 * answers EOPNOTSUPP or EINVAL.
+	 */
+	if (fallocate(p->b[tb].fd, FALLOC_FL_UNSHARE_RANGE | FALLOC_FL_KEEP_SIZE, (off_t)to,
+		      (off_t)n) && (errno == ENOSPC || errno == EDQUOT || errno == EIO))
+		return -errno;
+	return n;
 }
 
 static void file_writeback(void *dev, uint32_t b, uint64_t off, uint64_t len)

@@ -131,6 +131,14 @@ struct pages {
 	struct pages_parked parked[PAGES_PARKED_MAX];
 	unsigned nparked;
 	uint64_t parked_pages;
+	/*
+	 * Open writers holding a spare run (linked through sp_next, sp_prev),
+	 * how many (also read as a hint) and their pages, under park_lock:
+	 * given up for room, as parked spares are.
+	 */
+	struct kvb_obj *spares;
+	unsigned nspares;
+	uint64_t spare_pages;
 };
 
 /* Whole-object and per-page XXH3-64 of a byte stream fed in order. */
@@ -173,6 +181,8 @@ struct kvb_obj {
 	struct kvb_map spare;
 	uint64_t *spare_stale;
 	uint64_t spare_n, spare_epoch;
+	/* The spare's fields are used under park_lock: another writer may take it for room. */
+	struct kvb_obj *sp_next, *sp_prev;
 	/*
 	 * The working run is the spare written again: the writer syncs (an
 	 * msync, an fsync loop), so large writes start their write-out early.

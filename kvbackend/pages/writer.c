@@ -66,11 +66,6 @@ static int pages_epoch_passed(struct pages *p, uint64_t epoch)
 	return done > epoch;
 }
 
-static int pages_spare_ready(struct pages *p, const struct kvb_obj *o)
-{
-	return pages_epoch_passed(p, o->spare_epoch);
-}
-
 /* Free a spare run: at once if ready, else (a version a crash may still need) after a barrier. */
 static void pages_free_spare(struct pages *p, const struct kvb_map *spare, uint64_t epoch)
 {
@@ -82,21 +77,76 @@ static void pages_free_spare(struct pages *p, const struct kvb_map *spare, uint6
 		pages_free_later(p, spare->bucket, spare->page, spare->npages);
 }
 
-static void pages_spare_drop(struct pages *p, struct kvb_obj *o)
-{
-	pages_free_spare(p, &o->spare, o->spare_epoch);
-	free(o->spare_stale);
-	o->spare_stale = NULL;
-	o->spare = KVB_MAP_EMPTY;
-}
-
-/* ---- spare runs of closed writers ---- */
-
 static void pages_parked_free(struct pages *p, struct pages_parked *e)
 {
 	pages_free_spare(p, &e->spare, e->epoch);
 	free(e->stale);
 }
+
+/* ---- an open writer's spare: under park_lock, listed in p->spares ---- */
+
+/*
+ * Under park_lock: o's spare out of o and off the list, into *e (spare
+ * EMPTY: none).  e->c is left empty: o's committed run is its own thread's.
+ */
+static void pages_spare_unlist(struct pages *p, struct kvb_obj *o, struct pages_parked *e)
+{
+	*e = (struct pages_parked){ KVB_MAP_EMPTY, o->spare, o->spare_stale, o->spare_n,
+				    o->spare_epoch };
+	if (o->spare.bucket >= 0) {
+		if (o->sp_prev)
+			o->sp_prev->sp_next = o->sp_next;
+		else
+			p->spares = o->sp_next;
+		if (o->sp_next)
+			o->sp_next->sp_prev = o->sp_prev;
+		o->sp_next = o->sp_prev = NULL;
+		p->spare_pages -= o->spare.npages;
+		__atomic_sub_fetch(&p->nspares, 1, __ATOMIC_RELAXED);
+	}
+	o->spare = KVB_MAP_EMPTY;
+	o->spare_stale = NULL;
+}
+
+/* Take o's spare out of o, beside o's committed run: to use, to give back, to park or free. */
+static void pages_spare_detach(struct pages *p, struct kvb_obj *o, struct pages_parked *e)
+{
+	pthread_mutex_lock(&p->park_lock);
+	pages_spare_unlist(p, o, e);
+	pthread_mutex_unlock(&p->park_lock);
+	e->c = o->c;
+}
+
+/* Give o (holding none) the spare of e, if any. */
+static void pages_spare_attach(struct pages *p, struct kvb_obj *o, const struct pages_parked *e)
+{
+	if (e->spare.bucket < 0)
+		return;
+	pthread_mutex_lock(&p->park_lock);
+	assert(o->spare.bucket < 0);
+	o->spare = e->spare;
+	o->spare_stale = e->stale;
+	o->spare_n = e->n;
+	o->spare_epoch = e->epoch;
+	o->sp_prev = NULL;
+	o->sp_next = p->spares;
+	if (p->spares)
+		p->spares->sp_prev = o;
+	p->spares = o;
+	p->spare_pages += e->spare.npages;
+	__atomic_add_fetch(&p->nspares, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&p->park_lock);
+}
+
+static void pages_spare_drop(struct pages *p, struct kvb_obj *o)
+{
+	struct pages_parked e;
+
+	pages_spare_detach(p, o, &e);
+	pages_parked_free(p, &e);
+}
+
+/* ---- spare runs of closed writers ---- */
 
 /*
  * Take out every parked spare kept beside committed run c's first page;
@@ -123,11 +173,9 @@ static void pages_park_take(struct pages *p, const struct kvb_map *c, struct kvb
 	for (i = 0; i < nout; i++) {
 		struct pages_parked *e = &out[i];
 
-		if (o && o->spare.bucket < 0 && e->c.npages == c->npages && e->c.size == c->size) {
-			o->spare = e->spare;
-			o->spare_stale = e->stale;
-			o->spare_n = e->n;
-			o->spare_epoch = e->epoch;
+		if (o && e->c.npages == c->npages && e->c.size == c->size) {
+			pages_spare_attach(p, o, e);
+			o = NULL;
 		} else {
 			pages_parked_free(p, e);
 		}
@@ -157,41 +205,62 @@ void pages_park_clear(struct pages *p)
 		pages_parked_free(p, &out[i]);
 }
 
-/* Keep a closing writer's spare for its committed run, the oldest making room. */
-static void pages_park(struct pages *p, struct kvb_obj *o)
+/* Keep a closing writer's spare e for its committed run e->c, the oldest making room. */
+static void pages_park(struct pages *p, struct pages_parked *e)
 {
-	struct pages_parked e = { o->c, o->spare, o->spare_stale, o->spare_n, o->spare_epoch };
 	struct pages_parked old[PAGES_PARKED_MAX];
 	uint64_t limit = p->npages * p->nbuckets / PAGES_PARKED_SHARE;
 	unsigned nold = 0, i;
 
-	o->spare_stale = NULL;
-	o->spare = KVB_MAP_EMPTY;
-	if (e.spare.npages > limit) {
-		pages_parked_free(p, &e);
+	if (e->spare.npages > limit) {
+		pages_parked_free(p, e);
 		return;
 	}
 	pthread_mutex_lock(&p->park_lock);
 	while (p->nparked && (p->nparked == PAGES_PARKED_MAX ||
-			      p->parked_pages + e.spare.npages > limit)) {
+			      p->parked_pages + e->spare.npages > limit)) {
 		old[nold] = p->parked[0];
 		p->parked_pages -= old[nold++].spare.npages;
 		memmove(p->parked, p->parked + 1, --p->nparked * sizeof(*p->parked));
 	}
-	p->parked[p->nparked++] = e;
-	p->parked_pages += e.spare.npages;
+	p->parked[p->nparked++] = *e;
+	p->parked_pages += e->spare.npages;
 	pthread_mutex_unlock(&p->park_lock);
 	for (i = 0; i < nold; i++)
 		pages_parked_free(p, &old[i]);
 }
 
-/* A fresh run; short of space, parked spares are given up first. */
+/* Free every spare run, parked or an open writer's (space running short). */
+static void pages_spares_give_up(struct pages *p)
+{
+	struct pages_parked e;
+
+	pages_park_clear(p);
+	for (;;) {
+		pthread_mutex_lock(&p->park_lock);
+		if (!p->spares) {
+			pthread_mutex_unlock(&p->park_lock);
+			return;
+		}
+		pages_spare_unlist(p, p->spares, &e);
+		pthread_mutex_unlock(&p->park_lock);
+		pages_parked_free(p, &e);
+	}
+}
+
+/*
+ * A fresh run; short of space, every spare run (parked, this writer's,
+ * other open writers') is given up first.  A spare not yet reusable goes
+ * to the freed list, so the barrier the caller runs for room
+ * (ofs_store_reclaim) releases it.
+ */
 static int pages_alloc_fresh(struct pages *p, struct kvb_obj *o, uint64_t n, struct kvb_map *out)
 {
 	int ret = pages_alloc_run(p, o->key, o->klen, n, out);
 
-	if (ret == -ENOSPC && __atomic_load_n(&p->nparked, __ATOMIC_RELAXED)) {
-		pages_park_clear(p);
+	if (ret == -ENOSPC && (__atomic_load_n(&p->nspares, __ATOMIC_RELAXED) ||
+			       __atomic_load_n(&p->nparked, __ATOMIC_RELAXED))) {
+		pages_spares_give_up(p);
 		ret = pages_alloc_run(p, o->key, o->klen, n, out);
 	}
 	return ret;
@@ -316,6 +385,7 @@ static int pages_move(struct pages *p, struct kvb_obj *o, uint64_t n)
 static int pages_need(struct pages *p, struct kvb_obj *o, uint64_t size)
 {
 	uint64_t n = pages_for(p, size);
+	int ret;
 
 	if (size > p->bucket_size)
 		return -EFBIG;
@@ -323,7 +393,12 @@ static int pages_need(struct pages *p, struct kvb_obj *o, uint64_t size)
 		return 0;
 	if (o->w.bucket >= 0 && o->w.npages > 0 && pages_extend_run(p, &o->w, n) == 0)
 		return 0;
-	return pages_move(p, o, n);
+	ret = pages_move(p, o, n);
+	/* Short of room, the move gave up the spares: one may have stood right past the run. */
+	if (ret == -ENOSPC && o->w.bucket >= 0 && o->w.npages > 0 &&
+	    pages_extend_run(p, &o->w, n) == 0)
+		ret = 0;
+	return ret;
 }
 
 /*
@@ -337,6 +412,7 @@ static int pages_need(struct pages *p, struct kvb_obj *o, uint64_t size)
 static int pages_cow(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t size, int lazy)
 {
 	struct kvb_map fresh = { 0 };
+	struct pages_parked sp;
 	uint64_t n, np, pg, unfilled;
 	int ret;
 
@@ -350,19 +426,19 @@ static int pages_cow(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t
 	if (!o->filled)
 		return -ENOMEM;
 	unfilled = np;
-	if (o->spare.bucket >= 0 && o->spare.npages >= n && pages_spare_ready(p, o)) {
-		fresh = o->spare;
-		for (pg = 0; pg < np && pg < o->spare_n; pg++) {
-			if (!o->spare_stale || !pages_bit(o->spare_stale, pg)) {
+	pages_spare_detach(p, o, &sp);
+	if (sp.spare.bucket >= 0 && sp.spare.npages >= n && pages_epoch_passed(p, sp.epoch)) {
+		fresh = sp.spare;
+		for (pg = 0; pg < np && pg < sp.n; pg++) {
+			if (!sp.stale || !pages_bit(sp.stale, pg)) {
 				o->filled[pg / 64] |= 1ULL << (pg % 64);
 				unfilled--;
 			}
 		}
-		free(o->spare_stale);
-		o->spare_stale = NULL;
-		o->spare = KVB_MAP_EMPTY;
+		free(sp.stale);
 		o->rewrite = 1;
 	} else {
+		pages_spare_attach(p, o, &sp);
 		ret = pages_alloc_fresh(p, o, n, &fresh);
 		if (ret) {
 			free(o->filled);
@@ -700,13 +776,13 @@ void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 			 * only after a barrier has made this commit durable, as a
 			 * freed run would be.
 			 */
-			o->spare = o->c;
-			o->spare_stale = o->diff;
-			o->spare_n = o->diff_n;
+			struct pages_parked sp = { o->c, o->c, o->diff, o->diff_n, 0 };
+
 			o->diff = NULL;
 			pthread_mutex_lock(&p->flock);
-			o->spare_epoch = p->barriers_begun;
+			sp.epoch = p->barriers_begun;
 			pthread_mutex_unlock(&p->flock);
+			pages_spare_attach(p, o, &sp);
 		} else {
 			pages_free_later(p, o->c.bucket, o->c.page, o->c.npages);
 		}
@@ -728,13 +804,16 @@ void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 void pages_obj_close(void *arg, struct kvb_obj *o)
 {
 	struct pages *p = arg;
+	struct pages_parked sp;
 
 	if (!o)
 		return;
 	pages_drop_working(p, o);
-	if (o->spare.bucket >= 0 && o->c.bucket >= 0)
-		pages_park(p, o);
-	pages_spare_drop(p, o);
+	pages_spare_detach(p, o, &sp);
+	if (sp.spare.bucket >= 0 && o->c.bucket >= 0)
+		pages_park(p, &sp);
+	else
+		pages_parked_free(p, &sp);
 	hasher_release(&o->h);
 	free(o->filled);
 	free(o->diff);
