@@ -702,12 +702,7 @@ static int batch_commit_records(struct ofs *ofs, struct batch_handle *h, const s
 		m.gid = ctx->gid;
 		m.atime = m.mtime = m.ctime = now;
 		m.nlink = 1;
-		m.bucket = -1;
 		m.prev_bucket = -1;
-		m.state = META_NEW;
-		ret = meta_insert(s->meta, &m, ce[i].name, strlen(ce[i].name));
-		if (ret)
-			break;
 		m.size = ce[i].map.size;
 		m.bucket = ce[i].map.bucket;
 		m.page = ce[i].map.page;
@@ -715,7 +710,9 @@ static int batch_commit_records(struct ofs *ofs, struct batch_handle *h, const s
 		m.csum = ce[i].csum;
 		m.state = META_COMMITTED;
 		m.gen = s->gen;
-		ret = meta_commit_object(s->meta, &m, ce[i].pcs, m.npages, NULL, META_SKEY_SET);
+		/* Created committed: one row, one statement. */
+		ret = meta_insert_object(s->meta, &m, ce[i].name, strlen(ce[i].name), ce[i].pcs,
+					 m.npages);
 		/*
 		 * A batch's keys usually share a directory: its times once
 		 * per run of them.  This also refuses a directory removed
