@@ -469,7 +469,8 @@ struct batch_dircache {
 /*
  * Walk key's directories below the tenant: *dir the last one, *name its
  * last component (NUL-terminated, in namebuf), *m the entry when it exists
- * (0) or -ENOENT.  Other errors: the key cannot name a file.  Under
+ * (0) or -ENOENT.  Other errors: the key cannot name a file.  With m
+ * NULL, the name is not looked up: 0 when its directory is there.  Under
  * store.lock; dc may be NULL.
  */
 static int batch_resolve(struct ofs *ofs, uint64_t tenant, const char *key, uint32_t klen,
@@ -479,6 +480,7 @@ static int batch_resolve(struct ofs *ofs, uint64_t tenant, const char *key, uint
 	const char *last = klen ? memrchr(key, '/', klen) : NULL;
 	uint32_t dlen = last ? (uint32_t)(last - key) : 0, pos = 0;
 	uint64_t cur = tenant;
+	struct meta_inode d;
 	int ret;
 
 	/* Its directory checked and found for an earlier key: only the name is left. */
@@ -505,14 +507,14 @@ static int batch_resolve(struct ofs *ofs, uint64_t tenant, const char *key, uint
 			}
 			if (cur == tenant && strcmp(namebuf, OFS_BATCH_NAME) == 0)
 				return -EINVAL;
-			return meta_lookup(ofs->store.meta, cur, key + pos, len, m);
+			return m ? meta_lookup(ofs->store.meta, cur, key + pos, len, m) : 0;
 		}
-		ret = meta_lookup(ofs->store.meta, cur, key + pos, len, m);
+		ret = meta_lookup(ofs->store.meta, cur, key + pos, len, &d);
 		if (ret)
 			return ret;
-		if (!S_ISDIR(m->mode))
+		if (!S_ISDIR(d.mode))
 			return -ENOTDIR;
-		cur = m->ino;
+		cur = d.ino;
 		pos += len + 1;
 	}
 }
@@ -682,17 +684,22 @@ static int batch_commit_records(struct ofs *ofs, struct batch_handle *h, const s
 	struct ofs_store *s = &ofs->store;
 	int64_t now = ofs_now();
 	struct batch_dircache dc = { 0 };
-	struct meta_inode m, cur;
+	struct meta_inode m;
 	uint64_t last_dir = 0;
 	uint32_t i;
 	int ret = meta_begin(s->meta);
 
 	for (i = 0; !ret && i < r->hdr->n; i++) {
+		/* The name is not looked up: the insert finds it taken (EEXIST). */
 		int e = batch_resolve(ofs, h->tenant, r->key[i], r->ent[i]->klen, &ce[i].dir,
-				      ce[i].name, &cur, &dc);
+				      ce[i].name, NULL, &dc);
 
-		if (e != -ENOENT) {
-			st[i].err = e ? e : -EEXIST;
+		if (e == -ENOENT) {
+			ret = e; /* a directory removed since the reserve */
+			break;
+		}
+		if (e) {
+			st[i].err = e;
 			continue;
 		}
 		memset(&m, 0, sizeof(m));
@@ -713,6 +720,12 @@ static int batch_commit_records(struct ofs *ofs, struct batch_handle *h, const s
 		/* Created committed: one row, one statement. */
 		ret = meta_insert_object(s->meta, &m, ce[i].name, strlen(ce[i].name), ce[i].pcs,
 					 m.npages);
+		if (ret == -EEXIST) {
+			/* Taken since the reserve: this entry only (its statement undone). */
+			st[i].err = ret;
+			ret = 0;
+			continue;
+		}
 		/*
 		 * A batch's keys usually share a directory: its times once
 		 * per run of them.  This also refuses a directory removed

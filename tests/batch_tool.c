@@ -7,6 +7,8 @@
  *   hold TENANT N SIZE        reserve and write N keys, print "held", wait to be killed
  *   dup TENANT                duplicate keys in a reserve and in a commit: EINVAL
  *   badsum TENANT             a commit with one wrong page sum fails, nothing visible
+ *   taken TENANT [rmdir]      a name created (or the key's directory removed) through the
+ *                             mount between reserve and commit
  *   race TENANT ROUNDS        commits racing unlinks of the same key
  *   bench TENANT N SIZE ROUNDS SCRATCH   put_many/get_many against raw pwrite/pread and per-key files
  */
@@ -232,6 +234,54 @@ static int cmd_dup(const char *t)
 		ret = offloadfs_batch_reserve(b, one, l1, 1, d);
 		printf("reserve-again %d\n", d[0].err);
 	}
+	offloadfs_batch_close(b);
+	return 0;
+}
+
+/*
+ * Keys reserved and written, then changed through the mount before the
+ * commit: tk1 created (its name taken), or with rmdir the directory of
+ * tdir/k0 removed.  Prints the commit's status and each entry's.
+ */
+static int cmd_taken(const char *t, int rmdir_case)
+{
+	struct offloadfs_batch *b = offloadfs_batch_open(t);
+	const char *files[3] = { "tk0", "tk1", "tk2" }, *indir[1] = { "tdir/k0" };
+	const char *const *keys = rmdir_case ? indir : files;
+	size_t n = rmdir_case ? 1 : 3, size = 70000, lens[3], i;
+	struct offloadfs_desc d[3];
+	uint64_t *pcs[3];
+	char *buf = malloc(size), path[4200];
+	int errs[3] = { 0 }, ret, fd;
+
+	if (!b || !buf)
+		die("open", -errno);
+	for (i = 0; i < n; i++)
+		lens[i] = size;
+	ret = offloadfs_batch_reserve(b, keys, lens, n, d);
+	if (ret)
+		die("reserve", ret);
+	for (i = 0; i < n; i++) {
+		fill(buf, size, 3, i);
+		if (pwrite(d[i].fd, buf, size, (off_t)d[i].offset) != (ssize_t)size)
+			die("pwrite", -errno);
+		pcs[i] = page_sums(buf, size, offloadfs_batch_page_size(b));
+	}
+	if (rmdir_case) {
+		snprintf(path, sizeof(path), "%s/tdir", t);
+		if (rmdir(path))
+			die("rmdir", -errno);
+	} else {
+		snprintf(path, sizeof(path), "%s/tk1", t);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+		if (fd < 0 || write(fd, "mount", 5) != 5 || close(fd))
+			die("create", -errno);
+	}
+	ret = offloadfs_batch_commit(b, keys, lens, (const uint64_t *const *)pcs, n, 0, errs);
+	printf("taken %d", ret);
+	for (i = 0; i < n; i++)
+		printf(" %d", errs[i]);
+	printf("\n");
 	offloadfs_batch_close(b);
 	return 0;
 }
@@ -542,6 +592,8 @@ int main(int argc, char **argv)
 		return cmd_dup(argv[2]);
 	if (!strcmp(argv[1], "badsum"))
 		return cmd_badsum(argv[2]);
+	if (!strcmp(argv[1], "taken"))
+		return cmd_taken(argv[2], argc > 3 && !strcmp(argv[3], "rmdir"));
 	if (!strcmp(argv[1], "race") && argc > 3)
 		return cmd_race(argv[2], (unsigned)strtoul(argv[3], NULL, 0));
 	if (!strcmp(argv[1], "bench") && argc > 6)

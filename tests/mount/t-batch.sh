@@ -152,6 +152,22 @@ check_eq "nothing of it is visible" "" "$(cd "$MNT/t1" && ls -d bad* 2>/dev/null
 wait_free "$FREE0"
 check_eq "its runs are freed at close" "$FREE0" "$(ofs_free)"
 
+# ---- names taken, directories removed between reserve and commit ----
+run "$BT" taken "$MNT/t1"
+check_eq "a name taken since its reserve: that entry EEXIST, the others commit" \
+	"taken -17 0 -17 0" "$OUT"
+check_eq "the taken name keeps the file made through the mount" "mount" "$(cat "$MNT/t1/tk1")"
+check_eq "the others are the batch's" "70000 70000" "$(stat -c %s "$MNT/t1/tk0" "$MNT/t1/tk2" | xargs)"
+rm -f "$MNT/t1"/tk*
+wait_free "$FREE0"
+check_eq "the refused entry's run is freed" "$FREE0" "$(ofs_free)"
+mkdir "$MNT/t1/tdir"
+run "$BT" taken "$MNT/t1" rmdir
+check_eq "a directory removed since the reserve fails the whole commit (ENOENT)" "taken -2 -2" "$OUT"
+check_eq "nothing of it is visible" "no" "$(test -e "$MNT/t1/tdir" && echo yes || echo no)"
+wait_free "$FREE0"
+check_eq "its run is freed at close" "$FREE0" "$(ofs_free)"
+
 # ---- commits racing unlinks ----
 run "$BT" race "$MNT/t1" 200
 check_eq "commit vs unlink: every committed file whole or gone" 0 "$RC"
