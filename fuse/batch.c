@@ -115,10 +115,13 @@ static void batch_seen_set(const struct ofs *ofs, uint64_t parent, const char *n
 	__atomic_fetch_or(&batch_seen.bits[m][h / 64], 1ull << (h % 64), __ATOMIC_SEQ_CST);
 }
 
-/* 1 when the kernel may hold an entry for the name.  After the commit's transaction. */
-static int batch_seen_test(const struct ofs *ofs, uint64_t parent, const char *name, size_t len)
+/*
+ * 1 when the kernel may hold an entry for the name.  After the commit's
+ * transaction; per: batch_seen_period() taken after it too.
+ */
+static int batch_seen_test(uint64_t per, uint64_t parent, const char *name, size_t len)
 {
-	uint64_t per = batch_seen_period(ofs), h = batch_seen_hash(parent, name, len);
+	uint64_t h = batch_seen_hash(parent, name, len);
 	unsigned int m;
 
 	for (m = 0; m < 2; m++) {
@@ -768,7 +771,7 @@ static int batch_commit(struct ofs *ofs, struct batch_handle *h, const struct ba
 	struct batch_commit_ent *ce;
 	uint32_t i, n = r->hdr->n;
 	int sync = (r->hdr->flags & OFS_BATCH_SYNC) != 0, bad = 0, ret = 0, dup;
-	uint64_t ncommitted = 0;
+	uint64_t ncommitted = 0, per;
 	size_t hint = 0;
 
 	if (!st)
@@ -856,10 +859,11 @@ static int batch_commit(struct ofs *ofs, struct batch_handle *h, const struct ba
 	if (sync)
 		batch_status(h, ofs_store_barrier(s, NULL));
 	/* The kernel may remember some of these names as missing (a stat before the put). */
+	per = batch_seen_period(ofs);
 	for (i = 0; i < n; i++) {
 		size_t len = strlen(ce[i].name);
 
-		if (ce[i].done && ofs->se && batch_seen_test(ofs, ce[i].dir, ce[i].name, len))
+		if (ce[i].done && ofs->se && batch_seen_test(per, ce[i].dir, ce[i].name, len))
 			fuse_lowlevel_notify_inval_entry(ofs->se, ce[i].dir, ce[i].name, len);
 	}
 	free(ce);
