@@ -424,11 +424,9 @@ static int batch_parse(const char *buf, size_t size, struct batch_req *r)
 	return pos == size ? 0 : -EINVAL;
 }
 
-static const struct batch_req *batch_sort_req;
-
-static int batch_key_cmp(const void *a, const void *b)
+static int batch_key_cmp(const void *a, const void *b, void *arg)
 {
-	const struct batch_req *r = batch_sort_req;
+	const struct batch_req *r = arg;
 	uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
 	uint32_t li = r->ent[i]->klen, lj = r->ent[j]->klen;
 	int c = memcmp(r->key[i], r->key[j], li < lj ? li : lj);
@@ -439,7 +437,6 @@ static int batch_key_cmp(const void *a, const void *b)
 /* 1 when a key appears twice. */
 static int batch_has_dup(const struct batch_req *r)
 {
-	static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
 	uint32_t n = r->hdr->n, i, *idx = malloc((n + 1) * sizeof(*idx));
 	int dup = 0;
 
@@ -447,12 +444,10 @@ static int batch_has_dup(const struct batch_req *r)
 		return -ENOMEM;
 	for (i = 0; i < n; i++)
 		idx[i] = i;
-	pthread_mutex_lock(&sort_lock);
-	batch_sort_req = r;
-	qsort(idx, n, sizeof(*idx), batch_key_cmp);
+	/* qsort_r: requests of other descriptions are checked at the same time. */
+	qsort_r(idx, n, sizeof(*idx), batch_key_cmp, (void *)r);
 	for (i = 1; i < n && !dup; i++)
-		dup = batch_key_cmp(&idx[i - 1], &idx[i]) == 0;
-	pthread_mutex_unlock(&sort_lock);
+		dup = batch_key_cmp(&idx[i - 1], &idx[i], (void *)r) == 0;
 	free(idx);
 	return dup;
 }
