@@ -633,13 +633,15 @@ static int batch_reserve_one(struct ofs *ofs, struct batch_handle *h, size_t bef
 static int batch_reserve(struct ofs *ofs, struct batch_handle *h, const struct batch_req *r)
 {
 	struct ofs_batch_desc *d = batch_reply_alloc(h, r, sizeof(*d));
+	const struct kvb *kvb = &ofs->store.kvb;
 	struct batch_dircache dc = { 0 };
 	char name[META_NAME_MAX + 1];
-	size_t before = h->nresv;
+	size_t before = h->nresv, k;
+	struct kvb_obj **objs;
+	uint32_t i, n = r->hdr->n;
 	struct meta_inode m;
+	int dup, defer, *errs;
 	uint64_t dir;
-	uint32_t i;
-	int dup;
 
 	if (!d)
 		return -ENOMEM;
@@ -648,19 +650,59 @@ static int batch_reserve(struct ofs *ofs, struct batch_handle *h, const struct b
 		batch_status(h, dup < 0 ? dup : -EINVAL);
 		return 0;
 	}
+	objs = calloc(n + 1, sizeof(*objs));
+	errs = calloc(n + 1, sizeof(*errs));
+	if (!objs || !errs) {
+		free(objs);
+		free(errs);
+		return -ENOMEM;
+	}
 	/* Every key's directory and name first, in one hold of the lock. */
 	pthread_mutex_lock(&ofs->store.lock);
-	for (i = 0; i < r->hdr->n; i++)
+	for (i = 0; i < n; i++)
 		d[i].err = batch_resolve(ofs, h->tenant, r->key[i], r->ent[i]->klen, &dir, name, &m,
 					 &dc);
 	pthread_mutex_unlock(&ofs->store.lock);
-	for (i = 0; i < r->hdr->n; i++) {
+	/* The runs' blocks at the end, adjacent runs of a bucket with one fallocate. */
+	defer = kvb_reserve_begin(kvb) == 0;
+	for (i = 0; i < n; i++) {
+		size_t had = h->nresv;
+
 		if (r->ent[i]->size > ofs->store.geom.bucket_size)
 			d[i].err = -EFBIG;
 		else
 			d[i].err = batch_reserve_one(ofs, h, before, r->key[i], r->ent[i]->klen,
 						     r->ent[i]->size, d[i].err, &d[i]);
+		if (!d[i].err && h->nresv > had)
+			objs[i] = h->resv[h->nresv - 1].obj;
 	}
+	if (defer)
+		kvb_reserve_end(kvb, objs, n, errs);
+	for (i = 0; defer && i < n; i++) {
+		struct kvb_map w;
+		int e;
+
+		if (!errs[i])
+			continue;
+		/* No room where it was: once more on its own, every bucket tried. */
+		e = kvb_obj_reserve(kvb, objs[i], r->ent[i]->size);
+		if (e == -ENOSPC && ofs_store_reclaim(&ofs->store))
+			e = kvb_obj_reserve(kvb, objs[i], r->ent[i]->size);
+		if (e) {
+			for (k = 0; k < h->nresv && h->resv[k].obj != objs[i]; k++)
+				;
+			if (k < h->nresv)
+				batch_resv_drop(ofs, h, k);
+			memset(&d[i], 0, sizeof(d[i]));
+			d[i].err = e;
+			continue;
+		}
+		kvb_obj_view(kvb, objs[i], &w);
+		d[i].bucket = w.bucket;
+		d[i].offset = w.page * ofs->store.geom.page_size;
+	}
+	free(objs);
+	free(errs);
 	return 0;
 }
 
