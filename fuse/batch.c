@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <xxhash.h>
 
 #include "offloadfs_batch_proto.h"
 
@@ -54,6 +56,84 @@ static int batch_ino(fuse_ino_t ino)
 	return (ino & OFS_BATCH_INO) != 0;
 }
 
+/*
+ * Names the kernel may hold an entry for, so that a commit invalidates
+ * only those (fs/fuse/dir.c caches the negative entry of a LOOKUP answered
+ * with node id 0 for its entry_timeout, which ofs_op_lookup sets; a name
+ * the kernel never asked about has no entry to be stale).  Every LOOKUP
+ * sets a bit for (parent, name) before it is served and again after its
+ * reply; a commit tests the bits of its names after its transaction.  The
+ * first set is ordered with the commit by store.lock: a LOOKUP that took
+ * the lock before the commit set its bit before, one that took it after
+ * found the file.  Two maps, each covering a period a little longer than
+ * the kernel's entry timeout: a bit lives at least one period after it was
+ * last set, longer than an entry the LOOKUP gave can live untested.  A
+ * collision costs one needless invalidation.  Positive entries of names
+ * gone since are dropped by whoever removed them (unlink, rename, a batch
+ * delete, eviction's queued invalidations).
+ */
+#define BATCH_SEEN_BITS (1u << 20)
+#define BATCH_SEEN_MARGIN 10 /* seconds: a reply's delivery, a waking looker */
+
+static struct {
+	pthread_mutex_t lock;  /* a map's reset */
+	uint64_t period[2];    /* which period map i covers; atomic */
+	uint64_t bits[2][BATCH_SEEN_BITS / 64]; /* atomic words */
+} batch_seen = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static uint64_t batch_seen_period(const struct ofs *ofs)
+{
+	struct timespec ts;
+	double t = ofs->timeout < 1e9 ? ofs->timeout : 1e9;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	/* +1: 0 is no period, so a map never reset covers none. */
+	return (uint64_t)ts.tv_sec / ((uint64_t)t + 1 + BATCH_SEEN_MARGIN) + 1;
+}
+
+static uint64_t batch_seen_hash(uint64_t parent, const char *name, size_t len)
+{
+	return XXH3_64bits_withSeed(name, len, parent) % BATCH_SEEN_BITS;
+}
+
+static void batch_seen_set(const struct ofs *ofs, uint64_t parent, const char *name)
+{
+	uint64_t per = batch_seen_period(ofs), h = batch_seen_hash(parent, name, strlen(name));
+	unsigned int m = (unsigned int)(per & 1);
+	size_t w;
+
+	if (__atomic_load_n(&batch_seen.period[m], __ATOMIC_ACQUIRE) != per) {
+		pthread_mutex_lock(&batch_seen.lock);
+		if (batch_seen.period[m] != per) {
+			/* Two periods old: every entry it stood for has expired. */
+			for (w = 0; w < BATCH_SEEN_BITS / 64; w++)
+				__atomic_store_n(&batch_seen.bits[m][w], 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&batch_seen.period[m], per, __ATOMIC_RELEASE);
+		}
+		pthread_mutex_unlock(&batch_seen.lock);
+	}
+	__atomic_fetch_or(&batch_seen.bits[m][h / 64], 1ull << (h % 64), __ATOMIC_SEQ_CST);
+}
+
+/*
+ * 1 when the kernel may hold an entry for the name.  After the commit's
+ * transaction; per: batch_seen_period() taken after it too.
+ */
+static int batch_seen_test(uint64_t per, uint64_t parent, const char *name, size_t len)
+{
+	uint64_t h = batch_seen_hash(parent, name, len);
+	unsigned int m;
+
+	for (m = 0; m < 2; m++) {
+		uint64_t p = __atomic_load_n(&batch_seen.period[m], __ATOMIC_ACQUIRE);
+
+		if (p + 1 >= per &&
+		    (__atomic_load_n(&batch_seen.bits[m][h / 64], __ATOMIC_SEQ_CST) >> (h % 64)) & 1)
+			return 1;
+	}
+	return 0;
+}
+
 /* A tenant directory's record (parent is the root).  Under store.lock. */
 static int batch_tenant(struct ofs *ofs, uint64_t ino, struct meta_inode *m)
 {
@@ -83,7 +163,9 @@ static void batch_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int ret;
 
 	if (strcmp(name, OFS_BATCH_NAME) != 0) {
+		batch_seen_set(ofs, parent, name);
 		ofs_ll_ops.lookup(req, parent, name);
+		batch_seen_set(ofs, parent, name);
 		return;
 	}
 	pthread_mutex_lock(&ofs->store.lock);
@@ -342,11 +424,9 @@ static int batch_parse(const char *buf, size_t size, struct batch_req *r)
 	return pos == size ? 0 : -EINVAL;
 }
 
-static const struct batch_req *batch_sort_req;
-
-static int batch_key_cmp(const void *a, const void *b)
+static int batch_key_cmp(const void *a, const void *b, void *arg)
 {
-	const struct batch_req *r = batch_sort_req;
+	const struct batch_req *r = arg;
 	uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
 	uint32_t li = r->ent[i]->klen, lj = r->ent[j]->klen;
 	int c = memcmp(r->key[i], r->key[j], li < lj ? li : lj);
@@ -357,7 +437,6 @@ static int batch_key_cmp(const void *a, const void *b)
 /* 1 when a key appears twice. */
 static int batch_has_dup(const struct batch_req *r)
 {
-	static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
 	uint32_t n = r->hdr->n, i, *idx = malloc((n + 1) * sizeof(*idx));
 	int dup = 0;
 
@@ -365,29 +444,48 @@ static int batch_has_dup(const struct batch_req *r)
 		return -ENOMEM;
 	for (i = 0; i < n; i++)
 		idx[i] = i;
-	pthread_mutex_lock(&sort_lock);
-	batch_sort_req = r;
-	qsort(idx, n, sizeof(*idx), batch_key_cmp);
+	/* qsort_r: requests of other descriptions are checked at the same time. */
+	qsort_r(idx, n, sizeof(*idx), batch_key_cmp, (void *)r);
 	for (i = 1; i < n && !dup; i++)
-		dup = batch_key_cmp(&idx[i - 1], &idx[i]) == 0;
-	pthread_mutex_unlock(&sort_lock);
+		dup = batch_key_cmp(&idx[i - 1], &idx[i], (void *)r) == 0;
 	free(idx);
 	return dup;
 }
 
 /*
+ * The directory of the last key resolved: keys of a batch usually share
+ * theirs, which is then walked once per batch rather than a lookup per
+ * component per key.  Valid for one hold of store.lock (directories do not
+ * change under it): zero it when taking the lock.
+ */
+struct batch_dircache {
+	const char *key; /* the key whose first len bytes name directory ino */
+	uint32_t len;
+	uint64_t ino;
+};
+
+/*
  * Walk key's directories below the tenant: *dir the last one, *name its
  * last component (NUL-terminated, in namebuf), *m the entry when it exists
- * (0) or -ENOENT.  Other errors: the key cannot name a file.  Under
- * store.lock.
+ * (0) or -ENOENT.  Other errors: the key cannot name a file.  With m
+ * NULL, the name is not looked up: 0 when its directory is there.  Under
+ * store.lock; dc may be NULL.
  */
 static int batch_resolve(struct ofs *ofs, uint64_t tenant, const char *key, uint32_t klen,
-			 uint64_t *dir, char *namebuf, struct meta_inode *m)
+			 uint64_t *dir, char *namebuf, struct meta_inode *m,
+			 struct batch_dircache *dc)
 {
+	const char *last = klen ? memrchr(key, '/', klen) : NULL;
+	uint32_t dlen = last ? (uint32_t)(last - key) : 0, pos = 0;
 	uint64_t cur = tenant;
-	uint32_t pos = 0;
+	struct meta_inode d;
 	int ret;
 
+	/* Its directory checked and found for an earlier key: only the name is left. */
+	if (last && dc && dc->key && dc->len == dlen && !memcmp(dc->key, key, dlen)) {
+		cur = dc->ino;
+		pos = dlen + 1;
+	}
 	for (;;) {
 		const char *slash = memchr(key + pos, '/', klen - pos);
 		uint32_t len = slash ? (uint32_t)(slash - (key + pos)) : klen - pos;
@@ -400,16 +498,21 @@ static int batch_resolve(struct ofs *ofs, uint64_t tenant, const char *key, uint
 			memcpy(namebuf, key + pos, len);
 			namebuf[len] = '\0';
 			*dir = cur;
+			if (dc && last) {
+				dc->key = key;
+				dc->len = dlen;
+				dc->ino = cur;
+			}
 			if (cur == tenant && strcmp(namebuf, OFS_BATCH_NAME) == 0)
 				return -EINVAL;
-			return meta_lookup(ofs->store.meta, cur, key + pos, len, m);
+			return m ? meta_lookup(ofs->store.meta, cur, key + pos, len, m) : 0;
 		}
-		ret = meta_lookup(ofs->store.meta, cur, key + pos, len, m);
+		ret = meta_lookup(ofs->store.meta, cur, key + pos, len, &d);
 		if (ret)
 			return ret;
-		if (!S_ISDIR(m->mode))
+		if (!S_ISDIR(d.mode))
 			return -ENOTDIR;
-		cur = m->ino;
+		cur = d.ino;
 		pos += len + 1;
 	}
 }
@@ -452,31 +555,34 @@ static void batch_status(struct batch_handle *h, int status)
 	((struct ofs_batch_hdr *)(void *)h->reply)->status = status;
 }
 
-/* before: reservations made by earlier requests (this one's keys are distinct). */
+/*
+ * before: reservations made by earlier requests (this one's keys are
+ * distinct); found: what batch_resolve said of the key.
+ */
 static int batch_reserve_one(struct ofs *ofs, struct batch_handle *h, size_t before,
-			     const char *key, uint32_t klen, uint64_t size, struct ofs_batch_desc *d)
+			     const char *key, uint32_t klen, uint64_t size, int found,
+			     struct ofs_batch_desc *d)
 {
 	struct ofs_store *s = &ofs->store;
-	char name[META_NAME_MAX + 1], full[OFS_KEY_MAX];
+	char full[OFS_KEY_MAX];
 	struct kvb_map w;
-	struct meta_inode m;
 	struct kvb_obj *obj;
 	struct batch_resv *nr;
-	uint64_t dir;
 	size_t flen, k;
-	int ret;
+	int ret = found;
 
 	for (k = 0; k < before; k++)
 		if (h->resv[k].klen == klen && !memcmp(h->resv[k].key, key, klen))
 			return -EBUSY;
-	pthread_mutex_lock(&s->lock);
-	ret = batch_resolve(ofs, h->tenant, key, klen, &dir, name, &m);
-	/* A create, as through the mount: refused in a tenant at its quota (evict=off). */
-	if (ret == -ENOENT && ofs_evict_quota_check(s, h->tenant))
-		ret = -EDQUOT;
-	pthread_mutex_unlock(&s->lock);
 	if (ret == 0)
 		return -EEXIST;
+	if (ret != -ENOENT)
+		return ret;
+	/* A create, as through the mount: refused in a tenant at its quota (evict=off). */
+	pthread_mutex_lock(&s->lock);
+	if (ofs_evict_quota_check(s, h->tenant))
+		ret = -EDQUOT;
+	pthread_mutex_unlock(&s->lock);
 	if (ret != -ENOENT)
 		return ret;
 	if (ofs_store_meta_low(s))
@@ -527,9 +633,15 @@ static int batch_reserve_one(struct ofs *ofs, struct batch_handle *h, size_t bef
 static int batch_reserve(struct ofs *ofs, struct batch_handle *h, const struct batch_req *r)
 {
 	struct ofs_batch_desc *d = batch_reply_alloc(h, r, sizeof(*d));
-	size_t before = h->nresv;
-	uint32_t i;
-	int dup;
+	const struct kvb *kvb = &ofs->store.kvb;
+	struct batch_dircache dc = { 0 };
+	char name[META_NAME_MAX + 1];
+	size_t before = h->nresv, k;
+	struct kvb_obj **objs;
+	uint32_t i, n = r->hdr->n;
+	struct meta_inode m;
+	int dup, defer, *errs;
+	uint64_t dir;
 
 	if (!d)
 		return -ENOMEM;
@@ -538,13 +650,59 @@ static int batch_reserve(struct ofs *ofs, struct batch_handle *h, const struct b
 		batch_status(h, dup < 0 ? dup : -EINVAL);
 		return 0;
 	}
-	for (i = 0; i < r->hdr->n; i++) {
+	objs = calloc(n + 1, sizeof(*objs));
+	errs = calloc(n + 1, sizeof(*errs));
+	if (!objs || !errs) {
+		free(objs);
+		free(errs);
+		return -ENOMEM;
+	}
+	/* Every key's directory and name first, in one hold of the lock. */
+	pthread_mutex_lock(&ofs->store.lock);
+	for (i = 0; i < n; i++)
+		d[i].err = batch_resolve(ofs, h->tenant, r->key[i], r->ent[i]->klen, &dir, name, &m,
+					 &dc);
+	pthread_mutex_unlock(&ofs->store.lock);
+	/* The runs' blocks at the end, adjacent runs of a bucket with one fallocate. */
+	defer = kvb_reserve_begin(kvb) == 0;
+	for (i = 0; i < n; i++) {
+		size_t had = h->nresv;
+
 		if (r->ent[i]->size > ofs->store.geom.bucket_size)
 			d[i].err = -EFBIG;
 		else
 			d[i].err = batch_reserve_one(ofs, h, before, r->key[i], r->ent[i]->klen,
-						     r->ent[i]->size, &d[i]);
+						     r->ent[i]->size, d[i].err, &d[i]);
+		if (!d[i].err && h->nresv > had)
+			objs[i] = h->resv[h->nresv - 1].obj;
 	}
+	if (defer)
+		kvb_reserve_end(kvb, objs, n, errs);
+	for (i = 0; defer && i < n; i++) {
+		struct kvb_map w;
+		int e;
+
+		if (!errs[i])
+			continue;
+		/* No room where it was: once more on its own, every bucket tried. */
+		e = kvb_obj_reserve(kvb, objs[i], r->ent[i]->size);
+		if (e == -ENOSPC && ofs_store_reclaim(&ofs->store))
+			e = kvb_obj_reserve(kvb, objs[i], r->ent[i]->size);
+		if (e) {
+			for (k = 0; k < h->nresv && h->resv[k].obj != objs[i]; k++)
+				;
+			if (k < h->nresv)
+				batch_resv_drop(ofs, h, k);
+			memset(&d[i], 0, sizeof(d[i]));
+			d[i].err = e;
+			continue;
+		}
+		kvb_obj_view(kvb, objs[i], &w);
+		d[i].bucket = w.bucket;
+		d[i].offset = w.page * ofs->store.geom.page_size;
+	}
+	free(objs);
+	free(errs);
 	return 0;
 }
 
@@ -565,17 +723,23 @@ static int batch_commit_records(struct ofs *ofs, struct batch_handle *h, const s
 {
 	struct ofs_store *s = &ofs->store;
 	int64_t now = ofs_now();
-	struct meta_inode m, cur;
+	struct batch_dircache dc = { 0 };
+	struct meta_inode m;
 	uint64_t last_dir = 0;
 	uint32_t i;
 	int ret = meta_begin(s->meta);
 
 	for (i = 0; !ret && i < r->hdr->n; i++) {
+		/* The name is not looked up: the insert finds it taken (EEXIST). */
 		int e = batch_resolve(ofs, h->tenant, r->key[i], r->ent[i]->klen, &ce[i].dir,
-				      ce[i].name, &cur);
+				      ce[i].name, NULL, &dc);
 
-		if (e != -ENOENT) {
-			st[i].err = e ? e : -EEXIST;
+		if (e == -ENOENT) {
+			ret = e; /* a directory removed since the reserve */
+			break;
+		}
+		if (e) {
+			st[i].err = e;
 			continue;
 		}
 		memset(&m, 0, sizeof(m));
@@ -585,12 +749,7 @@ static int batch_commit_records(struct ofs *ofs, struct batch_handle *h, const s
 		m.gid = ctx->gid;
 		m.atime = m.mtime = m.ctime = now;
 		m.nlink = 1;
-		m.bucket = -1;
 		m.prev_bucket = -1;
-		m.state = META_NEW;
-		ret = meta_insert(s->meta, &m, ce[i].name, strlen(ce[i].name));
-		if (ret)
-			break;
 		m.size = ce[i].map.size;
 		m.bucket = ce[i].map.bucket;
 		m.page = ce[i].map.page;
@@ -598,7 +757,15 @@ static int batch_commit_records(struct ofs *ofs, struct batch_handle *h, const s
 		m.csum = ce[i].csum;
 		m.state = META_COMMITTED;
 		m.gen = s->gen;
-		ret = meta_commit_object(s->meta, &m, ce[i].pcs, m.npages, NULL, META_SKEY_SET);
+		/* Created committed: one row, one statement. */
+		ret = meta_insert_object(s->meta, &m, ce[i].name, strlen(ce[i].name), ce[i].pcs,
+					 m.npages);
+		if (ret == -EEXIST) {
+			/* Taken since the reserve: this entry only (its statement undone). */
+			st[i].err = ret;
+			ret = 0;
+			continue;
+		}
 		/*
 		 * A batch's keys usually share a directory: its times once
 		 * per run of them.  This also refuses a directory removed
@@ -641,7 +808,7 @@ static int batch_commit(struct ofs *ofs, struct batch_handle *h, const struct ba
 	struct batch_commit_ent *ce;
 	uint32_t i, n = r->hdr->n;
 	int sync = (r->hdr->flags & OFS_BATCH_SYNC) != 0, bad = 0, ret = 0, dup;
-	uint64_t ncommitted = 0;
+	uint64_t ncommitted = 0, per;
 	size_t hint = 0;
 
 	if (!st)
@@ -728,11 +895,14 @@ static int batch_commit(struct ofs *ofs, struct batch_handle *h, const struct ba
 	}
 	if (sync)
 		batch_status(h, ofs_store_barrier(s, NULL));
-	/* The kernel may remember these names as missing (a stat before the put). */
-	for (i = 0; i < n; i++)
-		if (ce[i].done && ofs->se)
-			fuse_lowlevel_notify_inval_entry(ofs->se, ce[i].dir, ce[i].name,
-							 strlen(ce[i].name));
+	/* The kernel may remember some of these names as missing (a stat before the put). */
+	per = batch_seen_period(ofs);
+	for (i = 0; i < n; i++) {
+		size_t len = strlen(ce[i].name);
+
+		if (ce[i].done && ofs->se && batch_seen_test(per, ce[i].dir, ce[i].name, len))
+			fuse_lowlevel_notify_inval_entry(ofs->se, ce[i].dir, ce[i].name, len);
+	}
 	free(ce);
 	return 0;
 }
@@ -740,6 +910,7 @@ static int batch_commit(struct ofs *ofs, struct batch_handle *h, const struct ba
 static int batch_lookup(struct ofs *ofs, struct batch_handle *h, const struct batch_req *r)
 {
 	struct ofs_batch_desc *d = batch_reply_alloc(h, r, sizeof(*d));
+	struct batch_dircache dc = { 0 };
 	char name[META_NAME_MAX + 1];
 	struct meta_inode m;
 	uint64_t dir;
@@ -749,7 +920,8 @@ static int batch_lookup(struct ofs *ofs, struct batch_handle *h, const struct ba
 		return -ENOMEM;
 	pthread_mutex_lock(&ofs->store.lock);
 	for (i = 0; i < r->hdr->n; i++) {
-		int e = batch_resolve(ofs, h->tenant, r->key[i], r->ent[i]->klen, &dir, name, &m);
+		int e = batch_resolve(ofs, h->tenant, r->key[i], r->ent[i]->klen, &dir, name, &m,
+				      &dc);
 
 		if (!e) {
 			struct ofs_object *o = ofs_object_find(&ofs->store, m.ino);
@@ -790,7 +962,7 @@ static int batch_delete(struct ofs *ofs, struct batch_handle *h, const struct ba
 		int e;
 
 		pthread_mutex_lock(&ofs->store.lock);
-		e = batch_resolve(ofs, h->tenant, r->key[i], r->ent[i]->klen, &dir, name, &m);
+		e = batch_resolve(ofs, h->tenant, r->key[i], r->ent[i]->klen, &dir, name, &m, NULL);
 		pthread_mutex_unlock(&ofs->store.lock);
 		if (!e)
 			e = S_ISDIR(m.mode) ? -EISDIR : ofs_ns_unlink(&ofs->store, dir, name);

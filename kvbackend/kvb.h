@@ -104,6 +104,17 @@ struct kvb_ops {
 	 * commit keeps the pages the size needs.
 	 */
 	int (*obj_reserve)(void *arg, struct kvb_obj *o, uint64_t size);
+	/*
+	 * May be NULL (both).  Between reserve_begin and reserve_end, the
+	 * runs the calling thread's obj_reserve calls allocate for fresh
+	 * working states get their blocks only at the end, adjacent ones
+	 * together.  reserve_end sets errs[i] for each of objs (NULL
+	 * entries allowed): 0, or -ENOSPC when its run found no room, in
+	 * which case the run is dropped and the state is fresh again (an
+	 * obj_reserve outside the pair tries the other buckets).
+	 */
+	int (*reserve_begin)(void *arg);
+	void (*reserve_end)(void *arg, struct kvb_obj *const *objs, size_t n, int *errs);
 	/* The working view, for reads and getattr while a writer is open. */
 	void (*obj_view)(void *arg, struct kvb_obj *o, struct kvb_map *view);
 	/* 1 when the working state differs from the committed mapping. */
@@ -282,6 +293,24 @@ static inline int kvb_obj_truncate(const struct kvb *k, struct kvb_obj *o, uint6
 static inline int kvb_obj_reserve(const struct kvb *k, struct kvb_obj *o, uint64_t size)
 {
 	return k->ops->obj_reserve ? k->ops->obj_reserve(k->arg, o, size) : 0;
+}
+
+static inline int kvb_reserve_begin(const struct kvb *k)
+{
+	return k->ops->reserve_begin ? k->ops->reserve_begin(k->arg) : 0;
+}
+
+static inline void kvb_reserve_end(const struct kvb *k, struct kvb_obj *const *objs, size_t n,
+				   int *errs)
+{
+	size_t i;
+
+	if (k->ops->reserve_end) {
+		k->ops->reserve_end(k->arg, objs, n, errs);
+		return;
+	}
+	for (i = 0; i < n; i++)
+		errs[i] = 0;
 }
 
 static inline int kvb_obj_adopt(const struct kvb *k, struct kvb_obj *o, uint64_t size)

@@ -45,6 +45,11 @@ static const char *const meta_sql[ST_N] = {
 			     "skey = CASE ?22 WHEN 2 THEN prev_skey ELSE ?21 END, "
 			     "prev_skey = CASE ?22 WHEN 1 THEN skey WHEN 2 THEN NULL "
 			     "ELSE prev_skey END WHERE ino = ?1",
+	/* A committed regular file in one row: what ST_INSERT then ST_COMMIT_OBJECT leave. */
+	[ST_INSERT_OBJECT] = "INSERT INTO inodes (parent, name, mode, uid, gid, atime, mtime, "
+			     "ctime, size, bucket, page, npages, csum, state, gen, pcsums, "
+			     "nlink) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+			     "?13, ?14, ?15, ?16, 1)",
 	[ST_PCSUMS_GET] = "SELECT pcsums FROM inodes WHERE ino = ?1",
 	[ST_UNSYNCED] = "SELECT " INODE_COLS " FROM inodes WHERE gen > ?1 AND state = 0 "
 			"AND parent IS NOT NULL AND npages > 0",

@@ -269,6 +269,13 @@ enum meta_skey_op { META_SKEY_SET = 0, META_SKEY_KEEP_PREV = 1, META_SKEY_REVERT
 #define META_SKEY_MAX 4096
 int meta_commit_object(struct meta *m, const struct meta_inode *in, const uint64_t *pcsums,
 		       uint64_t n, const char *skey, enum meta_skey_op op);
+/*
+ * A new regular file committed at once, as meta_insert of a new file then
+ * meta_commit_object (no previous version, no KV key) would leave it, in
+ * one statement; sets in->ino.  -EEXIST when the name is taken.
+ */
+int meta_insert_object(struct meta *m, struct meta_inode *in, const char *name, size_t len,
+		       const uint64_t *pcsums, uint64_t n);
 /* The per-page checksums of ino: -ENOENT when none are recorded. */
 int meta_pcsums_get(struct meta *m, uint64_t ino, uint64_t *pcsums, uint64_t n);
 

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void meta_bind_update(sqlite3_stmt *s, const struct meta_inode *in)
 {
@@ -62,6 +63,43 @@ int meta_commit_object(struct meta *m, const struct meta_inode *in, const uint64
 		sqlite3_bind_null(s, 21);
 	sqlite3_bind_int(s, 22, (int)op);
 	return meta_changed_one(m, meta_step_done(m, s));
+}
+
+int meta_insert_object(struct meta *m, struct meta_inode *in, const char *name, size_t len,
+		       const uint64_t *pcsums, uint64_t n)
+{
+	sqlite3_stmt *s = m->st[ST_INSERT_OBJECT];
+	int ret;
+
+	if (meta_fault(m))
+		return -EIO;
+	if (len == 0 || len > META_NAME_MAX)
+		return len ? -ENAMETOOLONG : -EINVAL;
+	if (!S_ISREG(in->mode))
+		return -EINVAL;
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)in->parent);
+	sqlite3_bind_blob(s, 2, name, (int)len, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, in->mode);
+	sqlite3_bind_int64(s, 4, in->uid);
+	sqlite3_bind_int64(s, 5, in->gid);
+	sqlite3_bind_int64(s, 6, in->atime);
+	sqlite3_bind_int64(s, 7, in->mtime);
+	sqlite3_bind_int64(s, 8, in->ctime);
+	sqlite3_bind_int64(s, 9, (sqlite3_int64)in->size);
+	sqlite3_bind_int(s, 10, in->bucket);
+	sqlite3_bind_int64(s, 11, (sqlite3_int64)in->page);
+	sqlite3_bind_int64(s, 12, (sqlite3_int64)in->npages);
+	sqlite3_bind_int64(s, 13, (sqlite3_int64)in->csum);
+	sqlite3_bind_int(s, 14, in->state);
+	sqlite3_bind_int64(s, 15, (sqlite3_int64)in->gen);
+	if (n)
+		sqlite3_bind_blob64(s, 16, pcsums, n * sizeof(uint64_t), SQLITE_STATIC);
+	else
+		sqlite3_bind_null(s, 16);
+	ret = meta_step_done(m, s);
+	if (!ret)
+		in->ino = (uint64_t)sqlite3_last_insert_rowid(m->db);
+	return ret;
 }
 
 /* Column c of s as a NUL-terminated key in buf, or NULL; -EUCLEAN when it cannot be one. */

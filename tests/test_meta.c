@@ -484,6 +484,50 @@ START_TEST(test_insert_lookup_update_delete)
 }
 END_TEST
 
+/* meta_insert_object leaves the row meta_insert then meta_commit_object would. */
+START_TEST(test_insert_object)
+{
+	struct meta *m = open_new();
+	struct meta_inode a = file_in(META_ROOT_INO, META_NEW), b, ga, gb;
+	const uint64_t pcs[2] = { 0x1111222233334444ULL, 0x5555666677778888ULL };
+	uint64_t got[2];
+
+	ck_assert_int_eq(meta_insert(m, &a, "two", 3), 0);
+	a.size = 70000;
+	a.bucket = 3;
+	a.page = 12;
+	a.npages = 2;
+	a.csum = 0xfedcba9876543210ULL;
+	a.uid = 1000;
+	a.gid = 100;
+	a.atime = a.ctime = 42;
+	a.state = META_COMMITTED;
+	a.gen = 7;
+	a.prev_bucket = -1;
+	ck_assert_int_eq(meta_commit_object(m, &a, pcs, 2, NULL, META_SKEY_SET), 0);
+	b = a;
+	b.ino = 0;
+	ck_assert_int_eq(meta_insert_object(m, &b, "one", 3, pcs, 2), 0);
+	ck_assert_uint_gt(b.ino, a.ino);
+	ck_assert_int_eq(meta_get(m, a.ino, &ga), 0);
+	ck_assert_int_eq(meta_lookup(m, META_ROOT_INO, "one", 3, &gb), 0);
+	ck_assert_uint_eq(gb.ino, b.ino);
+#define SAME(f) ck_assert_int_eq((int64_t)ga.f, (int64_t)gb.f)
+	SAME(parent); SAME(atime); SAME(mtime); SAME(ctime); SAME(size); SAME(page);
+	SAME(npages); SAME(csum); SAME(gen); SAME(prev_page); SAME(prev_npages);
+	SAME(prev_size); SAME(prev_csum); SAME(mode); SAME(uid); SAME(gid); SAME(nlink);
+	SAME(bucket); SAME(prev_bucket); SAME(state);
+#undef SAME
+	ck_assert_int_eq(meta_pcsums_get(m, b.ino, got, 2), 0);
+	ck_assert_int_eq(memcmp(got, pcs, sizeof(pcs)), 0);
+	/* A taken name, and no directories. */
+	ck_assert_int_eq(meta_insert_object(m, &b, "two", 3, pcs, 2), -EEXIST);
+	b.mode = 040755;
+	ck_assert_int_eq(meta_insert_object(m, &b, "dir", 3, NULL, 0), -EINVAL);
+	meta_close(m);
+}
+END_TEST
+
 START_TEST(test_name_limits)
 {
 	struct meta *m = open_new();
@@ -818,6 +862,7 @@ static Suite *meta_suite(void)
 	tcase_add_test(tc, test_migrate_v1);
 	tcase_add_test(tc, test_value_keys);
 	tcase_add_test(tc, test_insert_lookup_update_delete);
+	tcase_add_test(tc, test_insert_object);
 	tcase_add_test(tc, test_name_limits);
 	tcase_add_test(tc, test_readdir_move_children);
 	tcase_add_test(tc, test_recover_and_mappings);

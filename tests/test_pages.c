@@ -197,6 +197,85 @@ START_TEST(test_hole_reads_zeros)
 }
 END_TEST
 
+/*
+ * A batch's runs get their blocks at reserve_end: adjacent ones with one
+ * reserve, run by run when that finds no room, and a run that finds none
+ * is dropped (its state fresh: a reserve outside the pair tries again).
+ */
+START_TEST(test_reserve_batch_no_room)
+{
+	struct kvb_pages_geom g = { PS, 16 * PS, 1, 0 };
+	struct kvb_map empty = KVB_MAP_EMPTY, view;
+	struct kvb_obj *o[4];
+	uint64_t before, at;
+	int errs[4];
+	char key[8];
+	unsigned i;
+
+	kvb_release(&kvb);
+	ck_assert_int_eq(kvb_mem_init(&kvb, &g, &faults), 0);
+	before = free_pages();
+	for (i = 0; i < 4; i++) {
+		snprintf(key, sizeof(key), "t/k%u", i);
+		ck_assert_int_eq(kvb_obj_open(&kvb, &empty, key, strlen(key), &o[i]), 0);
+	}
+	/* Together: one reserve of the 8 adjacent pages. */
+	ck_assert_int_eq(kvb_reserve_begin(&kvb), 0);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(kvb_obj_reserve(&kvb, o[i], 2 * PS), 0);
+	ck_assert_uint_eq(faults.reserves, 0);
+	kvb_reserve_end(&kvb, o, 4, errs);
+	ck_assert_uint_eq(faults.reserves, 1);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(errs[i], 0);
+	for (i = 0; i < 4; i++) {
+		kvb_obj_close(&kvb, o[i]);
+		snprintf(key, sizeof(key), "t/k%u", i);
+		ck_assert_int_eq(kvb_obj_open(&kvb, &empty, key, strlen(key), &o[i]), 0);
+	}
+	ck_assert_uint_eq(free_pages(), before);
+	/* No room for more than a run at once: run by run, all held. */
+	faults.reserve_max = 2 * PS;
+	faults.reserves = 0;
+	ck_assert_int_eq(kvb_reserve_begin(&kvb), 0);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(kvb_obj_reserve(&kvb, o[i], 2 * PS), 0);
+	kvb_obj_view(&kvb, o[2], &view);
+	at = view.page * PS;
+	kvb_reserve_end(&kvb, o, 4, errs);
+	ck_assert_uint_eq(faults.reserves, 5);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(errs[i], 0);
+	ck_assert_uint_eq(free_pages(), before - 8);
+	for (i = 0; i < 4; i++) {
+		kvb_obj_close(&kvb, o[i]);
+		snprintf(key, sizeof(key), "t/k%u", i);
+		ck_assert_int_eq(kvb_obj_open(&kvb, &empty, key, strlen(key), &o[i]), 0);
+	}
+	/* No room for one run: that state alone is fresh again, its pages free. */
+	faults.reserve_fail_at = at + 1;
+	ck_assert_int_eq(kvb_reserve_begin(&kvb), 0);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(kvb_obj_reserve(&kvb, o[i], 2 * PS), 0);
+	kvb_obj_view(&kvb, o[2], &view);
+	ck_assert_uint_eq(view.page * PS, at);
+	kvb_reserve_end(&kvb, o, 4, errs);
+	ck_assert_int_eq(errs[0], 0);
+	ck_assert_int_eq(errs[1], 0);
+	ck_assert_int_eq(errs[2], -ENOSPC);
+	ck_assert_int_eq(errs[3], 0);
+	kvb_obj_view(&kvb, o[2], &view);
+	ck_assert_int_eq(view.bucket, -1);
+	ck_assert_uint_eq(free_pages(), before - 6);
+	faults.reserve_fail_at = 0;
+	ck_assert_int_eq(kvb_obj_reserve(&kvb, o[2], 2 * PS), 0);
+	ck_assert_uint_eq(free_pages(), before - 8);
+	for (i = 0; i < 4; i++)
+		kvb_obj_close(&kvb, o[i]);
+	ck_assert_uint_eq(free_pages(), before);
+}
+END_TEST
+
 START_TEST(test_extend_in_place_then_move)
 {
 	struct kvb_pages_geom g = { PS, 8 * PS, 1, 0 };
@@ -944,6 +1023,7 @@ static Suite *pages_suite(void)
 	tcase_add_checked_fixture(mem, mem_setup, mem_teardown);
 	tcase_add_test(mem, test_home_bucket);
 	tcase_add_test(mem, test_write_commit_read);
+	tcase_add_test(mem, test_reserve_batch_no_room);
 	tcase_add_test(mem, test_random_writes_checksum);
 	tcase_add_test(mem, test_hole_reads_zeros);
 	tcase_add_test(mem, test_extend_in_place_then_move);

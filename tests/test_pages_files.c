@@ -100,6 +100,50 @@ static uint64_t statfs_free(void)
 }
 
 /*
+ * Runs reserved between reserve_begin and reserve_end (a batch) get their
+ * blocks at the end, adjacent ones together; outside the pair at once.
+ */
+START_TEST(test_reserve_batch_blocks_at_end)
+{
+	struct kvb_pages_geom g = { PS, 32 * PS, 1, 0 };
+	struct kvb_map empty = KVB_MAP_EMPTY, view;
+	struct kvb_obj *o[5];
+	char err[256], key[8];
+	int errs[5] = { 1, 1, 1, 1, 1 };
+	unsigned i;
+
+	if (!dir_can_punch())
+		return;
+	ck_assert_int_eq(kvb_pages_init(&kvb, dir, &g, 1, err, sizeof(err)), 0);
+	ck_assert_uint_eq(bucket_blocks(1), 0);
+	ck_assert_int_eq(kvb_reserve_begin(&kvb), 0);
+	ck_assert_int_eq(kvb_reserve_begin(&kvb), -EBUSY);
+	for (i = 0; i < 4; i++) {
+		snprintf(key, sizeof(key), "t/k%u", i);
+		ck_assert_int_eq(kvb_obj_open(&kvb, &empty, key, strlen(key), &o[i]), 0);
+		ck_assert_int_eq(kvb_obj_reserve(&kvb, o[i], 2 * PS), 0);
+	}
+	o[4] = NULL;
+	ck_assert_uint_eq(bucket_blocks(1), 0);
+	kvb_reserve_end(&kvb, o, 5, errs);
+	for (i = 0; i < 5; i++)
+		ck_assert_int_eq(errs[i], 0);
+	ck_assert_uint_ge(bucket_blocks(1), 8 * PS);
+	for (i = 0; i < 4; i++) {
+		kvb_obj_view(&kvb, o[i], &view);
+		ck_assert_int_eq(view.npages, 2);
+	}
+	/* After the pair: blocks at once. */
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "t/x", 3, &o[4]), 0);
+	ck_assert_int_eq(kvb_obj_reserve(&kvb, o[4], 3 * PS), 0);
+	ck_assert_uint_ge(bucket_blocks(1), 11 * PS);
+	for (i = 0; i < 5; i++)
+		kvb_obj_close(&kvb, o[i]);
+	kvb_release(&kvb);
+}
+END_TEST
+
+/*
  * A run holds its disk blocks from its allocation (a write-back then
  * never meets a full disk).  Freed (a working state's at once, a
  * committed one's after the barrier), it keeps them, warm, for the next
@@ -653,5 +697,6 @@ TCase *pages_tcase_files(void)
 	tcase_add_test(files, test_desc_escape);
 	tcase_add_test(files, test_geom_valid);
 	tcase_add_test(files, test_store_refuses_symlinks_and_sets_modes);
+	tcase_add_test(files, test_reserve_batch_blocks_at_end);
 	return files;
 }

@@ -236,6 +236,9 @@ int pages_free_later(struct pages *p, int32_t b, uint64_t page, uint64_t n);
 int pages_alloc_run(struct pages *p, const char *key, size_t klen, uint64_t n,
 		    struct kvb_map *out);
 int pages_extend_run(struct pages *p, struct kvb_map *m, uint64_t n);
+int pages_reserve_begin(void *arg);
+void pages_defer_arm(struct pages *p, int on);
+void pages_reserve_end(void *arg, struct kvb_obj *const *objs, size_t nobj, int *errs);
 int pages_copy_at(struct pages *p, const struct kvb_map *from, const struct kvb_map *to,
 		  uint64_t off, uint64_t len);
 int pages_copy_range(struct pages *p, const struct kvb_map *from, uint64_t from_off,

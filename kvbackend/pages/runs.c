@@ -263,6 +263,133 @@ out:
 }
 
 /*
+ * Runs a thread allocates between pages_reserve_begin and
+ * pages_reserve_end (a batch's reserve) get their blocks at the end, those
+ * adjacent in a bucket with one fallocate rather than one per run.
+ * Meanwhile they are allocated and held by fresh working states that no
+ * one writes (the client learns of them from the reply, after the end).
+ */
+struct pages_defer_run {
+	uint32_t b;
+	int failed;
+	uint64_t page, n;
+};
+
+struct pages_defer {
+	struct pages *p;
+	int armed; /* in the obj_reserve of a fresh state: its run may wait */
+	struct pages_defer_run *r;
+	size_t n, cap;
+};
+
+static __thread struct pages_defer *pages_deferred;
+
+/* Only a fresh state's run waits: no one else allocating on this thread meanwhile. */
+void pages_defer_arm(struct pages *p, int on)
+{
+	if (pages_deferred && pages_deferred->p == p)
+		pages_deferred->armed = on;
+}
+
+/* 1 when the run is left for pages_reserve_end. */
+static int pages_defer_add(struct pages *p, uint32_t b, uint64_t page, uint64_t n)
+{
+	struct pages_defer *d = pages_deferred;
+
+	if (!d || d->p != p || !d->armed)
+		return 0;
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 64;
+		struct pages_defer_run *r = realloc(d->r, cap * sizeof(*r));
+
+		if (!r)
+			return 0; /* its blocks now, as without a batch */
+		d->r = r;
+		d->cap = cap;
+	}
+	d->r[d->n++] = (struct pages_defer_run){ .b = b, .page = page, .n = n };
+	return 1;
+}
+
+int pages_reserve_begin(void *arg)
+{
+	struct pages_defer *d;
+
+	if (pages_deferred)
+		return -EBUSY;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->p = arg;
+	pages_deferred = d;
+	return 0;
+}
+
+static int pages_defer_cmp(const void *a, const void *b)
+{
+	const struct pages_defer_run *x = a, *y = b;
+
+	if (x->b != y->b)
+		return x->b < y->b ? -1 : 1;
+	return (x->page > y->page) - (x->page < y->page);
+}
+
+/* Blocks for [page, page + n), with the warm runs punched first if the filesystem is short. */
+static int pages_defer_hold(struct pages *p, uint32_t b, uint64_t page, uint64_t n)
+{
+	int ret = io_reserve(p, b, page, n);
+
+	if (ret == -ENOSPC && __atomic_load_n(&p->warm_pages, __ATOMIC_RELAXED)) {
+		pages_cool(p, 1);
+		ret = io_reserve(p, b, page, n);
+	}
+	return ret;
+}
+
+void pages_reserve_end(void *arg, struct kvb_obj *const *objs, size_t nobj, int *errs)
+{
+	struct pages *p = arg;
+	struct pages_defer *d = pages_deferred;
+	size_t i, j, k;
+
+	for (i = 0; i < nobj; i++)
+		errs[i] = 0;
+	if (!d)
+		return;
+	pages_deferred = NULL;
+	if (d->n > 1)
+		qsort(d->r, d->n, sizeof(*d->r), pages_defer_cmp);
+	for (i = 0; i < d->n; i = j) {
+		uint64_t end = d->r[i].page + d->r[i].n;
+
+		for (j = i + 1; j < d->n && d->r[j].b == d->r[i].b && d->r[j].page == end; j++)
+			end += d->r[j].n;
+		if (pages_defer_hold(p, d->r[i].b, d->r[i].page, end - d->r[i].page) == 0)
+			continue;
+		/* Run by run, as without a batch: those that find no room fail. */
+		for (k = i; k < j; k++)
+			d->r[k].failed = pages_defer_hold(p, d->r[k].b, d->r[k].page, d->r[k].n) != 0;
+	}
+	for (k = 0; k < d->n; k++) {
+		if (!d->r[k].failed)
+			continue;
+		for (i = 0; i < nobj; i++) {
+			struct kvb_obj *o = objs[i];
+
+			if (!o || o->w.bucket != (int32_t)d->r[k].b || o->w.page > d->r[k].page ||
+			    o->w.page + o->w.npages < d->r[k].page + d->r[k].n)
+				continue;
+			/* Back without blocks and never warm; the state as fresh as it was. */
+			pages_free_cold(p, o->w.bucket, o->w.page, o->w.npages);
+			o->w = KVB_MAP_EMPTY;
+			errs[i] = -ENOSPC;
+		}
+	}
+	free(d->r);
+	free(d);
+}
+
+/*
  * Give [page, page + n) of bucket b, just allocated, its blocks: none to
  * get when every page was warm; else an fallocate, which a short
  * filesystem may refuse until the warm runs are punched.
@@ -273,6 +400,8 @@ static int pages_hold_blocks(struct pages *p, uint32_t b, uint64_t page, uint64_
 	int ret;
 
 	if (warm == n)
+		return 0;
+	if (pages_defer_add(p, b, page, n))
 		return 0;
 	ret = io_reserve(p, b, page, n);
 	if (ret == -ENOSPC && __atomic_load_n(&p->warm_pages, __ATOMIC_RELAXED)) {

@@ -652,10 +652,18 @@ int pages_obj_reserve(void *arg, struct kvb_obj *o, uint64_t size)
 {
 	struct pages *p = arg;
 
+	int ret;
+
 	if (size > p->bucket_size)
 		return -EFBIG;
+	if (size <= o->w.size)
+		return 0;
+	/* A fresh state's run may get its blocks at pages_reserve_end, with a batch's others. */
+	pages_defer_arm(p, o->w.bucket < 0 && o->c.bucket < 0 && o->src.bucket < 0);
 	/* The run grows (in place, or moves) as for a write; the size stays. */
-	return size > o->w.size ? pages_need(p, o, size) : 0;
+	ret = pages_need(p, o, size);
+	pages_defer_arm(p, 0);
+	return ret;
 }
 
 void pages_obj_view(void *arg, struct kvb_obj *o, struct kvb_map *view)

@@ -78,6 +78,23 @@ static int mem_zero(void *dev, uint32_t b, uint64_t off, uint64_t len)
 	return 0;
 }
 
+/* Memory needs no blocks: only the refusals asked for. */
+static int mem_reserve(void *dev, uint32_t b, uint64_t off, uint64_t len)
+{
+	struct mem_buckets *m = dev;
+
+	(void)b;
+	if (!m->faults)
+		return 0;
+	m->faults->reserves++;
+	if (m->faults->reserve_max && len > m->faults->reserve_max)
+		return -ENOSPC;
+	if (m->faults->reserve_fail_at && m->faults->reserve_fail_at - 1 >= off &&
+	    m->faults->reserve_fail_at - 1 < off + len)
+		return -ENOSPC;
+	return 0;
+}
+
 static int mem_sync(void *dev, uint32_t b)
 {
 	struct mem_buckets *m = dev;
@@ -131,6 +148,7 @@ static const struct kvb_pages_io mem_io = {
 	.pread = mem_pread,
 	.pwrite = mem_pwrite,
 	.zero = mem_zero,
+	.reserve = mem_reserve,
 	.sync = mem_sync,
 	.copy = mem_copy,
 	.writeback = mem_writeback,

@@ -2,7 +2,8 @@
  * mem_buckets: the pages backend over buckets in memory, for unit tests
  * (a struct kvb_pages_io, pages_io.h).  It can fail the Nth write
  * (fail_write_at, counting from 1) with -EIO, refuse copies inside the
- * buckets (copy_err), and lose every write since
+ * buckets (copy_err), refuse reserves of blocks (reserve_max,
+ * reserve_fail_at), and lose every write since
  * the last sync of its bucket (kvb_mem_power_cut).
  */
 #ifndef OFFLOADFS_TESTS_MEM_BUCKETS_H
@@ -25,6 +26,13 @@ struct kvb_mem_faults {
 	unsigned long willneeds;
 	uint32_t willneed_bucket;
 	uint64_t willneed_off, willneed_len;
+	/*
+	 * Reserves of blocks (none fail unless set): those longer than
+	 * reserve_max bytes, and those covering byte reserve_fail_at - 1 of a
+	 * bucket, fail with -ENOSPC; reserves counts them all.
+	 */
+	uint64_t reserve_max, reserve_fail_at;
+	unsigned long reserves;
 };
 
 /* faults may be NULL; kvb_release frees the buckets with the backend. */

@@ -48,6 +48,33 @@ sys.exit(0 if open(sys.argv[1] + "/k0007", "rb").read() == bytes(buf[0][:n]) and
 check_eq "a POSIX read gives the bytes get_many gives" 0 $?
 check_eq "checksum xattr of a batch-put file" \
 	"$(python3 -c 'import sys; print(len(sys.argv[1]))' "$(getfattr -n user.offload.checksum --only-values "$MNT/t1/k0001" 2>/dev/null)")" 16
+
+# ---- names the kernel may remember, keys in directories ----
+mkdir -p "$MNT/t1/neg/a/b"
+stat "$MNT/t1/neg/a/b/k0002" >/dev/null 2>&1 # a missing name in a nested directory
+check "put_many of keys in a nested directory" "$BT" put "$MNT/t1" 4 4096 3 neg/a/b
+check_eq "a nested name stat saw missing before the put is there at once" 4096 \
+	"$(stat -c %s "$MNT/t1/neg/a/b/k0002" 2>&1)"
+check_eq "a name the kernel never looked up is there too" 4096 \
+	"$(stat -c %s "$MNT/t1/neg/a/b/k0003" 2>&1)"
+check "get_many of keys in a nested directory" "$BT" get "$MNT/t1" 4 4096 3 neg/a/b
+python3 -c '
+import sys
+sys.path.insert(0, sys.argv[2])
+import offloadfs_batch as ob
+t = ob.Tenant(sys.argv[1])
+keys = ["mix/a/x", "mix/b/x", "mix/a/y", "mixtop", "mix/a/b/z", "mix/a/z"]
+t.put_many(keys, [k.encode() * 3 for k in keys])
+bufs = [bytearray(64) for _ in keys]
+n = t.get_many(["mix/a/y", "mix/b/x", "mixtop", "mix/a/x", "mix/a/z", "mix/a/b/z"], bufs)
+want = [k.encode() * 3 for k in ["mix/a/y", "mix/b/x", "mixtop", "mix/a/x", "mix/a/z", "mix/a/b/z"]]
+ok = [bytes(b[:m]) for b, m in zip(bufs, n)] == want
+ok = ok and t.exists_many(["mix/a/x", "mix/b/y", "mix/b/x", "mix/c/x", "mix/a/b/z"]) == \
+	[True, False, True, False, True]
+sys.exit(0 if ok else 1)
+' "$MNT/t1" "$PYLIB"
+check_eq "keys of several directories in one batch, in any order: each its own bytes" 0 $?
+rm -rf "$MNT/t1/neg" "$MNT/t1/mix" "$MNT/t1/mixtop"
 run "$BT" exists "$MNT/t1" 70
 check_eq "exists_many: 64 of 70" "exists 64" "$OUT"
 run "$BT" put "$MNT/t1" 2 131072 9
@@ -124,6 +151,22 @@ check_eq "a wrong page sum fails the whole commit (EBADMSG; the others ECANCELED
 check_eq "nothing of it is visible" "" "$(cd "$MNT/t1" && ls -d bad* 2>/dev/null)"
 wait_free "$FREE0"
 check_eq "its runs are freed at close" "$FREE0" "$(ofs_free)"
+
+# ---- names taken, directories removed between reserve and commit ----
+run "$BT" taken "$MNT/t1"
+check_eq "a name taken since its reserve: that entry EEXIST, the others commit" \
+	"taken -17 0 -17 0" "$OUT"
+check_eq "the taken name keeps the file made through the mount" "mount" "$(cat "$MNT/t1/tk1")"
+check_eq "the others are the batch's" "70000 70000" "$(stat -c %s "$MNT/t1/tk0" "$MNT/t1/tk2" | xargs)"
+rm -f "$MNT/t1"/tk*
+wait_free "$FREE0"
+check_eq "the refused entry's run is freed" "$FREE0" "$(ofs_free)"
+mkdir "$MNT/t1/tdir"
+run "$BT" taken "$MNT/t1" rmdir
+check_eq "a directory removed since the reserve fails the whole commit (ENOENT)" "taken -2 -2" "$OUT"
+check_eq "nothing of it is visible" "no" "$(test -e "$MNT/t1/tdir" && echo yes || echo no)"
+wait_free "$FREE0"
+check_eq "its run is freed at close" "$FREE0" "$(ofs_free)"
 
 # ---- commits racing unlinks ----
 run "$BT" race "$MNT/t1" 200
