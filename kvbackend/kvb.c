@@ -19,7 +19,8 @@ void kvb_init(struct kvb *kvb, const struct kvb_ops *ops, const struct kvb_admin
 	assert(ops->obj_open && ops->obj_write && ops->obj_truncate && ops->obj_view &&
 	       ops->obj_dirty && ops->obj_commit_prepare && ops->obj_commit_done &&
 	       ops->obj_close);
-	assert(ops->read && ops->read_verified && ops->remove && ops->barrier && ops->release);
+	assert(ops->read && ops->read_verified && ops->remove && ops->barrier_begin &&
+	       ops->barrier_sync && ops->release);
 	/* read_unref releases what read_ref handed out: both or neither. */
 	assert(!ops->read_ref == !ops->read_unref);
 	assert(admin->name && admin->start && admin->stop && admin->statfs && admin->describe &&

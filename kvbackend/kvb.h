@@ -169,13 +169,17 @@ struct kvb_ops {
 	 */
 	int (*remove_prepare)(void *arg, const struct kvb_map *m);
 	/*
-	 * Durability barrier, in two halves around the metadata sync: barrier
-	 * makes every byte written so far durable and returns a mark of the
-	 * runs freed so far; once the metadata sync that follows has
-	 * returned, release(mark) makes those runs reusable and returns how
-	 * many pages it gave back.
+	 * Durability barrier, in three steps around the metadata sync:
+	 * barrier_begin returns a mark of the runs freed so far (cheap, no
+	 * I/O: the store calls it under its metadata lock, with the sync
+	 * generation bump, so that only runs freed by commits of the synced
+	 * generations are marked); barrier_sync then makes every byte
+	 * written so far durable; once the metadata sync that follows has
+	 * returned, release(mark) makes the marked runs reusable and returns
+	 * how many pages it gave back.  One barrier at a time.
 	 */
-	int (*barrier)(void *arg, uint64_t *mark);
+	uint64_t (*barrier_begin)(void *arg);
+	int (*barrier_sync)(void *arg);
 	uint64_t (*release)(void *arg, uint64_t mark);
 	/*
 	 * Read committed bytes checking every page they touch against the
@@ -395,9 +399,21 @@ static inline int kvb_has_remove_prepare(const struct kvb *k)
 	return k->ops->remove_prepare != NULL;
 }
 
+static inline uint64_t kvb_barrier_begin(const struct kvb *k)
+{
+	return k->ops->barrier_begin(k->arg);
+}
+
+static inline int kvb_barrier_sync(const struct kvb *k)
+{
+	return k->ops->barrier_sync(k->arg);
+}
+
+/* Both steps, for a caller with no commits racing it (tests, single-threaded tools). */
 static inline int kvb_barrier(const struct kvb *k, uint64_t *mark)
 {
-	return k->ops->barrier(k->arg, mark);
+	*mark = kvb_barrier_begin(k);
+	return kvb_barrier_sync(k);
 }
 
 static inline uint64_t kvb_release_freed(const struct kvb *k, uint64_t mark)

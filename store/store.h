@@ -65,9 +65,11 @@ struct ofs_config {
 struct htab;
 
 /*
- * Lock order: an object's stripe of rw, then sync_lock, then lock; never
- * the other way round.  Two stripes (a copy between files): the lower
- * first.
+ * Lock order: an object's stripe of rw, then sync_lock, then lock, then
+ * the backend's own locks (a removal's kvb calls and the barrier's
+ * kvb_barrier_begin run under lock; a backend never calls back into the
+ * store); never the other way round.  Two stripes (a copy between
+ * files): the lower first.
  */
 struct ofs_store {
 	pthread_rwlock_t rw[OFS_NLOCKS];

@@ -19,14 +19,23 @@ int ofs_store_sync(struct ofs_store *s, pthread_mutex_t *meta_lock, uint64_t *re
 	int ret;
 
 	pthread_mutex_lock(&s->sync_lock);
-	/* Commits from here on get a newer generation: this barrier may miss their data. */
+	/*
+	 * Commits from here on get a newer generation: this barrier may miss
+	 * their data.  The backend's mark goes with it, in the same hold of
+	 * the lock: a commit of the newer generation frees its old run after
+	 * the mark, so that run waits for the barrier that covers the commit.
+	 * Taken after the unlock, the mark could take in the run of a commit
+	 * that the next commit of its object, seeing its generation unsynced,
+	 * does not keep for recovery, keeping the released run instead.
+	 */
 	if (meta_lock)
 		pthread_mutex_lock(meta_lock);
 	g = s->gen++;
+	mark = kvb_barrier_begin(&s->kvb);
 	if (meta_lock)
 		pthread_mutex_unlock(meta_lock);
 	/* Data first: a durable record must never point at bytes that are not. */
-	ret = kvb_barrier(&s->kvb, &mark);
+	ret = kvb_barrier_sync(&s->kvb);
 	if (!ret) {
 		if (meta_lock)
 			pthread_mutex_lock(meta_lock);

@@ -470,6 +470,153 @@ static void commits_past_checkpoint(struct ofs_store *s, int from, pthread_mutex
  * database inside whichever commit fills the log, waits for 16 MiB of log
  * instead of 4 MiB.
  */
+/*
+ * A commit that lands while a barrier begins: its record may get the
+ * generation after the one the barrier syncs, so the old run it freed
+ * must wait for the next barrier (DESIGN.md, rule 6).  The hook runs that
+ * commit at the first point of the barrier where the metadata lock is
+ * free, as another thread's commit could.
+ */
+static struct ofs_store *hook_store;
+static struct meta_inode *hook_obj;
+static const struct kvb_ops *hook_real;
+static int hook_pending;
+
+static void hook_commit(void)
+{
+	struct kvb_map c;
+	struct kvb_obj *o;
+	char buf[2 * PS];
+
+	if (!hook_pending || pthread_mutex_trylock(&meta_lock) != 0)
+		return; /* the barrier holds it: no commit can land here */
+	pthread_mutex_unlock(&meta_lock);
+	hook_pending = 0;
+	c = (struct kvb_map){ hook_obj->bucket, hook_obj->page, hook_obj->npages, hook_obj->size,
+			      NULL };
+	ck_assert_int_eq(hook_real->obj_open(hook_store->kvb.arg, &c, "a", 1, &o), 0);
+	ck_assert_int_eq(hook_real->obj_truncate(hook_store->kvb.arg, o, 0), 0);
+	fill(buf, sizeof(buf), 2);
+	ck_assert_int_eq(hook_real->obj_write(hook_store->kvb.arg, o, buf, sizeof(buf), 0),
+			 (ssize_t)sizeof(buf));
+	ck_assert_int_eq(ofs_store_commit(hook_store, &meta_lock, hook_obj, o), 0);
+	hook_real->obj_close(hook_store->kvb.arg, o);
+}
+
+static uint64_t hook_barrier_begin(void *arg)
+{
+	hook_commit();
+	return hook_real->barrier_begin(arg);
+}
+
+static int hook_barrier_sync(void *arg)
+{
+	hook_commit();
+	return hook_real->barrier_sync(arg);
+}
+
+/* One-page objects until the store is full; how many. */
+static unsigned fill_up(struct ofs_store *s)
+{
+	unsigned n;
+
+	for (n = 0;; n++) {
+		struct kvb_map empty = KVB_MAP_EMPTY;
+		struct meta_inode m;
+		struct kvb_obj *o;
+		char name[16], buf[PS];
+		int ret;
+
+		snprintf(name, sizeof(name), "f%u", n);
+		m = new_record(s, name);
+		ck_assert_int_eq(kvb_obj_open(&s->kvb, &empty, name, strlen(name), &o), 0);
+		fill(buf, PS, 100 + n);
+		ret = (int)kvb_obj_write(&s->kvb, o, buf, PS, 0);
+		if (ret == (int)PS)
+			ret = ofs_store_commit(s, NULL, &m, o);
+		kvb_obj_close(&s->kvb, o);
+		if (ret) {
+			ck_assert_int_eq(ret, -ENOSPC);
+			return n;
+		}
+	}
+}
+
+/* Copy the pages of run m in the bucket file back from the saved image "tag" (then dropped). */
+static void revert_run(const char *tag, const struct meta_inode *m)
+{
+	char live[600], saved[600], buf[PS];
+	uint64_t i;
+	int fl, fs;
+
+	snprintf(live, sizeof(live), "%s/bucket_%02x.data", dir, (unsigned)m->bucket);
+	snprintf(saved, sizeof(saved), "%s/.%s.bucket_%02x.data", dir, tag, (unsigned)m->bucket);
+	fl = open(live, O_WRONLY);
+	fs = open(saved, O_RDONLY);
+	ck_assert_int_ge(fl, 0);
+	ck_assert_int_ge(fs, 0);
+	for (i = 0; i < m->npages; i++) {
+		off_t at = (off_t)((m->page + i) * PS);
+
+		memset(buf, 0, sizeof(buf));
+		ck_assert_int_ge(pread(fs, buf, PS, at), 0);
+		ck_assert_int_eq(pwrite(fl, buf, PS, at), (ssize_t)PS);
+	}
+	close(fl);
+	close(fs);
+	for (i = 0; i < NB; i++) {
+		snprintf(saved, sizeof(saved), "%s/.%s.bucket_%02x.data", dir, tag, (unsigned)i);
+		unlink(saved);
+	}
+}
+
+START_TEST(test_commit_during_barrier_keeps_its_prev)
+{
+	struct ofs_store s;
+	struct meta_inode a;
+	struct kvb_ops hooked;
+	struct kvb_map prev;
+	uint64_t csum;
+
+	open_store(&s);
+	a = create(&s, "a", PS, 1);
+	ck_assert_int_eq(ofs_store_sync(&s, &meta_lock, NULL), 0);
+	/* The barrier: a overwritten (v1) as it begins. */
+	hook_store = &s;
+	hook_obj = &a;
+	hook_real = s.kvb.ops;
+	hook_pending = 1;
+	hooked = *s.kvb.ops;
+	hooked.barrier_begin = hook_barrier_begin;
+	hooked.barrier_sync = hook_barrier_sync;
+	s.kvb.ops = &hooked;
+	ck_assert_int_eq(ofs_store_sync(&s, &meta_lock, NULL), 0);
+	s.kvb.ops = hook_real;
+	ck_assert_int_eq(hook_pending, 0);
+	ck_assert_uint_eq(a.size, 2 * PS);
+	save_image("cut", 0, 1);
+	/*
+	 * a again (v2), then every free page written.  Unless this barrier's
+	 * generation covers v1, the record keeps v0 for recovery: its pages
+	 * must not have been given out.
+	 */
+	ck_assert_int_eq(overwrite(&s, &a, 3 * PS, 3), 0);
+	fill_up(&s);
+	ck_assert_int_ne(a.prev_bucket, -1);
+	prev = (struct kvb_map){ a.prev_bucket, a.prev_page, a.prev_npages, a.prev_size, NULL };
+	ck_assert_int_eq(kvb_checksum(&s.kvb, &prev, &csum), 0);
+	ck_assert_msg(csum == a.prev_csum, "the version kept for recovery was overwritten");
+	/* Power cut: v2's record reached the disk, its pages did not. */
+	ofs_store_crash(&s);
+	revert_run("cut", &a);
+	open_store(&s);
+	ck_assert_uint_eq(s.reverted, 1);
+	expect_content(&s, "a", (size_t)a.prev_size, a.prev_size == PS ? 1 : 2);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
 START_TEST(test_commits_do_not_fsync)
 {
 	struct ofs_store s;
@@ -1038,6 +1185,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_power_cut_keeps_metadata_loses_data);
 	tcase_add_test(tc, test_kill_keeps_everything_committed);
 	tcase_add_test(tc, test_log_sync_outside_the_lock);
+	tcase_add_test(tc, test_commit_during_barrier_keeps_its_prev);
 	tcase_add_test(tc, test_commits_do_not_fsync);
 	tcase_add_test(tc, test_failed_log_sync_holds_releases);
 	tcase_add_test(tc, test_failed_checkpoint_sync_is_kept);

@@ -685,6 +685,76 @@ START_TEST(test_group_commit_during_empty_commit)
 END_TEST
 
 /*
+ * A commit that lands while a barrier begins may get the generation after
+ * the one the barrier syncs: the value it doomed must wait for the next
+ * barrier, since the object's next commit keeps the version before it
+ * for recovery.  The hook commits at the first point of the barrier where
+ * the metadata lock is free, as another thread could.
+ */
+static struct ofs_store *hook_store;
+static struct meta_inode *hook_obj;
+static const struct kvb_ops *hook_real;
+static int hook_pending;
+
+static void hook_commit(void)
+{
+	if (!hook_pending || pthread_mutex_trylock(&meta_mu) != 0)
+		return; /* the barrier holds it: no commit can land here */
+	pthread_mutex_unlock(&meta_mu);
+	hook_pending = 0;
+	ck_assert_int_eq(put(hook_store, hook_obj, "t/a", 6000, 2), 0);
+}
+
+static uint64_t hook_barrier_begin(void *arg)
+{
+	hook_commit();
+	return hook_real->barrier_begin(arg);
+}
+
+static int hook_barrier_sync(void *arg)
+{
+	hook_commit();
+	return hook_real->barrier_sync(arg);
+}
+
+START_TEST(test_commit_during_barrier_keeps_its_prev)
+{
+	struct ofs_store s;
+	struct meta_inode a;
+	struct kvb_ops hooked;
+	struct kvb_map prev;
+	uint64_t csum;
+
+	open_store(&s);
+	a = new_record(&s, "a");
+	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, &meta_mu, NULL), 0);
+	hook_store = &s;
+	hook_obj = &a;
+	hook_real = s.kvb.ops;
+	hook_pending = 1;
+	hooked = *s.kvb.ops;
+	hooked.barrier_begin = hook_barrier_begin;
+	hooked.barrier_sync = hook_barrier_sync;
+	s.kvb.ops = &hooked;
+	ck_assert_int_eq(ofs_store_sync(&s, &meta_mu, NULL), 0);
+	s.kvb.ops = hook_real;
+	ck_assert_int_eq(hook_pending, 0);
+	expect(&s, &a, 6000, 2);
+	/* Unless this barrier's generation covers it, the next commit keeps the first value. */
+	ck_assert_int_eq(put(&s, &a, "t/a", 7000, 3), 0);
+	ck_assert_int_eq(a.prev_bucket, 0);
+	prev = (struct kvb_map){ a.prev_bucket, a.prev_page, a.prev_npages, a.prev_size, NULL };
+	ck_assert_msg(kvb_checksum(&s.kvb, &prev, &csum) == 0 && csum == a.prev_csum,
+		      "the value kept for recovery was deleted");
+	ck_assert_int_eq(ofs_store_sync(&s, &meta_mu, NULL), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, &meta_mu, NULL), 0);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+/*
  * A group commit whose barrier has begun (its release may be about to
  * empty the journal) when a prepare writes its line: that release must
  * not empty the journal, since the record is deleted right after.
@@ -1033,6 +1103,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, test_group_commit_during_prepare_sync);
 	tcase_add_test(tc, test_prepare_after_failed_sync);
 	tcase_add_test(tc, test_group_commit_during_empty_commit);
+	tcase_add_test(tc, test_commit_during_barrier_keeps_its_prev);
 	tcase_add_test(tc, test_prepare_holds_off_running_reset);
 	tcase_add_test(tc, test_failed_reset_keeps_journal_length);
 	tcase_add_test(tc, test_journal_emptied_under_steady_unlinks);

@@ -123,17 +123,25 @@ static int pages_remove(void *arg, const struct kvb_map *m)
 	return pages_free_later(p, m->bucket, m->page, m->npages);
 }
 
-static int pages_barrier(void *arg, uint64_t *mark)
+/* The freed list as of now: only frees recorded before the data sync are covered. */
+static uint64_t pages_barrier_begin(void *arg)
+{
+	struct pages *p = arg;
+	uint64_t mark;
+
+	pthread_mutex_lock(&p->flock);
+	mark = p->nfreed;
+	p->barriers_begun++;
+	pthread_mutex_unlock(&p->flock);
+	return mark;
+}
+
+static int pages_barrier_sync(void *arg)
 {
 	struct pages *p = arg;
 	uint32_t i;
 	int ret = 0;
 
-	/* The freed list first: only frees recorded before the data sync are covered. */
-	pthread_mutex_lock(&p->flock);
-	*mark = p->nfreed;
-	p->barriers_begun++;
-	pthread_mutex_unlock(&p->flock);
 	for (i = 0; i < p->nbuckets && !ret; i++) {
 		if (__atomic_exchange_n(&p->b[i].dirty, 0, __ATOMIC_ACQ_REL)) {
 			ret = io_sync(p, i);
@@ -489,7 +497,8 @@ static const struct kvb_ops pages_ops = {
 	.read_verified = pages_read_verified,
 	.sync = pages_sync,
 	.remove = pages_remove,
-	.barrier = pages_barrier,
+	.barrier_begin = pages_barrier_begin,
+	.barrier_sync = pages_barrier_sync,
 	.release = pages_release,
 };
 

@@ -110,20 +110,32 @@ again:
 	return ret;
 }
 
-static int ubs_barrier(void *arg, uint64_t *mark)
+static uint64_t ubs_barrier_begin(void *arg)
 {
 	struct ubs *u = arg;
-	int ret = 0;
-
-	uint64_t gen;
-	off_t len;
+	uint64_t mark;
 
 	pthread_mutex_lock(&u->lock);
 	/* Commits done before this point are in the metadata the caller syncs next. */
 	u->barrier_epoch++;
-	*mark = u->doom_seq;
-	gen = u->jgen;
-	len = u->jlen;
+	mark = u->doom_seq;
+	/* The lines of the values doomed so far, all of them below the mark. */
+	u->barrier_jgen = u->jgen;
+	u->barrier_jlen = u->jlen;
+	pthread_mutex_unlock(&u->lock);
+	return mark;
+}
+
+static int ubs_barrier_sync(void *arg)
+{
+	struct ubs *u = arg;
+	int ret = 0;
+	uint64_t gen;
+	off_t len;
+
+	pthread_mutex_lock(&u->lock);
+	gen = u->barrier_jgen;
+	len = u->barrier_jlen;
 	pthread_mutex_unlock(&u->lock);
 	/*
 	 * The D lines of what the records being synced let go of.  After a
@@ -459,7 +471,8 @@ static const struct kvb_ops ubs_ops = {
 	.read_unref = ubs_read_unref,
 	.remove = ubs_remove,
 	.remove_prepare = ubs_remove_prepare,
-	.barrier = ubs_barrier,
+	.barrier_begin = ubs_barrier_begin,
+	.barrier_sync = ubs_barrier_sync,
 	.release = ubs_release,
 };
 

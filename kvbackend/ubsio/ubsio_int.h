@@ -193,6 +193,12 @@ struct ubs {
 	uint64_t jgen;          /* bumped by every reset: lines of older ones are gone */
 	uint64_t nputting;      /* values between their P line and commit_done */
 	uint64_t commit_epoch, barrier_epoch; /* for emptying the journal */
+	/*
+	 * The journal as barrier_begin saw it, for barrier_sync to make
+	 * durable: every value doomed before the mark has its line there.
+	 */
+	uint64_t barrier_jgen;
+	off_t barrier_jlen;
 	/* Read cache, most recent first. */
 	struct ubs_val *lru_head, *lru_tail;
 	uint64_t cached;
