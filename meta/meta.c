@@ -483,21 +483,9 @@ int meta_format(struct meta *m, const struct meta_geom *g, const char *backend,
 		root.atime = root.mtime = root.ctime =
 			(int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 		root.bucket = -1;
+		root.state = META_COMMITTED;
 		s = m->st[ST_INSERT];
-		sqlite3_bind_int64(s, 1, 0);
-		sqlite3_bind_blob(s, 2, "", 0, SQLITE_STATIC);
-		sqlite3_bind_int(s, 3, (int)root.mode);
-		sqlite3_bind_int64(s, 4, root.uid);
-		sqlite3_bind_int64(s, 5, root.gid);
-		sqlite3_bind_int64(s, 6, root.atime);
-		sqlite3_bind_int64(s, 7, root.mtime);
-		sqlite3_bind_int64(s, 8, root.ctime);
-		sqlite3_bind_int64(s, 9, 0);
-		sqlite3_bind_int(s, 10, -1);
-		sqlite3_bind_int64(s, 11, 0);
-		sqlite3_bind_int64(s, 12, 0);
-		sqlite3_bind_int64(s, 13, 0);
-		sqlite3_bind_int(s, 14, META_COMMITTED);
+		meta_bind_new_inode(s, &root, "", 0);
 		ret = meta_step_done(m, s);
 		if (!ret && sqlite3_last_insert_rowid(m->db) != META_ROOT_INO)
 			ret = -EUCLEAN;

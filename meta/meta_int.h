@@ -110,6 +110,13 @@ int meta_changed_one(struct meta *m, int ret);
 /* Run statement st with ?1 = id: 1 when it returns a row, 0 when not. */
 int meta_exists(struct meta *m, int st, uint64_t id);
 
+/*
+ * Bind ?1..?14 of an insert of a new inode: parent, name, mode, uid, gid,
+ * the times, size, bucket, page, npages, csum, state (name stays the
+ * caller's until the statement runs).
+ */
+void meta_bind_new_inode(sqlite3_stmt *s, const struct meta_inode *in, const char *name,
+			 size_t len);
 /* An inode row of INODE_COLS, from the current row of s. */
 void meta_row_inode(sqlite3_stmt *s, struct meta_inode *in);
 /* Step s once: its row as *out, -ENOENT when it has none. */

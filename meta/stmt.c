@@ -153,6 +153,25 @@ int meta_kv_set_text(struct meta *m, const char *k, const char *v)
 	return meta_step_done(m, s);
 }
 
+void meta_bind_new_inode(sqlite3_stmt *s, const struct meta_inode *in, const char *name,
+			 size_t len)
+{
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)in->parent);
+	sqlite3_bind_blob(s, 2, name, (int)len, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, in->mode);
+	sqlite3_bind_int64(s, 4, in->uid);
+	sqlite3_bind_int64(s, 5, in->gid);
+	sqlite3_bind_int64(s, 6, in->atime);
+	sqlite3_bind_int64(s, 7, in->mtime);
+	sqlite3_bind_int64(s, 8, in->ctime);
+	sqlite3_bind_int64(s, 9, (sqlite3_int64)in->size);
+	sqlite3_bind_int(s, 10, in->bucket);
+	sqlite3_bind_int64(s, 11, (sqlite3_int64)in->page);
+	sqlite3_bind_int64(s, 12, (sqlite3_int64)in->npages);
+	sqlite3_bind_int64(s, 13, (sqlite3_int64)in->csum);
+	sqlite3_bind_int(s, 14, in->state);
+}
+
 void meta_row_inode(sqlite3_stmt *s, struct meta_inode *in)
 {
 	in->ino = (uint64_t)sqlite3_column_int64(s, 0);

@@ -28,6 +28,15 @@ struct evict_load {
 	unsigned ngone;
 };
 
+/* A tenant's name for stats, cut to fit dst (size bytes with the NUL). */
+static void evict_name(char *dst, size_t size, const char *name, size_t len)
+{
+	if (len >= size)
+		len = size - 1;
+	memcpy(dst, name, len);
+	dst[len] = 0;
+}
+
 static int evict_load_row(void *ctx, uint64_t tenant, uint64_t count, uint64_t bytes)
 {
 	struct evict_load *l = ctx;
@@ -49,10 +58,7 @@ static int evict_load_row(void *ctx, uint64_t tenant, uint64_t count, uint64_t b
 	t->count = count;
 	t->bytes = bytes;
 	t->dirty = 0;
-	if (len >= sizeof(t->name))
-		len = sizeof(t->name) - 1;
-	memcpy(t->name, name, len);
-	t->name[len] = 0;
+	evict_name(t->name, sizeof(t->name), name, len);
 	return 0;
 }
 
@@ -327,10 +333,7 @@ static int evict_tenant_slot(struct ofs_store *s, uint64_t ino)
 
 		if (i == OFS_EVICT_TENANTS || meta_name(s->meta, tenant, &parent, name, &len))
 			return -1;
-		if (len >= sizeof(t->name))
-			len = sizeof(t->name) - 1;
-		memcpy(t->name, name, len);
-		t->name[len] = 0;
+		evict_name(t->name, sizeof(t->name), name, len);
 		t->ino = tenant;
 		t->count = t->bytes = 0;
 		t->dirty = 0;
@@ -481,10 +484,7 @@ static int evict_tenant_row(void *ctx, uint64_t ino, const char *name, size_t le
 	t->ino = ino;
 	t->quota = quota;
 	t->used = 0;
-	if (len >= sizeof(t->name))
-		len = sizeof(t->name) - 1;
-	memcpy(t->name, name, len);
-	t->name[len] = 0;
+	evict_name(t->name, sizeof(t->name), name, len);
 	return 0;
 }
 
