@@ -96,9 +96,10 @@ static uint64_t batch_seen_hash(uint64_t parent, const char *name, size_t len)
 	return XXH3_64bits_withSeed(name, len, parent) % BATCH_SEEN_BITS;
 }
 
-static void batch_seen_set(const struct ofs *ofs, uint64_t parent, const char *name)
+/* h: batch_seen_hash of the name, computed once per LOOKUP for both sets. */
+static void batch_seen_set(const struct ofs *ofs, uint64_t h)
 {
-	uint64_t per = batch_seen_period(ofs), h = batch_seen_hash(parent, name, strlen(name));
+	uint64_t per = batch_seen_period(ofs);
 	unsigned int m = (unsigned int)(per & 1);
 	size_t w;
 
@@ -163,9 +164,11 @@ static void batch_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int ret;
 
 	if (strcmp(name, OFS_BATCH_NAME) != 0) {
-		batch_seen_set(ofs, parent, name);
+		uint64_t h = batch_seen_hash(parent, name, strlen(name));
+
+		batch_seen_set(ofs, h);
 		ofs_ll_ops.lookup(req, parent, name);
-		batch_seen_set(ofs, parent, name);
+		batch_seen_set(ofs, h);
 		return;
 	}
 	pthread_mutex_lock(&ofs->store.lock);
