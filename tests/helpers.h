@@ -6,6 +6,7 @@
 #ifndef OFS_TEST_HELPERS_H
 #define OFS_TEST_HELPERS_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 #include "meta.h"
@@ -16,5 +17,13 @@ void fill(char *buf, size_t len, unsigned seed);
 
 /* A new, never committed record for name under the root. */
 struct meta_inode new_record(struct ofs_store *s, const char *name);
+
+/*
+ * ofs_store_sync(s, lock) with commit(arg) run once inside the barrier, at
+ * the first of its steps (begin, data sync) where lock is free, as another
+ * thread's commit could land there.  The sync's result; commit must have run.
+ */
+int sync_with_commit_inside(struct ofs_store *s, pthread_mutex_t *lock, void (*commit)(void *),
+			    void *arg);
 
 #endif

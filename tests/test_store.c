@@ -477,42 +477,25 @@ static void commits_past_checkpoint(struct ofs_store *s, int from, pthread_mutex
  * commit at the first point of the barrier where the metadata lock is
  * free, as another thread's commit could.
  */
-static struct ofs_store *hook_store;
-static struct meta_inode *hook_obj;
-static const struct kvb_ops *hook_real;
-static int hook_pending;
+struct store_obj {
+	struct ofs_store *s;
+	struct meta_inode *m;
+};
 
-static void hook_commit(void)
+/* The object's next version (v1): two pages of seed 2. */
+static void commit_v1(void *arg)
 {
-	struct kvb_map c;
+	struct store_obj *so = arg;
+	struct kvb_map c = { so->m->bucket, so->m->page, so->m->npages, so->m->size, NULL };
 	struct kvb_obj *o;
 	char buf[2 * PS];
 
-	if (!hook_pending || pthread_mutex_trylock(&meta_lock) != 0)
-		return; /* the barrier holds it: no commit can land here */
-	pthread_mutex_unlock(&meta_lock);
-	hook_pending = 0;
-	c = (struct kvb_map){ hook_obj->bucket, hook_obj->page, hook_obj->npages, hook_obj->size,
-			      NULL };
-	ck_assert_int_eq(hook_real->obj_open(hook_store->kvb.arg, &c, "a", 1, &o), 0);
-	ck_assert_int_eq(hook_real->obj_truncate(hook_store->kvb.arg, o, 0), 0);
+	ck_assert_int_eq(kvb_obj_open(&so->s->kvb, &c, "a", 1, &o), 0);
+	ck_assert_int_eq(kvb_obj_truncate(&so->s->kvb, o, 0), 0);
 	fill(buf, sizeof(buf), 2);
-	ck_assert_int_eq(hook_real->obj_write(hook_store->kvb.arg, o, buf, sizeof(buf), 0),
-			 (ssize_t)sizeof(buf));
-	ck_assert_int_eq(ofs_store_commit(hook_store, &meta_lock, hook_obj, o), 0);
-	hook_real->obj_close(hook_store->kvb.arg, o);
-}
-
-static uint64_t hook_barrier_begin(void *arg)
-{
-	hook_commit();
-	return hook_real->barrier_begin(arg);
-}
-
-static int hook_barrier_sync(void *arg)
-{
-	hook_commit();
-	return hook_real->barrier_sync(arg);
+	ck_assert_int_eq(kvb_obj_write(&so->s->kvb, o, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	ck_assert_int_eq(ofs_store_commit(so->s, &meta_lock, so->m, o), 0);
+	kvb_obj_close(&so->s->kvb, o);
 }
 
 /* One-page objects until the store is full; how many. */
@@ -574,7 +557,7 @@ START_TEST(test_commit_during_barrier_keeps_its_prev)
 {
 	struct ofs_store s;
 	struct meta_inode a;
-	struct kvb_ops hooked;
+	struct store_obj so;
 	struct kvb_map prev;
 	uint64_t csum;
 
@@ -582,17 +565,8 @@ START_TEST(test_commit_during_barrier_keeps_its_prev)
 	a = create(&s, "a", PS, 1);
 	ck_assert_int_eq(ofs_store_sync(&s, &meta_lock, NULL), 0);
 	/* The barrier: a overwritten (v1) as it begins. */
-	hook_store = &s;
-	hook_obj = &a;
-	hook_real = s.kvb.ops;
-	hook_pending = 1;
-	hooked = *s.kvb.ops;
-	hooked.barrier_begin = hook_barrier_begin;
-	hooked.barrier_sync = hook_barrier_sync;
-	s.kvb.ops = &hooked;
-	ck_assert_int_eq(ofs_store_sync(&s, &meta_lock, NULL), 0);
-	s.kvb.ops = hook_real;
-	ck_assert_int_eq(hook_pending, 0);
+	so = (struct store_obj){ &s, &a };
+	ck_assert_int_eq(sync_with_commit_inside(&s, &meta_lock, commit_v1, &so), 0);
 	ck_assert_uint_eq(a.size, 2 * PS);
 	save_image("cut", 0, 1);
 	/*

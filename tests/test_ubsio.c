@@ -691,37 +691,23 @@ END_TEST
  * for recovery.  The hook commits at the first point of the barrier where
  * the metadata lock is free, as another thread could.
  */
-static struct ofs_store *hook_store;
-static struct meta_inode *hook_obj;
-static const struct kvb_ops *hook_real;
-static int hook_pending;
+struct store_obj {
+	struct ofs_store *s;
+	struct meta_inode *m;
+};
 
-static void hook_commit(void)
+static void commit_6000(void *arg)
 {
-	if (!hook_pending || pthread_mutex_trylock(&meta_mu) != 0)
-		return; /* the barrier holds it: no commit can land here */
-	pthread_mutex_unlock(&meta_mu);
-	hook_pending = 0;
-	ck_assert_int_eq(put(hook_store, hook_obj, "t/a", 6000, 2), 0);
-}
+	struct store_obj *so = arg;
 
-static uint64_t hook_barrier_begin(void *arg)
-{
-	hook_commit();
-	return hook_real->barrier_begin(arg);
-}
-
-static int hook_barrier_sync(void *arg)
-{
-	hook_commit();
-	return hook_real->barrier_sync(arg);
+	ck_assert_int_eq(put(so->s, so->m, "t/a", 6000, 2), 0);
 }
 
 START_TEST(test_commit_during_barrier_keeps_its_prev)
 {
 	struct ofs_store s;
 	struct meta_inode a;
-	struct kvb_ops hooked;
+	struct store_obj so;
 	struct kvb_map prev;
 	uint64_t csum;
 
@@ -729,17 +715,8 @@ START_TEST(test_commit_during_barrier_keeps_its_prev)
 	a = new_record(&s, "a");
 	ck_assert_int_eq(put(&s, &a, "t/a", 5000, 1), 0);
 	ck_assert_int_eq(ofs_store_sync(&s, &meta_mu, NULL), 0);
-	hook_store = &s;
-	hook_obj = &a;
-	hook_real = s.kvb.ops;
-	hook_pending = 1;
-	hooked = *s.kvb.ops;
-	hooked.barrier_begin = hook_barrier_begin;
-	hooked.barrier_sync = hook_barrier_sync;
-	s.kvb.ops = &hooked;
-	ck_assert_int_eq(ofs_store_sync(&s, &meta_mu, NULL), 0);
-	s.kvb.ops = hook_real;
-	ck_assert_int_eq(hook_pending, 0);
+	so = (struct store_obj){ &s, &a };
+	ck_assert_int_eq(sync_with_commit_inside(&s, &meta_mu, commit_6000, &so), 0);
 	expect(&s, &a, 6000, 2);
 	/* Unless this barrier's generation covers it, the next commit keeps the first value. */
 	ck_assert_int_eq(put(&s, &a, "t/a", 7000, 3), 0);
