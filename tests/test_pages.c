@@ -460,6 +460,58 @@ START_TEST(test_spare_run_reused_after_barrier)
 END_TEST
 
 /*
+ * The spare again, after the writer changed its committed version in place
+ * since that commit: bytes appended into c's last page (and the zeros
+ * before them), or a shrink and regrowth, are not in the spare and must
+ * come from the working run.  t-io's random operations found the append.
+ */
+START_TEST(test_spare_reuse_after_in_place_change)
+{
+	static char want[8 * PS];
+	struct kvb_map c0, c1, c2, c3;
+	const uint64_t *pcs;
+	struct kvb_obj *o;
+	size_t size = 7 * PS + 100;
+	uint64_t csum;
+
+	c0 = make("inplace", size, 41);
+	fill(want, size, 41);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c0, "inplace", 7, &o), 0);
+	put(o, 100, PS + 7, 42); /* copy-on-write: c0's run becomes the spare */
+	fill(want + PS + 7, 100, 42);
+	commit(o, &c1, &csum);
+	put(o, 1, 7 * PS + 500, 43); /* past c1's end, inside its last page: in place */
+	memset(want + size, 0, 400);
+	fill(want + 7 * PS + 500, 1, 43);
+	size = 7 * PS + 501;
+	put(o, PS, 3 * PS, 44); /* into c1's bytes: the spare is the new run */
+	fill(want + 3 * PS, PS, 44);
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &c2, &csum, &pcs), 0);
+	ck_assert_uint_eq(c2.bucket, c0.bucket);
+	ck_assert_uint_eq(c2.page, c0.page);
+	ck_assert_uint_eq(csum, XXH3_64bits(want, size));
+	check_pcs(pcs, want, size);
+	kvb_obj_commit_done(&kvb, o, 1);
+	settle();
+	expect(&c2, want, size);
+	/* A shrink into page 6 and a regrowth: its tail is zeros, not the spare's bytes. */
+	ck_assert_int_eq(kvb_obj_truncate(&kvb, o, 6 * PS + 10), 0);
+	ck_assert_int_eq(kvb_obj_truncate(&kvb, o, size), 0);
+	memset(want + 6 * PS + 10, 0, size - (6 * PS + 10));
+	put(o, 10, 2 * PS, 45);
+	fill(want + 2 * PS, 10, 45);
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &c3, &csum, &pcs), 0);
+	ck_assert_uint_eq(csum, XXH3_64bits(want, size));
+	check_pcs(pcs, want, size);
+	kvb_obj_commit_done(&kvb, o, 1);
+	settle();
+	expect(&c3, want, size);
+	kvb_obj_close(&kvb, o);
+	settle();
+}
+END_TEST
+
+/*
  * A closing writer's spare run is kept for the object (an mmap stressor
  * opens, writes and closes again): the next writer finds it; it counts as
  * free, and goes when the object does.
@@ -1032,6 +1084,7 @@ static Suite *pages_suite(void)
 	tcase_add_test(mem, test_copy_range);
 	tcase_add_test(mem, test_copy_inside_storage_and_fallback);
 	tcase_add_test(mem, test_spare_run_reused_after_barrier);
+	tcase_add_test(mem, test_spare_reuse_after_in_place_change);
 	tcase_add_test(mem, test_kept_sums_after_append);
 	tcase_add_test(mem, test_spare_run_parked_across_opens);
 	tcase_add_test(mem, test_rewrite_starts_writeback);

@@ -427,10 +427,19 @@ static int pages_cow(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t
 		return -ENOMEM;
 	unfilled = np;
 	pages_spare_detach(p, o, &sp);
-	if (sp.spare.bucket >= 0 && sp.spare.npages >= n && pages_epoch_passed(p, sp.epoch)) {
+	if (o->diff_ok && sp.spare.bucket >= 0 && sp.spare.npages >= n &&
+	    pages_epoch_passed(p, sp.epoch)) {
+		uint64_t cp = pages_for(p, o->c.size);
+
 		fresh = sp.spare;
-		for (pg = 0; pg < np && pg < sp.n; pg++) {
-			if (!sp.stale || !pages_bit(sp.stale, pg)) {
+		/*
+		 * The spare holds c's page unless c changed it (stale), or this
+		 * writer did since (diff: an append in place into c's last page,
+		 * a growth that zeroed its tail); pages past c's are the writer's.
+		 */
+		for (pg = 0; pg < np && pg < sp.n && pg < cp; pg++) {
+			if ((!sp.stale || !pages_bit(sp.stale, pg)) &&
+			    (!o->diff || !pages_bit(o->diff, pg))) {
 				o->filled[pg / 64] |= 1ULL << (pg % 64);
 				unfilled--;
 			}
