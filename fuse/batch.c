@@ -954,27 +954,41 @@ static int batch_lookup(struct ofs *ofs, struct batch_handle *h, const struct ba
 static int batch_delete(struct ofs *ofs, struct batch_handle *h, const struct batch_req *r)
 {
 	struct ofs_batch_status *st = batch_reply_alloc(h, r, sizeof(*st));
+	struct batch_dircache dc = { 0 };
 	char name[META_NAME_MAX + 1];
-	struct meta_inode m;
-	uint64_t dir;
-	uint32_t i;
+	uint32_t i, n = r->hdr->n;
+	uint64_t *dirs = calloc(n + 1, sizeof(*dirs));
+	const char **names = calloc(n + 1, sizeof(*names));
+	size_t *lens = calloc(n + 1, sizeof(*lens));
+	int *errs = calloc(n + 1, sizeof(*errs)), ret = -ENOMEM;
 
-	if (!st)
-		return -ENOMEM;
-	for (i = 0; i < r->hdr->n; i++) {
-		int e;
+	if (!st || !dirs || !names || !lens || !errs)
+		goto out;
+	/* Every key's directory in one hold of the lock; the names are looked up by the unlink. */
+	pthread_mutex_lock(&ofs->store.lock);
+	for (i = 0; i < n; i++) {
+		const char *key = r->key[i], *slash = memrchr(key, '/', r->ent[i]->klen);
 
-		pthread_mutex_lock(&ofs->store.lock);
-		e = batch_resolve(ofs, h->tenant, r->key[i], r->ent[i]->klen, &dir, name, &m, NULL);
-		pthread_mutex_unlock(&ofs->store.lock);
-		if (!e)
-			e = S_ISDIR(m.mode) ? -EISDIR : ofs_ns_unlink(&ofs->store, dir, name);
-		st[i].err = e;
-		/* The kernel's cached entry names a file that is gone. */
-		if (!e && ofs->se)
-			fuse_lowlevel_notify_inval_entry(ofs->se, dir, name, strlen(name));
+		errs[i] = batch_resolve(ofs, h->tenant, key, r->ent[i]->klen, &dirs[i], name, NULL,
+					&dc);
+		names[i] = slash ? slash + 1 : key; /* the last component, as resolved */
+		lens[i] = r->ent[i]->klen - (size_t)(names[i] - key);
 	}
-	return 0;
+	pthread_mutex_unlock(&ofs->store.lock);
+	/* One transaction for the batch: each key deleted, or not, with its own result. */
+	ret = ofs_ns_unlink_many(&ofs->store, dirs, names, lens, n, errs);
+	for (i = 0; !ret && i < n; i++) {
+		st[i].err = errs[i];
+		/* The kernel's cached entry names a file that is gone. */
+		if (!errs[i] && ofs->se)
+			fuse_lowlevel_notify_inval_entry(ofs->se, dirs[i], names[i], lens[i]);
+	}
+out:
+	free(dirs);
+	free(names);
+	free(lens);
+	free(errs);
+	return ret;
 }
 
 static int batch_abort(struct ofs *ofs, struct batch_handle *h, const struct batch_req *r)

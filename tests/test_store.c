@@ -985,6 +985,73 @@ START_TEST(test_writer_waits_for_the_eviction_worker)
 }
 END_TEST
 
+/*
+ * A batch of unlinks in one transaction: each name its own result (a
+ * missing name, a name's second time and a directory change nothing; a
+ * name refused before the call is left alone), the pages back at the
+ * barrier; and when the transaction fails, each name on its own.
+ */
+START_TEST(test_unlink_many)
+{
+	struct ofs_store s;
+	struct meta_inode m, d;
+	struct kvb_statfs before, after;
+	uint64_t root = META_ROOT_INO, nf;
+	uint64_t parents[7] = { root, root, root, root, root, root, root };
+	const char *names[7] = { "a", "x", "b", "a", "d", "c", "e" };
+	size_t lens[7] = { 1, 1, 1, 1, 1, 1, 1 };
+	int errs[7] = { 0, 0, 0, 0, 0, 0, -EINVAL };
+	const char *names2[3] = { "f", "g", "h" };
+	int errs2[3] = { 0 };
+	unsigned i;
+
+	open_store(&s);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &before), 0);
+	create(&s, "a", 2 * PS, 1);
+	create(&s, "b", PS + 1, 2);
+	create(&s, "c", 3 * PS, 3);
+	create(&s, "e", 100, 4);
+	pthread_mutex_lock(&s.lock);
+	ck_assert_int_eq(ofs_ns_make(&s, root, "d", S_IFDIR | 0755, 0, 0, META_COMMITTED, &d), 0);
+	pthread_mutex_unlock(&s.lock);
+	nf = s.nfiles;
+	ck_assert_int_eq(ofs_ns_unlink_many(&s, parents, names, lens, 7, errs), 0);
+	ck_assert_int_eq(errs[0], 0);
+	ck_assert_int_eq(errs[1], -ENOENT);
+	ck_assert_int_eq(errs[2], 0);
+	ck_assert_int_eq(errs[3], -ENOENT);
+	ck_assert_int_eq(errs[4], -EISDIR);
+	ck_assert_int_eq(errs[5], 0);
+	ck_assert_int_eq(errs[6], -EINVAL);
+	ck_assert_uint_eq(nf - s.nfiles, 3);
+	for (i = 0; i < 7; i++)
+		ck_assert_int_eq(meta_lookup(s.meta, root, names[i], 1, &m),
+				 i == 4 || i == 6 ? 0 : -ENOENT);
+	expect_content(&s, "e", 100, 4);
+
+	/* The transaction fails (its second write): every name on its own, each deleted. */
+	create(&s, "f", PS, 5);
+	create(&s, "g", 2 * PS, 6);
+	create(&s, "h", 0, 7);
+	nf = s.nfiles;
+	meta_inject_fault(s.meta, 2);
+	ck_assert_int_eq(ofs_ns_unlink_many(&s, parents, names2, lens, 3, errs2), 0);
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(errs2[i], 0);
+		ck_assert_int_eq(meta_lookup(s.meta, root, names2[i], 1, &m), -ENOENT);
+	}
+	ck_assert_uint_eq(nf - s.nfiles, 3);
+	ck_assert_int_eq(ofs_ns_rmdir(&s, root, "d"), 0);
+	ck_assert_int_eq(ofs_ns_unlink(&s, root, "e"), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &after), 0);
+	ck_assert_uint_eq(after.blocks_free, before.blocks_free);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
 START_TEST(test_object_life)
 {
 	size_t len = 3 * PS + 100;
@@ -1148,6 +1215,7 @@ static Suite *store_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_failed_metadata_commit);
+	tcase_add_test(tc, test_unlink_many);
 	tcase_add_test(tc, test_object_copy);
 	tcase_add_test(tc, test_atime_queued_once_a_round);
 	tcase_add_test(tc, test_atime_without_object);
