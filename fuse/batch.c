@@ -470,7 +470,7 @@ struct batch_dircache {
 /*
  * Walk key's directories below the tenant: *dir the last one, *name its
  * last component (NUL-terminated, in namebuf), *m the entry when it exists
- * (0) or -ENOENT.  Other errors: the key cannot name a file.  With m
+ * (0; the fields meta_lookup_brief fills) or -ENOENT.  Other errors: the key cannot name a file.  With m
  * NULL, the name is not looked up: 0 when its directory is there.  Under
  * store.lock; dc may be NULL.
  */
@@ -508,9 +508,9 @@ static int batch_resolve(struct ofs *ofs, uint64_t tenant, const char *key, uint
 			}
 			if (cur == tenant && strcmp(namebuf, OFS_BATCH_NAME) == 0)
 				return -EINVAL;
-			return m ? meta_lookup(ofs->store.meta, cur, key + pos, len, m) : 0;
+			return m ? meta_lookup_brief(ofs->store.meta, cur, key + pos, len, m) : 0;
 		}
-		ret = meta_lookup(ofs->store.meta, cur, key + pos, len, &d);
+		ret = meta_lookup_brief(ofs->store.meta, cur, key + pos, len, &d);
 		if (ret)
 			return ret;
 		if (!S_ISDIR(d.mode))
@@ -643,7 +643,7 @@ static int batch_reserve(struct ofs *ofs, struct batch_handle *h, const struct b
 	struct kvb_obj **objs;
 	uint32_t i, n = r->hdr->n;
 	struct meta_inode m;
-	int dup, defer, *errs;
+	int dup, defer, rd, *errs;
 	uint64_t dir;
 
 	if (!d)
@@ -660,11 +660,14 @@ static int batch_reserve(struct ofs *ofs, struct batch_handle *h, const struct b
 		free(errs);
 		return -ENOMEM;
 	}
-	/* Every key's directory and name first, in one hold of the lock. */
+	/* Every key's directory and name first, in one hold of the lock and one read. */
 	pthread_mutex_lock(&ofs->store.lock);
+	rd = meta_read_begin(ofs->store.meta) == 0;
 	for (i = 0; i < n; i++)
 		d[i].err = batch_resolve(ofs, h->tenant, r->key[i], r->ent[i]->klen, &dir, name, &m,
 					 &dc);
+	if (rd)
+		meta_read_end(ofs->store.meta);
 	pthread_mutex_unlock(&ofs->store.lock);
 	/* The runs' blocks at the end, adjacent runs of a bucket with one fallocate. */
 	defer = kvb_reserve_begin(kvb) == 0;
@@ -918,10 +921,13 @@ static int batch_lookup(struct ofs *ofs, struct batch_handle *h, const struct ba
 	struct meta_inode m;
 	uint64_t dir;
 	uint32_t i;
+	int rd;
 
 	if (!d)
 		return -ENOMEM;
 	pthread_mutex_lock(&ofs->store.lock);
+	/* The keys' lookups in one read of the metadata rather than one each. */
+	rd = meta_read_begin(ofs->store.meta) == 0;
 	for (i = 0; i < r->hdr->n; i++) {
 		int e = batch_resolve(ofs, h->tenant, r->key[i], r->ent[i]->klen, &dir, name, &m,
 				      &dc);
@@ -947,6 +953,8 @@ static int batch_lookup(struct ofs *ofs, struct batch_handle *h, const struct ba
 		d[i].size = m.size;
 		d[i].csum = m.csum;
 	}
+	if (rd)
+		meta_read_end(ofs->store.meta);
 	pthread_mutex_unlock(&ofs->store.lock);
 	return 0;
 }
