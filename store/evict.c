@@ -86,6 +86,8 @@ static void evict_load(struct ofs_store *s)
 	free(l);
 }
 
+#define EVICT_LOOSE_BITS 13 /* ofs_evict.loose_slot: 8,192 slots, 192 KiB */
+
 void ofs_evict_init(struct ofs_store *s, int on, unsigned high, unsigned low,
 		    unsigned min_age_s)
 {
@@ -98,6 +100,7 @@ void ofs_evict_init(struct ofs_store *s, int on, unsigned high, unsigned low,
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&e->wcond, &ca);
 	pthread_condattr_destroy(&ca);
+	e->loose_slot = calloc(1u << EVICT_LOOSE_BITS, sizeof(*e->loose_slot));
 	e->on = on;
 	e->high = high;
 	e->low = low;
@@ -113,8 +116,10 @@ void ofs_evict_fini(struct ofs_store *s)
 
 	free(e->dirty);
 	free(e->dirty_atime);
+	free(e->loose_slot);
 	e->dirty = NULL;
 	e->dirty_atime = NULL;
+	e->loose_slot = NULL;
 	e->ndirty = e->dirty_cap = 0;
 }
 
@@ -165,13 +170,31 @@ int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o)
 
 int ofs_evict_touch_ino(struct ofs_store *s, uint64_t ino)
 {
+	struct ofs_evict *e = &s->evict;
 	struct ofs_object *o = ofs_object_find(s, ino);
+	struct ofs_evict_loose *l;
+	int64_t now;
+	ssize_t slot;
 
 	if (o)
 		return ofs_evict_touch(s, o);
 	/* No object: nothing the kernel caches to drop; the record takes the time. */
-	if (evict_queue(&s->evict, ino, ofs_now()) >= 0)
-		s->evict.loose = 1;
+	now = ofs_now();
+	l = e->loose_slot ? &e->loose_slot[(ino * 0x9E3779B97F4A7C15ULL) >> (64 - EVICT_LOOSE_BITS)] : NULL;
+	if (l && l->round == e->round + 1 && l->ino == ino && l->slot < e->ndirty &&
+	    e->dirty[l->slot] == ino) {
+		e->dirty_atime[l->slot] = now;
+		return 0;
+	}
+	slot = evict_queue(e, ino, now);
+	if (slot < 0)
+		return 0;
+	e->loose = 1;
+	if (l) {
+		l->ino = ino;
+		l->round = e->round + 1;
+		l->slot = (size_t)slot;
+	}
 	return 0;
 }
 

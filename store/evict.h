@@ -47,6 +47,17 @@ struct ofs_evict {
 	uint64_t round;
 	int loose;               /* some queued without their object: maybe twice */
 	/*
+	 * Where inos queued without their object went this round: a use of
+	 * one again (a key every batch reads) updates its slot instead of
+	 * queuing it once more.  Direct-mapped by ino; a collision only
+	 * queues a duplicate, which the write of atimes drops.  NULL when
+	 * out of memory.  Under the store's lock.
+	 */
+	struct ofs_evict_loose {
+		uint64_t ino, round; /* round: e->round + 1 when queued, 0: empty */
+		size_t slot;
+	} *loose_slot;
+	/*
 	 * Told of each evicted name (parent, name), under the store's lock:
 	 * the daemon has the kernel forget it.
 	 */

@@ -792,8 +792,10 @@ static void moved_fn(void *arg, uint64_t ino)
 }
 
 /*
- * A use that finds no object in memory (a batch lookup) is queued alone
- * and written at the next write of atimes, the latest use of each inode;
+ * A use that finds no object in memory (a batch lookup) is queued alone,
+ * once a round however often it is used (its slot takes the later
+ * time), and written at the next write of atimes, the latest use of each
+ * inode;
  * an object loaded between the use and the write takes the later time,
  * and the daemon is told (evict.moved) so the kernel drops the older one.
  */
@@ -802,7 +804,8 @@ START_TEST(test_atime_without_object)
 	struct ofs_object b = { 0 };
 	struct meta_inode a, bm, got;
 	struct ofs_store s;
-	int64_t last;
+	int64_t first, last;
+	int i;
 
 	open_store(&s);
 	ofs_evict_init(&s, 1, 90, 80, 10);
@@ -812,9 +815,14 @@ START_TEST(test_atime_without_object)
 	pthread_mutex_lock(&s.lock);
 	ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino), 0);
 	ck_assert_int_eq(ofs_evict_touch_ino(&s, bm.ino), 0);
-	ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino), 0);
-	ck_assert_uint_eq(s.evict.ndirty, 3);
-	last = s.evict.dirty_atime[2];
+	first = s.evict.dirty_atime[0];
+	usleep(2000);
+	for (i = 0; i < 1000; i++)
+		ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino), 0);
+	ck_assert_uint_eq(s.evict.ndirty, 2);
+	ck_assert_uint_eq(s.evict.dirty[0], a.ino);
+	last = s.evict.dirty_atime[0];
+	ck_assert_int_gt(last, first);
 	b.m = bm; /* loaded since its use: the record's older atime */
 	ck_assert_int_eq(ofs_object_insert(&s, &b), 0);
 	pthread_mutex_unlock(&s.lock);
@@ -828,7 +836,13 @@ START_TEST(test_atime_without_object)
 	ck_assert_uint_eq(moved_ino, bm.ino);
 	pthread_mutex_lock(&s.lock);
 	ofs_object_remove(&s, &b);
+	/* A new round: queued anew, not into the last round's slot. */
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino), 0);
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino), 0);
+	ck_assert_uint_eq(s.evict.ndirty, 1);
+	ck_assert_uint_eq(s.evict.dirty[0], a.ino);
 	pthread_mutex_unlock(&s.lock);
+	ck_assert_int_eq(ofs_evict_flush(&s), 0);
 	ofs_evict_fini(&s);
 	ck_assert_int_eq(ofs_store_close(&s), 0);
 }
