@@ -287,26 +287,7 @@ void ofs_ns_unmake(struct ofs_store *s, uint64_t ino)
 		kvb_remove(&s->kvb, &to_free);
 }
 
-int ofs_ns_unlink(struct ofs_store *s, uint64_t parent, const char *name)
-{
-	struct kvb_map to_free = KVB_MAP_EMPTY;
-	struct meta_inode m;
-	int ret;
-
-	ns_prepare_drop(s, parent, name, strlen(name));
-	pthread_mutex_lock(&s->lock);
-	ret = meta_lookup(s->meta, parent, name, strlen(name), &m);
-	if (!ret && S_ISDIR(m.mode))
-		ret = -EISDIR;
-	if (!ret)
-		ret = ns_drop_entry(s, &m, &to_free);
-	if (!ret && to_free.bucket >= 0)
-		kvb_remove(&s->kvb, &to_free);
-	pthread_mutex_unlock(&s->lock);
-	return ret;
-}
-
-/* One name of ofs_ns_unlink_many on its own, in a transaction of its own. */
+/* unlink(2) of one name, in a transaction of its own.  Under s->lock. */
 static int ns_unlink_one(struct ofs_store *s, uint64_t parent, const char *name, size_t len)
 {
 	struct kvb_map to_free = KVB_MAP_EMPTY;
@@ -319,6 +300,18 @@ static int ns_unlink_one(struct ofs_store *s, uint64_t parent, const char *name,
 		ret = ns_drop_entry(s, &m, &to_free);
 	if (!ret && to_free.bucket >= 0)
 		kvb_remove(&s->kvb, &to_free);
+	return ret;
+}
+
+int ofs_ns_unlink(struct ofs_store *s, uint64_t parent, const char *name)
+{
+	size_t len = strlen(name);
+	int ret;
+
+	ns_prepare_drop(s, parent, name, len);
+	pthread_mutex_lock(&s->lock);
+	ret = ns_unlink_one(s, parent, name, len);
+	pthread_mutex_unlock(&s->lock);
 	return ret;
 }
 
