@@ -921,6 +921,7 @@ static int batch_lookup(struct ofs *ofs, struct batch_handle *h, const struct ba
 	struct meta_inode m;
 	uint64_t dir;
 	uint32_t i;
+	int64_t now = ofs_now();
 	int rd;
 
 	if (!d)
@@ -946,7 +947,7 @@ static int batch_lookup(struct ofs *ofs, struct batch_handle *h, const struct ba
 		if (e)
 			continue;
 		/* A use, as an OPEN is: batch-read keys are kept by eviction. */
-		if (ofs_evict_touch_ino(&ofs->store, m.ino))
+		if (ofs_evict_touch_ino(&ofs->store, m.ino, now))
 			ofs_queue_inval_attr(ofs, m.ino);
 		d[i].bucket = m.bucket;
 		d[i].offset = m.bucket >= 0 ? m.page * ofs->store.geom.page_size : 0;

@@ -53,7 +53,8 @@ int meta_lookup_brief(struct meta *m, uint64_t parent, const char *name, size_t 
 	} else {
 		ret = rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
 	}
-	meta_finish(s);
+	/* Reset only: every call binds both parameters (a batch runs one per key). */
+	sqlite3_reset(s);
 	return ret;
 }
 

@@ -146,10 +146,10 @@ static ssize_t evict_queue(struct ofs_evict *e, uint64_t ino, int64_t atime)
 	return (ssize_t)e->ndirty++;
 }
 
-int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o)
+/* ofs_evict_touch at time now. */
+static int evict_touch_at(struct ofs_store *s, struct ofs_object *o, int64_t now)
 {
 	struct ofs_evict *e = &s->evict;
-	int64_t now = ofs_now();
 	int shown = o->m.atime <= o->m.mtime || o->m.atime <= o->m.ctime ||
 		    now - o->m.atime >= EVICT_DAY_NS;
 	ssize_t slot;
@@ -168,18 +168,21 @@ int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o)
 	return shown;
 }
 
-int ofs_evict_touch_ino(struct ofs_store *s, uint64_t ino)
+int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o)
+{
+	return evict_touch_at(s, o, ofs_now());
+}
+
+int ofs_evict_touch_ino(struct ofs_store *s, uint64_t ino, int64_t now)
 {
 	struct ofs_evict *e = &s->evict;
 	struct ofs_object *o = ofs_object_find(s, ino);
 	struct ofs_evict_loose *l;
-	int64_t now;
 	ssize_t slot;
 
 	if (o)
-		return ofs_evict_touch(s, o);
+		return evict_touch_at(s, o, now);
 	/* No object: nothing the kernel caches to drop; the record takes the time. */
-	now = ofs_now();
 	l = e->loose_slot ? &e->loose_slot[(ino * 0x9E3779B97F4A7C15ULL) >> (64 - EVICT_LOOSE_BITS)] : NULL;
 	if (l && l->round == e->round + 1 && l->ino == ino && l->slot < e->ndirty &&
 	    e->dirty[l->slot] == ino) {

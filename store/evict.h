@@ -127,12 +127,12 @@ void ofs_evict_fini(struct ofs_store *s);
  */
 int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o);
 /*
- * A use of the object ino that reached no OPEN (a batch lookup): as
- * ofs_evict_touch when the object is in memory, else its atime is queued
- * for the next write of atimes all the same.  1 as ofs_evict_touch.  Under
- * the store's lock.
+ * A use at now (ofs_now(): one reading for a batch's keys) of the object
+ * ino that reached no OPEN (a batch lookup): as ofs_evict_touch when the
+ * object is in memory, else its atime is queued for the next write of
+ * atimes all the same.  1 as ofs_evict_touch.  Under the store's lock.
  */
-int ofs_evict_touch_ino(struct ofs_store *s, uint64_t ino);
+int ofs_evict_touch_ino(struct ofs_store *s, uint64_t ino, int64_t now);
 /*
  * Write the changed atimes and per-tenant eviction counts in one
  * transaction.  Takes the store's lock.

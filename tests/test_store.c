@@ -813,12 +813,12 @@ START_TEST(test_atime_without_object)
 	a = create(&s, "a", 100, 1);
 	bm = create(&s, "b", 100, 2);
 	pthread_mutex_lock(&s.lock);
-	ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino), 0);
-	ck_assert_int_eq(ofs_evict_touch_ino(&s, bm.ino), 0);
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino, ofs_now()), 0);
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, bm.ino, ofs_now()), 0);
 	first = s.evict.dirty_atime[0];
 	usleep(2000);
 	for (i = 0; i < 1000; i++)
-		ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino), 0);
+		ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino, ofs_now()), 0);
 	ck_assert_uint_eq(s.evict.ndirty, 2);
 	ck_assert_uint_eq(s.evict.dirty[0], a.ino);
 	last = s.evict.dirty_atime[0];
@@ -837,8 +837,8 @@ START_TEST(test_atime_without_object)
 	pthread_mutex_lock(&s.lock);
 	ofs_object_remove(&s, &b);
 	/* A new round: queued anew, not into the last round's slot. */
-	ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino), 0);
-	ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino), 0);
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino, ofs_now()), 0);
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino, ofs_now()), 0);
 	ck_assert_uint_eq(s.evict.ndirty, 1);
 	ck_assert_uint_eq(s.evict.dirty[0], a.ino);
 	pthread_mutex_unlock(&s.lock);
@@ -862,7 +862,7 @@ START_TEST(test_atime_set_after_use_kept)
 	ofs_evict_init(&s, 1, 90, 80, 10);
 	bm = create(&s, "b", 100, 2);
 	pthread_mutex_lock(&s.lock);
-	ck_assert_int_eq(ofs_evict_touch_ino(&s, bm.ino), 0);
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, bm.ino, ofs_now()), 0);
 	b.m = bm;
 	ck_assert_int_eq(ofs_object_insert(&s, &b), 0);
 	m = b.m;
