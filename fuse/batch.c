@@ -470,7 +470,7 @@ struct batch_dircache {
 /*
  * Walk key's directories below the tenant: *dir the last one, *name its
  * last component (NUL-terminated, in namebuf), *m the entry when it exists
- * (0) or -ENOENT.  Other errors: the key cannot name a file.  With m
+ * (0; the fields meta_lookup_brief fills) or -ENOENT.  Other errors: the key cannot name a file.  With m
  * NULL, the name is not looked up: 0 when its directory is there.  Under
  * store.lock; dc may be NULL.
  */
@@ -508,9 +508,9 @@ static int batch_resolve(struct ofs *ofs, uint64_t tenant, const char *key, uint
 			}
 			if (cur == tenant && strcmp(namebuf, OFS_BATCH_NAME) == 0)
 				return -EINVAL;
-			return m ? meta_lookup(ofs->store.meta, cur, key + pos, len, m) : 0;
+			return m ? meta_lookup_brief(ofs->store.meta, cur, key + pos, len, m) : 0;
 		}
-		ret = meta_lookup(ofs->store.meta, cur, key + pos, len, &d);
+		ret = meta_lookup_brief(ofs->store.meta, cur, key + pos, len, &d);
 		if (ret)
 			return ret;
 		if (!S_ISDIR(d.mode))
@@ -643,7 +643,7 @@ static int batch_reserve(struct ofs *ofs, struct batch_handle *h, const struct b
 	struct kvb_obj **objs;
 	uint32_t i, n = r->hdr->n;
 	struct meta_inode m;
-	int dup, defer, *errs;
+	int dup, defer, rd, *errs;
 	uint64_t dir;
 
 	if (!d)
@@ -660,11 +660,14 @@ static int batch_reserve(struct ofs *ofs, struct batch_handle *h, const struct b
 		free(errs);
 		return -ENOMEM;
 	}
-	/* Every key's directory and name first, in one hold of the lock. */
+	/* Every key's directory and name first, in one hold of the lock and one read. */
 	pthread_mutex_lock(&ofs->store.lock);
+	rd = meta_read_begin(ofs->store.meta) == 0;
 	for (i = 0; i < n; i++)
 		d[i].err = batch_resolve(ofs, h->tenant, r->key[i], r->ent[i]->klen, &dir, name, &m,
 					 &dc);
+	if (rd)
+		meta_read_end(ofs->store.meta);
 	pthread_mutex_unlock(&ofs->store.lock);
 	/* The runs' blocks at the end, adjacent runs of a bucket with one fallocate. */
 	defer = kvb_reserve_begin(kvb) == 0;
@@ -918,10 +921,14 @@ static int batch_lookup(struct ofs *ofs, struct batch_handle *h, const struct ba
 	struct meta_inode m;
 	uint64_t dir;
 	uint32_t i;
+	int64_t now = ofs_now();
+	int rd;
 
 	if (!d)
 		return -ENOMEM;
 	pthread_mutex_lock(&ofs->store.lock);
+	/* The keys' lookups in one read of the metadata rather than one each. */
+	rd = meta_read_begin(ofs->store.meta) == 0;
 	for (i = 0; i < r->hdr->n; i++) {
 		int e = batch_resolve(ofs, h->tenant, r->key[i], r->ent[i]->klen, &dir, name, &m,
 				      &dc);
@@ -940,13 +947,15 @@ static int batch_lookup(struct ofs *ofs, struct batch_handle *h, const struct ba
 		if (e)
 			continue;
 		/* A use, as an OPEN is: batch-read keys are kept by eviction. */
-		if (ofs_evict_touch_ino(&ofs->store, m.ino))
+		if (ofs_evict_touch_ino(&ofs->store, m.ino, now))
 			ofs_queue_inval_attr(ofs, m.ino);
 		d[i].bucket = m.bucket;
 		d[i].offset = m.bucket >= 0 ? m.page * ofs->store.geom.page_size : 0;
 		d[i].size = m.size;
 		d[i].csum = m.csum;
 	}
+	if (rd)
+		meta_read_end(ofs->store.meta);
 	pthread_mutex_unlock(&ofs->store.lock);
 	return 0;
 }
@@ -954,27 +963,41 @@ static int batch_lookup(struct ofs *ofs, struct batch_handle *h, const struct ba
 static int batch_delete(struct ofs *ofs, struct batch_handle *h, const struct batch_req *r)
 {
 	struct ofs_batch_status *st = batch_reply_alloc(h, r, sizeof(*st));
+	struct batch_dircache dc = { 0 };
 	char name[META_NAME_MAX + 1];
-	struct meta_inode m;
-	uint64_t dir;
-	uint32_t i;
+	uint32_t i, n = r->hdr->n;
+	uint64_t *dirs = calloc(n + 1, sizeof(*dirs));
+	const char **names = calloc(n + 1, sizeof(*names));
+	size_t *lens = calloc(n + 1, sizeof(*lens));
+	int *errs = calloc(n + 1, sizeof(*errs)), ret = -ENOMEM;
 
-	if (!st)
-		return -ENOMEM;
-	for (i = 0; i < r->hdr->n; i++) {
-		int e;
+	if (!st || !dirs || !names || !lens || !errs)
+		goto out;
+	/* Every key's directory in one hold of the lock; the names are looked up by the unlink. */
+	pthread_mutex_lock(&ofs->store.lock);
+	for (i = 0; i < n; i++) {
+		const char *key = r->key[i], *slash = memrchr(key, '/', r->ent[i]->klen);
 
-		pthread_mutex_lock(&ofs->store.lock);
-		e = batch_resolve(ofs, h->tenant, r->key[i], r->ent[i]->klen, &dir, name, &m, NULL);
-		pthread_mutex_unlock(&ofs->store.lock);
-		if (!e)
-			e = S_ISDIR(m.mode) ? -EISDIR : ofs_ns_unlink(&ofs->store, dir, name);
-		st[i].err = e;
-		/* The kernel's cached entry names a file that is gone. */
-		if (!e && ofs->se)
-			fuse_lowlevel_notify_inval_entry(ofs->se, dir, name, strlen(name));
+		errs[i] = batch_resolve(ofs, h->tenant, key, r->ent[i]->klen, &dirs[i], name, NULL,
+					&dc);
+		names[i] = slash ? slash + 1 : key; /* the last component, as resolved */
+		lens[i] = r->ent[i]->klen - (size_t)(names[i] - key);
 	}
-	return 0;
+	pthread_mutex_unlock(&ofs->store.lock);
+	/* One transaction for the batch: each key deleted, or not, with its own result. */
+	ret = ofs_ns_unlink_many(&ofs->store, dirs, names, lens, n, errs);
+	for (i = 0; !ret && i < n; i++) {
+		st[i].err = errs[i];
+		/* The kernel's cached entry names a file that is gone. */
+		if (!errs[i] && ofs->se)
+			fuse_lowlevel_notify_inval_entry(ofs->se, dirs[i], names[i], lens[i]);
+	}
+out:
+	free(dirs);
+	free(names);
+	free(lens);
+	free(errs);
+	return ret;
 }
 
 static int batch_abort(struct ofs *ofs, struct batch_handle *h, const struct batch_req *r)

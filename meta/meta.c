@@ -26,6 +26,8 @@
 static const char *const meta_sql[ST_N] = {
 	[ST_GET] = "SELECT " INODE_COLS " FROM inodes WHERE ino = ?1",
 	[ST_LOOKUP] = "SELECT " INODE_COLS " FROM inodes WHERE parent = ?1 AND name = ?2",
+	[ST_LOOKUP_BRIEF] = "SELECT ino, mode, state, size, bucket, page, npages, csum FROM inodes "
+			    "WHERE parent = ?1 AND name = ?2",
 	[ST_NAME] = "SELECT parent, name FROM inodes WHERE ino = ?1",
 	[ST_INSERT] = "INSERT INTO inodes (parent, name, mode, uid, gid, atime, mtime, "
 		      "ctime, size, bucket, page, npages, csum, state, nlink) VALUES "
@@ -88,6 +90,7 @@ static const char *const meta_sql[ST_N] = {
 	[ST_XATTR_TOTAL] = "SELECT total(length(name) + 1 + length(value)) FROM xattrs "
 			   "WHERE ino = ?1 AND name <> ?2",
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
+	[ST_BEGIN_READ] = "BEGIN",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
 };

@@ -133,6 +133,13 @@ int meta_begin(struct meta *m);
 int meta_commit(struct meta *m);
 void meta_rollback(struct meta *m);
 /*
+ * Many reads in one read transaction (meta_read_end ends it): each
+ * statement then starts and ends no read of the log of its own.  Reads
+ * only; nothing may be begun inside.
+ */
+int meta_read_begin(struct meta *m);
+void meta_read_end(struct meta *m);
+/*
  * Make every committed transaction durable against power loss, recording
  * that every commit of generation <= synced_gen is durable.
  */
@@ -179,6 +186,13 @@ int meta_make_room(struct meta *m);
 int meta_get(struct meta *m, uint64_t ino, struct meta_inode *out);
 int meta_lookup(struct meta *m, uint64_t parent, const char *name, size_t len,
 		struct meta_inode *out);
+/*
+ * meta_lookup of what a descriptor needs: ino, mode, state, size, bucket,
+ * page, npages and csum; the other fields of *out are zero (and
+ * prev_bucket -1).  A third of the columns: for lookups of many keys.
+ */
+int meta_lookup_brief(struct meta *m, uint64_t parent, const char *name, size_t len,
+		      struct meta_inode *out);
 /* Insert in->parent/name; sets in->ino.  -EEXIST when the name is taken. */
 int meta_insert(struct meta *m, struct meta_inode *in, const char *name, size_t len);
 /* Move ino to newparent/name.  -EEXIST when the target name is taken. */

@@ -28,6 +28,36 @@ int meta_lookup(struct meta *m, uint64_t parent, const char *name, size_t len,
 	return meta_one_inode(s, out);
 }
 
+int meta_lookup_brief(struct meta *m, uint64_t parent, const char *name, size_t len,
+		      struct meta_inode *out)
+{
+	sqlite3_stmt *s = m->st[ST_LOOKUP_BRIEF];
+	int rc, ret = 0;
+
+	if (len > META_NAME_MAX)
+		return -ENAMETOOLONG;
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)parent);
+	sqlite3_bind_blob(s, 2, name, (int)len, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		memset(out, 0, sizeof(*out));
+		out->ino = (uint64_t)sqlite3_column_int64(s, 0);
+		out->mode = (uint32_t)sqlite3_column_int64(s, 1);
+		out->state = sqlite3_column_int(s, 2);
+		out->size = (uint64_t)sqlite3_column_int64(s, 3);
+		out->bucket = sqlite3_column_int(s, 4);
+		out->page = (uint64_t)sqlite3_column_int64(s, 5);
+		out->npages = (uint64_t)sqlite3_column_int64(s, 6);
+		out->csum = (uint64_t)sqlite3_column_int64(s, 7);
+		out->prev_bucket = -1;
+	} else {
+		ret = rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
+	}
+	/* Reset only: every call binds both parameters (a batch runs one per key). */
+	sqlite3_reset(s);
+	return ret;
+}
+
 int meta_name(struct meta *m, uint64_t ino, uint64_t *parent, char *name, size_t *len)
 {
 	sqlite3_stmt *s = m->st[ST_NAME];

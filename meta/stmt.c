@@ -25,6 +25,17 @@ int meta_commit(struct meta *m)
 	return ret;
 }
 
+int meta_read_begin(struct meta *m)
+{
+	return meta_step_done(m, m->st[ST_BEGIN_READ]);
+}
+
+void meta_read_end(struct meta *m)
+{
+	if (!sqlite3_get_autocommit(m->db))
+		meta_step_done(m, m->st[ST_COMMIT]);
+}
+
 void meta_rollback(struct meta *m)
 {
 	if (!sqlite3_get_autocommit(m->db))

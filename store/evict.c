@@ -86,6 +86,8 @@ static void evict_load(struct ofs_store *s)
 	free(l);
 }
 
+#define EVICT_LOOSE_BITS 13 /* ofs_evict.loose_slot: 8,192 slots, 192 KiB */
+
 void ofs_evict_init(struct ofs_store *s, int on, unsigned high, unsigned low,
 		    unsigned min_age_s)
 {
@@ -98,6 +100,7 @@ void ofs_evict_init(struct ofs_store *s, int on, unsigned high, unsigned low,
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&e->wcond, &ca);
 	pthread_condattr_destroy(&ca);
+	e->loose_slot = calloc(1u << EVICT_LOOSE_BITS, sizeof(*e->loose_slot));
 	e->on = on;
 	e->high = high;
 	e->low = low;
@@ -113,8 +116,10 @@ void ofs_evict_fini(struct ofs_store *s)
 
 	free(e->dirty);
 	free(e->dirty_atime);
+	free(e->loose_slot);
 	e->dirty = NULL;
 	e->dirty_atime = NULL;
+	e->loose_slot = NULL;
 	e->ndirty = e->dirty_cap = 0;
 }
 
@@ -141,10 +146,10 @@ static ssize_t evict_queue(struct ofs_evict *e, uint64_t ino, int64_t atime)
 	return (ssize_t)e->ndirty++;
 }
 
-int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o)
+/* ofs_evict_touch at time now. */
+static int evict_touch_at(struct ofs_store *s, struct ofs_object *o, int64_t now)
 {
 	struct ofs_evict *e = &s->evict;
-	int64_t now = ofs_now();
 	int shown = o->m.atime <= o->m.mtime || o->m.atime <= o->m.ctime ||
 		    now - o->m.atime >= EVICT_DAY_NS;
 	ssize_t slot;
@@ -163,15 +168,36 @@ int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o)
 	return shown;
 }
 
-int ofs_evict_touch_ino(struct ofs_store *s, uint64_t ino)
+int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o)
 {
+	return evict_touch_at(s, o, ofs_now());
+}
+
+int ofs_evict_touch_ino(struct ofs_store *s, uint64_t ino, int64_t now)
+{
+	struct ofs_evict *e = &s->evict;
 	struct ofs_object *o = ofs_object_find(s, ino);
+	struct ofs_evict_loose *l;
+	ssize_t slot;
 
 	if (o)
-		return ofs_evict_touch(s, o);
+		return evict_touch_at(s, o, now);
 	/* No object: nothing the kernel caches to drop; the record takes the time. */
-	if (evict_queue(&s->evict, ino, ofs_now()) >= 0)
-		s->evict.loose = 1;
+	l = e->loose_slot ? &e->loose_slot[(ino * 0x9E3779B97F4A7C15ULL) >> (64 - EVICT_LOOSE_BITS)] : NULL;
+	if (l && l->round == e->round + 1 && l->ino == ino && l->slot < e->ndirty &&
+	    e->dirty[l->slot] == ino) {
+		e->dirty_atime[l->slot] = now;
+		return 0;
+	}
+	slot = evict_queue(e, ino, now);
+	if (slot < 0)
+		return 0;
+	e->loose = 1;
+	if (l) {
+		l->ino = ino;
+		l->round = e->round + 1;
+		l->slot = (size_t)slot;
+	}
 	return 0;
 }
 

@@ -47,6 +47,17 @@ struct ofs_evict {
 	uint64_t round;
 	int loose;               /* some queued without their object: maybe twice */
 	/*
+	 * Where inos queued without their object went this round: a use of
+	 * one again (a key every batch reads) updates its slot instead of
+	 * queuing it once more.  Direct-mapped by ino; a collision only
+	 * queues a duplicate, which the write of atimes drops.  NULL when
+	 * out of memory.  Under the store's lock.
+	 */
+	struct ofs_evict_loose {
+		uint64_t ino, round; /* round: e->round + 1 when queued, 0: empty */
+		size_t slot;
+	} *loose_slot;
+	/*
 	 * Told of each evicted name (parent, name), under the store's lock:
 	 * the daemon has the kernel forget it.
 	 */
@@ -116,12 +127,12 @@ void ofs_evict_fini(struct ofs_store *s);
  */
 int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o);
 /*
- * A use of the object ino that reached no OPEN (a batch lookup): as
- * ofs_evict_touch when the object is in memory, else its atime is queued
- * for the next write of atimes all the same.  1 as ofs_evict_touch.  Under
- * the store's lock.
+ * A use at now (ofs_now(): one reading for a batch's keys) of the object
+ * ino that reached no OPEN (a batch lookup): as ofs_evict_touch when the
+ * object is in memory, else its atime is queued for the next write of
+ * atimes all the same.  1 as ofs_evict_touch.  Under the store's lock.
  */
-int ofs_evict_touch_ino(struct ofs_store *s, uint64_t ino);
+int ofs_evict_touch_ino(struct ofs_store *s, uint64_t ino, int64_t now);
 /*
  * Write the changed atimes and per-tenant eviction counts in one
  * transaction.  Takes the store's lock.

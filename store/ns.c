@@ -159,7 +159,7 @@ int ofs_ns_make(struct ofs_store *s, uint64_t parent, const char *name, mode_t m
  * reset in between.  Harmless when the drop does not happen: a journalled
  * key that a record still names is kept.  Takes s->lock.
  */
-static void ns_prepare_drop(struct ofs_store *s, uint64_t parent, const char *name)
+static void ns_prepare_drop(struct ofs_store *s, uint64_t parent, const char *name, size_t len)
 {
 	struct kvb_map map = KVB_MAP_EMPTY;
 	struct ofs_object *o;
@@ -168,7 +168,7 @@ static void ns_prepare_drop(struct ofs_store *s, uint64_t parent, const char *na
 	if (!kvb_has_remove_prepare(&s->kvb))
 		return;
 	pthread_mutex_lock(&s->lock);
-	if (meta_lookup(s->meta, parent, name, strlen(name), &m) == 0 && S_ISREG(m.mode)) {
+	if (meta_lookup(s->meta, parent, name, len, &m) == 0 && S_ISREG(m.mode)) {
 		o = ofs_object_find(s, m.ino);
 		if (!o || o->nopen == 0)
 			map = ofs_committed(o ? &o->m : &m);
@@ -287,23 +287,109 @@ void ofs_ns_unmake(struct ofs_store *s, uint64_t ino)
 		kvb_remove(&s->kvb, &to_free);
 }
 
-int ofs_ns_unlink(struct ofs_store *s, uint64_t parent, const char *name)
+/* unlink(2) of one name, in a transaction of its own.  Under s->lock. */
+static int ns_unlink_one(struct ofs_store *s, uint64_t parent, const char *name, size_t len)
 {
 	struct kvb_map to_free = KVB_MAP_EMPTY;
 	struct meta_inode m;
-	int ret;
+	int ret = meta_lookup(s->meta, parent, name, len, &m);
 
-	ns_prepare_drop(s, parent, name);
-	pthread_mutex_lock(&s->lock);
-	ret = meta_lookup(s->meta, parent, name, strlen(name), &m);
 	if (!ret && S_ISDIR(m.mode))
 		ret = -EISDIR;
 	if (!ret)
 		ret = ns_drop_entry(s, &m, &to_free);
 	if (!ret && to_free.bucket >= 0)
 		kvb_remove(&s->kvb, &to_free);
+	return ret;
+}
+
+int ofs_ns_unlink(struct ofs_store *s, uint64_t parent, const char *name)
+{
+	size_t len = strlen(name);
+	int ret;
+
+	ns_prepare_drop(s, parent, name, len);
+	pthread_mutex_lock(&s->lock);
+	ret = ns_unlink_one(s, parent, name, len);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
+}
+
+int ofs_ns_unlink_many(struct ofs_store *s, const uint64_t *parents, const char *const *names,
+		       const size_t *lens, size_t n, int *errs)
+{
+	struct kvb_map *to_free = calloc(n + 1, sizeof(*to_free));
+	struct meta_inode *m = calloc(n + 1, sizeof(*m));
+	char *todo = calloc(n + 1, 1);
+	int64_t now = ofs_now();
+	uint64_t last_dir = 0;
+	size_t i;
+	int ret;
+
+	if (!to_free || !m || !todo) {
+		free(to_free);
+		free(m);
+		free(todo);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++) {
+		todo[i] = errs[i] == 0;
+		to_free[i] = KVB_MAP_EMPTY;
+		if (todo[i])
+			ns_prepare_drop(s, parents[i], names[i], lens[i]);
+	}
+	pthread_mutex_lock(&s->lock);
+	ret = meta_begin(s->meta);
+	for (i = 0; !ret && i < n; i++) {
+		if (!todo[i])
+			continue;
+		/* A name met twice is gone by its second time: ENOENT, as a second unlink. */
+		errs[i] = meta_lookup(s->meta, parents[i], names[i], lens[i], &m[i]);
+		if (!errs[i] && S_ISDIR(m[i].mode))
+			errs[i] = -EISDIR;
+		if (errs[i]) {
+			m[i].ino = 0; /* changed nothing */
+			continue;
+		}
+		ret = ns_drop_name(s, &m[i], &to_free[i]);
+		if (ret) {
+			m[i].ino = 0;
+			break;
+		}
+		/* Keys of a batch usually share a directory: its times once per run of them. */
+		if (parents[i] != last_dir)
+			ret = ns_dir_changed(s, parents[i], now);
+		last_dir = parents[i];
+	}
+	if (!ret)
+		ret = meta_commit(s->meta);
+	else
+		meta_rollback(s->meta);
+	if (!ret) {
+		for (i = 0; i < n; i++)
+			if (m[i].ino && to_free[i].bucket >= 0)
+				kvb_remove(&s->kvb, &to_free[i]);
+	} else {
+		/*
+		 * Nothing of the transaction happened: memory as the records
+		 * say, then every name on its own, each with its own result
+		 * (on a full metadata disk, a delete makes room there).
+		 */
+		for (i = 0; i < n; i++) {
+			if (!m[i].ino)
+				continue;
+			ns_undrop(s, &m[i], &to_free[i]);
+			ns_dir_reload(s, m[i].parent);
+		}
+		for (i = 0; i < n; i++)
+			if (todo[i])
+				errs[i] = ns_unlink_one(s, parents[i], names[i], lens[i]);
+	}
+	pthread_mutex_unlock(&s->lock);
+	free(to_free);
+	free(m);
+	free(todo);
+	return 0;
 }
 
 int ofs_ns_rmdir(struct ofs_store *s, uint64_t parent, const char *name)
@@ -387,7 +473,7 @@ int ofs_ns_rename(struct ofs_store *s, uint64_t parent, const char *name, uint64
 	ret = ofs_ns_check_name(newname);
 	/* The target a rename replaces, prepared outside s->lock as unlink's. */
 	if (!ret && !(flags & RENAME_NOREPLACE))
-		ns_prepare_drop(s, newparent, newname);
+		ns_prepare_drop(s, newparent, newname, strlen(newname));
 	pthread_mutex_lock(&s->lock);
 	if (!ret)
 		ret = meta_lookup(meta, parent, name, strlen(name), &src);

@@ -32,6 +32,17 @@ void ofs_ns_unmake(struct ofs_store *s, uint64_t ino);
 /* unlink(2) and rmdir(2).  Take s->lock. */
 int ofs_ns_unlink(struct ofs_store *s, uint64_t parent, const char *name);
 int ofs_ns_rmdir(struct ofs_store *s, uint64_t parent, const char *name);
+/*
+ * unlink(2) of n names (name i: names[i], lens[i] bytes, in parents[i]) in
+ * one transaction with their directories' times: errs[i] is name i's
+ * result, and a name whose errs[i] is not 0 on entry is left out.  A
+ * missing name (ENOENT, also a name's second time in the batch) or a
+ * directory (EISDIR) changes nothing; should the transaction fail, each
+ * name is unlinked on its own.  Returns 0, or -ENOMEM with nothing done.
+ * Takes s->lock.
+ */
+int ofs_ns_unlink_many(struct ofs_store *s, const uint64_t *parents, const char *const *names,
+		       const size_t *lens, size_t n, int *errs);
 /* rename(2) with flags 0 or RENAME_NOREPLACE, within a tenant.  Takes s->lock. */
 int ofs_ns_rename(struct ofs_store *s, uint64_t parent, const char *name, uint64_t newparent,
 		  const char *newname, unsigned flags);

@@ -397,9 +397,10 @@ static int cmd_bench(const char *t, size_t n, size_t size, unsigned rounds, cons
 	char **keys = make_keys(n, NULL), **bufs = calloc(n, sizeof(*bufs)), path[4096], p[4200];
 	size_t *lens = calloc(n, sizeof(*lens)), i;
 	int *errs = calloc(n, sizeof(*errs)), fd, rawfd, ret;
-	double *m[9], t0, med[9];
-	const char *name[9] = { "batch put", "batch get", "raw pwrite", "raw pread", "posix put",
-				"posix get", "lookup+pread", "raw pwrite new", "batch get again" };
+	double *m[10], t0, med[10];
+	const char *name[10] = { "batch put", "batch get", "raw pwrite", "raw pread", "posix put",
+				 "posix get", "lookup+pread", "raw pwrite new", "batch get again",
+				 "batch delete" };
 	struct offloadfs_batch *b = offloadfs_batch_open(t);
 	struct offloadfs_desc *d = calloc(n, sizeof(*d));
 	unsigned r, k;
@@ -410,7 +411,7 @@ static int cmd_bench(const char *t, size_t n, size_t size, unsigned rounds, cons
 
 	if (!b)
 		die("open", -errno);
-	for (k = 0; k < 9; k++)
+	for (k = 0; k < 10; k++)
 		m[k] = calloc(rounds, sizeof(double));
 	for (k = 0; k < 7; k++)
 		steps[k] = calloc(rounds, sizeof(double));
@@ -475,7 +476,11 @@ static int cmd_bench(const char *t, size_t n, size_t size, unsigned rounds, cons
 			steps[5][r] = tr;
 			steps[6][r] = th;
 		}
-		offloadfs_delete_many(t, (const char *const *)keys, n, errs);
+		t0 = now();
+		ret = offloadfs_delete_many(t, (const char *const *)keys, n, errs);
+		m[9][r] = now() - t0;
+		if (ret)
+			die("delete_many", ret);
 
 		/* The put's steps, through the lower-level calls. */
 		{
@@ -553,7 +558,7 @@ static int cmd_bench(const char *t, size_t n, size_t size, unsigned rounds, cons
 	}
 	close(rawfd);
 	unlink(path);
-	for (k = 0; k < 9; k++) {
+	for (k = 0; k < 10; k++) {
 		med[k] = median(m[k], rounds);
 		printf("%-14s %9.0f keys/s %7.0f MiB/s\n", name[k], n / med[k],
 		       n * (double)size / med[k] / 1048576);
@@ -568,8 +573,8 @@ static int cmd_bench(const char *t, size_t n, size_t size, unsigned rounds, cons
 	printf("a get's steps (medians per batch):");
 	for (k = 4; k < 7; k++)
 		printf(" %s %.0f us%s", sname[k], median(steps[k], rounds) * 1e6, k < 6 ? "," : "\n");
-	printf("per batch: raw pwrite %.0f us, raw pwrite new %.0f us, raw pread %.0f us\n",
-	       med[2] * 1e6, med[7] * 1e6, med[3] * 1e6);
+	printf("per batch: raw pwrite %.0f us, raw pwrite new %.0f us, raw pread %.0f us, "
+	       "batch delete %.0f us\n", med[2] * 1e6, med[7] * 1e6, med[3] * 1e6, med[9] * 1e6);
 	offloadfs_batch_close(b);
 	return 0;
 }

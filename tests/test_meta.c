@@ -229,6 +229,47 @@ START_TEST(test_dir_nlink)
 }
 END_TEST
 
+/*
+ * A brief lookup gives a full one's descriptor fields, inside a read
+ * transaction as outside; ending that transaction lets a write begin.
+ */
+START_TEST(test_lookup_brief_in_read_txn)
+{
+	struct meta *m = open_new();
+	struct meta_inode f = file_in(META_ROOT_INO, META_COMMITTED), full, brief;
+
+	f.size = 300000;
+	f.bucket = 3;
+	f.page = 17;
+	f.npages = 5;
+	f.csum = 0xfedcba9876543210ULL;
+	f.uid = 7;
+	ck_assert_int_eq(meta_insert(m, &f, "f", 1), 0);
+	ck_assert_int_eq(meta_read_begin(m), 0);
+	ck_assert_int_eq(meta_lookup(m, META_ROOT_INO, "f", 1, &full), 0);
+	memset(&brief, 0xff, sizeof(brief));
+	ck_assert_int_eq(meta_lookup_brief(m, META_ROOT_INO, "f", 1, &brief), 0);
+	ck_assert_int_eq(meta_lookup_brief(m, META_ROOT_INO, "g", 1, &brief), -ENOENT);
+	meta_read_end(m);
+	ck_assert_uint_eq(brief.ino, full.ino);
+	ck_assert_uint_eq(brief.mode, full.mode);
+	ck_assert_int_eq(brief.state, full.state);
+	ck_assert_uint_eq(brief.size, 300000);
+	ck_assert_int_eq(brief.bucket, 3);
+	ck_assert_uint_eq(brief.page, 17);
+	ck_assert_uint_eq(brief.npages, 5);
+	ck_assert_uint_eq(brief.csum, 0xfedcba9876543210ULL);
+	ck_assert_uint_eq(brief.uid, 0);
+	ck_assert_int_eq(brief.prev_bucket, -1);
+	/* The read is over: a write transaction begins, and sees and changes the row. */
+	ck_assert_int_eq(meta_begin(m), 0);
+	ck_assert_int_eq(meta_delete(m, f.ino), 0);
+	ck_assert_int_eq(meta_commit(m), 0);
+	ck_assert_int_eq(meta_lookup_brief(m, META_ROOT_INO, "f", 1, &brief), -ENOENT);
+	meta_close(m);
+}
+END_TEST
+
 /* Key lengths below the tenant, and the deepest path below a directory. */
 START_TEST(test_key_len)
 {
@@ -870,6 +911,7 @@ static Suite *meta_suite(void)
 	tcase_add_test(tc, test_transactions_and_sync);
 	tcase_add_test(tc, test_path);
 	tcase_add_test(tc, test_dir_nlink);
+	tcase_add_test(tc, test_lookup_brief_in_read_txn);
 	tcase_add_test(tc, test_key_len);
 	tcase_add_test(tc, test_xattrs);
 	tcase_add_test(tc, test_migrate_v2);

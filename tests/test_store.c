@@ -792,8 +792,10 @@ static void moved_fn(void *arg, uint64_t ino)
 }
 
 /*
- * A use that finds no object in memory (a batch lookup) is queued alone
- * and written at the next write of atimes, the latest use of each inode;
+ * A use that finds no object in memory (a batch lookup) is queued alone,
+ * once a round however often it is used (its slot takes the later
+ * time), and written at the next write of atimes, the latest use of each
+ * inode;
  * an object loaded between the use and the write takes the later time,
  * and the daemon is told (evict.moved) so the kernel drops the older one.
  */
@@ -802,7 +804,8 @@ START_TEST(test_atime_without_object)
 	struct ofs_object b = { 0 };
 	struct meta_inode a, bm, got;
 	struct ofs_store s;
-	int64_t last;
+	int64_t first, last;
+	int i;
 
 	open_store(&s);
 	ofs_evict_init(&s, 1, 90, 80, 10);
@@ -810,11 +813,16 @@ START_TEST(test_atime_without_object)
 	a = create(&s, "a", 100, 1);
 	bm = create(&s, "b", 100, 2);
 	pthread_mutex_lock(&s.lock);
-	ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino), 0);
-	ck_assert_int_eq(ofs_evict_touch_ino(&s, bm.ino), 0);
-	ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino), 0);
-	ck_assert_uint_eq(s.evict.ndirty, 3);
-	last = s.evict.dirty_atime[2];
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino, ofs_now()), 0);
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, bm.ino, ofs_now()), 0);
+	first = s.evict.dirty_atime[0];
+	usleep(2000);
+	for (i = 0; i < 1000; i++)
+		ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino, ofs_now()), 0);
+	ck_assert_uint_eq(s.evict.ndirty, 2);
+	ck_assert_uint_eq(s.evict.dirty[0], a.ino);
+	last = s.evict.dirty_atime[0];
+	ck_assert_int_gt(last, first);
 	b.m = bm; /* loaded since its use: the record's older atime */
 	ck_assert_int_eq(ofs_object_insert(&s, &b), 0);
 	pthread_mutex_unlock(&s.lock);
@@ -828,7 +836,13 @@ START_TEST(test_atime_without_object)
 	ck_assert_uint_eq(moved_ino, bm.ino);
 	pthread_mutex_lock(&s.lock);
 	ofs_object_remove(&s, &b);
+	/* A new round: queued anew, not into the last round's slot. */
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino, ofs_now()), 0);
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, a.ino, ofs_now()), 0);
+	ck_assert_uint_eq(s.evict.ndirty, 1);
+	ck_assert_uint_eq(s.evict.dirty[0], a.ino);
 	pthread_mutex_unlock(&s.lock);
+	ck_assert_int_eq(ofs_evict_flush(&s), 0);
 	ofs_evict_fini(&s);
 	ck_assert_int_eq(ofs_store_close(&s), 0);
 }
@@ -848,7 +862,7 @@ START_TEST(test_atime_set_after_use_kept)
 	ofs_evict_init(&s, 1, 90, 80, 10);
 	bm = create(&s, "b", 100, 2);
 	pthread_mutex_lock(&s.lock);
-	ck_assert_int_eq(ofs_evict_touch_ino(&s, bm.ino), 0);
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, bm.ino, ofs_now()), 0);
 	b.m = bm;
 	ck_assert_int_eq(ofs_object_insert(&s, &b), 0);
 	m = b.m;
@@ -981,6 +995,73 @@ START_TEST(test_writer_waits_for_the_eviction_worker)
 	ck_assert_int_eq(s.evict.worker, 0);
 	check_invariants(&s);
 	ofs_evict_fini(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+/*
+ * A batch of unlinks in one transaction: each name its own result (a
+ * missing name, a name's second time and a directory change nothing; a
+ * name refused before the call is left alone), the pages back at the
+ * barrier; and when the transaction fails, each name on its own.
+ */
+START_TEST(test_unlink_many)
+{
+	struct ofs_store s;
+	struct meta_inode m, d;
+	struct kvb_statfs before, after;
+	uint64_t root = META_ROOT_INO, nf;
+	uint64_t parents[7] = { root, root, root, root, root, root, root };
+	const char *names[7] = { "a", "x", "b", "a", "d", "c", "e" };
+	size_t lens[7] = { 1, 1, 1, 1, 1, 1, 1 };
+	int errs[7] = { 0, 0, 0, 0, 0, 0, -EINVAL };
+	const char *names2[3] = { "f", "g", "h" };
+	int errs2[3] = { 0 };
+	unsigned i;
+
+	open_store(&s);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &before), 0);
+	create(&s, "a", 2 * PS, 1);
+	create(&s, "b", PS + 1, 2);
+	create(&s, "c", 3 * PS, 3);
+	create(&s, "e", 100, 4);
+	pthread_mutex_lock(&s.lock);
+	ck_assert_int_eq(ofs_ns_make(&s, root, "d", S_IFDIR | 0755, 0, 0, META_COMMITTED, &d), 0);
+	pthread_mutex_unlock(&s.lock);
+	nf = s.nfiles;
+	ck_assert_int_eq(ofs_ns_unlink_many(&s, parents, names, lens, 7, errs), 0);
+	ck_assert_int_eq(errs[0], 0);
+	ck_assert_int_eq(errs[1], -ENOENT);
+	ck_assert_int_eq(errs[2], 0);
+	ck_assert_int_eq(errs[3], -ENOENT);
+	ck_assert_int_eq(errs[4], -EISDIR);
+	ck_assert_int_eq(errs[5], 0);
+	ck_assert_int_eq(errs[6], -EINVAL);
+	ck_assert_uint_eq(nf - s.nfiles, 3);
+	for (i = 0; i < 7; i++)
+		ck_assert_int_eq(meta_lookup(s.meta, root, names[i], 1, &m),
+				 i == 4 || i == 6 ? 0 : -ENOENT);
+	expect_content(&s, "e", 100, 4);
+
+	/* The transaction fails (its second write): every name on its own, each deleted. */
+	create(&s, "f", PS, 5);
+	create(&s, "g", 2 * PS, 6);
+	create(&s, "h", 0, 7);
+	nf = s.nfiles;
+	meta_inject_fault(s.meta, 2);
+	ck_assert_int_eq(ofs_ns_unlink_many(&s, parents, names2, lens, 3, errs2), 0);
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(errs2[i], 0);
+		ck_assert_int_eq(meta_lookup(s.meta, root, names2[i], 1, &m), -ENOENT);
+	}
+	ck_assert_uint_eq(nf - s.nfiles, 3);
+	ck_assert_int_eq(ofs_ns_rmdir(&s, root, "d"), 0);
+	ck_assert_int_eq(ofs_ns_unlink(&s, root, "e"), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(kvb_statfs(&s.kvb, &after), 0);
+	ck_assert_uint_eq(after.blocks_free, before.blocks_free);
+	check_invariants(&s);
 	ck_assert_int_eq(ofs_store_close(&s), 0);
 }
 END_TEST
@@ -1148,6 +1229,7 @@ static Suite *store_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_failed_metadata_commit);
+	tcase_add_test(tc, test_unlink_many);
 	tcase_add_test(tc, test_object_copy);
 	tcase_add_test(tc, test_atime_queued_once_a_round);
 	tcase_add_test(tc, test_atime_without_object);

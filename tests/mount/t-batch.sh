@@ -7,10 +7,11 @@
 # runs back; duplicate keys refuse a batch; a commit with a wrong page sum
 # fails and shows nothing; commits racing unlinks of the same key leave
 # either the whole file or none; a daemon kill -9 between reserve and commit
-# leaves nothing visible and no leaked page (fsck clean); keys read by
-# get_many count as used, so eviction keeps them; with evict=off, keys
-# past the tenant's quota get EDQUOT, the others are put.  On the ubsio
-# backend: every batch is EOPNOTSUPP.
+# leaves nothing visible and no leaked page (fsck clean); delete_many gives
+# each key its result, and a kill -9 right after it loses none of its
+# deletes; keys read by get_many count as used, so eviction keeps them;
+# with evict=off, keys past the tenant's quota get EDQUOT, the others are
+# put.  On the ubsio backend: every batch is EOPNOTSUPP.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -220,6 +221,57 @@ check_eq "the reserved runs are free after the kill" "$FREE1" "$(ofs_free)"
 check "committed files intact after the kill" "$BT" get "$MNT/t1" 16 131072 3
 ofs_umount
 check_fsck_clean "after a kill -9 between reserve and commit"
+
+# ---- delete_many: a result per key, and every delete that returned survives a kill -9 ----
+ofs_mount || ofs_bail "cannot mount"
+FREE2=$(ofs_free)
+run python3 -c '
+import errno, os, signal, sys
+sys.path.insert(0, sys.argv[2])
+import offloadfs_batch as ob
+t = ob.Tenant(sys.argv[1])
+keys = ["dm/k%03d" % i for i in range(300)]
+t.put_many(keys, [k.encode() * 300 for k in keys])
+os.mkdir(sys.argv[1] + "/dm/sub")
+ask, want = [], []
+for i in range(0, 300, 2): # every other key, a missing one after every tenth
+	ask.append(keys[i]); want.append(0)
+	if i % 20 == 0:
+		ask.append("dm/none%d" % i); want.append(-errno.ENOENT)
+ask += [keys[0], "dm/sub", "nodir/k", "dm/k299"]
+want += [-errno.ENOENT, -errno.EISDIR, -errno.ENOENT, 0]
+errs = t.delete_many_errs(ask)
+os.kill(int(sys.argv[3]), signal.SIGKILL) # at once: no group commit in between
+print("ok" if errs == want else "got %s want %s" % (errs, want))
+' "$MNT/t1" "$PYLIB" "$OFS_PID"
+check_eq "delete_many: each key its own result (deleted, missing, twice, a directory)" \
+	"ok" "$OUT${ERR:+ $ERR}"
+ofs_kill9
+ofs_mount || ofs_bail "cannot mount after kill -9"
+run python3 -c '
+import sys
+sys.path.insert(0, sys.argv[2])
+import offloadfs_batch as ob
+t = ob.Tenant(sys.argv[1])
+keys = ["dm/k%03d" % i for i in range(300)]
+ex = t.exists_many(keys)
+gone = [k for k, e in zip(keys, ex) if not e]
+kept = [k for k, e in zip(keys, ex) if e]
+want_gone = keys[0::2] + ["dm/k299"]
+bufs = [bytearray(4000) for _ in kept]
+sizes = t.get_many(kept, bufs)
+ok = all(bytes(b[:n]) == k.encode() * 300 for k, b, n in zip(kept, bufs, sizes))
+print("gone %d kept %d%s" % (len(gone), len(kept),
+      "" if sorted(gone) == sorted(want_gone) and ok else " wrong"))
+t.delete_many(kept)
+' "$MNT/t1" "$PYLIB"
+check_eq "after a kill -9 right after delete_many: every delete kept, the other keys whole" \
+	"gone 151 kept 149" "$OUT${ERR:+ $ERR}"
+rmdir "$MNT/t1/dm/sub" "$MNT/t1/dm"
+wait_free "$FREE2"
+check_eq "their pages are free" "$FREE2" "$(ofs_free)"
+ofs_umount
+check_fsck_clean "after a kill -9 right after delete_many"
 
 # ---- get_many is a use: eviction keeps the keys it read ----
 rm -rf "$ROOT" && mkdir "$ROOT"
