@@ -16,8 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define OFS_MAX_REQUEST (1u << 20) /* bytes of one READ or WRITE */
-
 static void ofs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct ofs *ofs = userdata;

@@ -20,6 +20,7 @@
 #include "store.h"
 
 #define OFS_VERSION "0.1.0"
+#define OFS_MAX_REQUEST (1u << 20) /* bytes of one READ or WRITE */
 #define OFS_INVAL_MAX 64       /* inodes queued for invalidation */
 #define OFS_INVAL_ENTRY_MAX 256 /* names queued for invalidation (evictions come in batches) */
 
