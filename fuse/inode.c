@@ -158,6 +158,20 @@ void ofs_fill_stat(const struct ofs *ofs, const struct ofs_inode *in,
 	st->st_ctim.tv_nsec = m->ctime % 1000000000;
 }
 
+/*
+ * The release of a handle; direct: one that bypassed the kernel's cache.
+ * A create's such handle that was the inode's only open since leaves no
+ * page in the cache: the next reader may prefill it.  Under store.lock.
+ */
+void ofs_direct_close(struct ofs_inode *in, int direct)
+{
+	if (!direct)
+		return;
+	assert(in->ndirect > 0);
+	if (--in->ndirect == 0 && in->kfresh == 3)
+		in->kfresh = 1;
+}
+
 /* Count a kernel lookup of m and fill its entry.  Under store.lock. */
 int ofs_entry(struct ofs *ofs, const struct meta_inode *m, struct fuse_entry_param *e)
 {

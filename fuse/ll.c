@@ -16,8 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define OFS_MAX_REQUEST (1u << 20) /* bytes of one READ or WRITE */
-
 static void ofs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct ofs *ofs = userdata;
@@ -239,7 +237,8 @@ static void ofs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, in
  * for the first reader, a working state for a writer.  On failure nothing
  * is counted.
  */
-static int ofs_open_inode(struct ofs *ofs, struct ofs_inode *in, int writer, int trunc)
+static int ofs_open_inode(struct ofs *ofs, struct ofs_inode *in, int writer, int trunc,
+			  int *direct, int *keep)
 {
 	int ret = 0, prefill, shown;
 
@@ -261,6 +260,20 @@ static int ofs_open_inode(struct ofs *ofs, struct ofs_inode *in, int writer, int
 		pthread_cond_wait(&ofs->kcond, &ofs->store.lock);
 	prefill = !ret && !writer && in->kfresh == 1 && ofs->prefill_max;
 	in->kfresh = prefill ? 2 : 0;
+	/*
+	 * Beside a handle writing around the cache, this one must too, or
+	 * its cached pages would miss those writes; pages any such open
+	 * leaves behind (a private mapping's) go at the next plain open.
+	 */
+	*direct = !ret && in->ndirect > 0;
+	*keep = 1;
+	if (*direct) {
+		in->ndirect++;
+		in->kstale = 1;
+	} else if (!ret && in->kstale) {
+		in->kstale = 0;
+		*keep = 0;
+	}
 	pthread_mutex_unlock(&ofs->store.lock);
 	if (prefill) {
 		/* A value the backend has lost is a file that is gone. */
@@ -276,6 +289,7 @@ static int ofs_open_inode(struct ofs *ofs, struct ofs_inode *in, int writer, int
 		ret = ofs_object_open_writer(&ofs->store, &in->o, trunc);
 		if (ret) {
 			pthread_mutex_lock(&ofs->store.lock);
+			ofs_direct_close(in, *direct);
 			ofs_iclose(ofs, in);
 			pthread_mutex_unlock(&ofs->store.lock);
 		}
@@ -298,13 +312,14 @@ static int ofs_open_inode(struct ofs *ofs, struct ofs_inode *in, int writer, int
 }
 
 /* Undo an open whose reply the opener never got, as release would. */
-static void ofs_open_undo(struct ofs *ofs, struct ofs_inode *in, int writer)
+static void ofs_open_undo(struct ofs *ofs, struct ofs_inode *in, int writer, int direct)
 {
 	pthread_rwlock_wrlock(ofs_rw(ofs, in));
 	if (writer && ofs_writer_gone(&in->o))
 		ofs_object_close(&ofs->store, &in->o);
 	pthread_rwlock_unlock(ofs_rw(ofs, in));
 	pthread_mutex_lock(&ofs->store.lock);
+	ofs_direct_close(in, direct);
 	ofs_iclose(ofs, in);
 	pthread_mutex_unlock(&ofs->store.lock);
 }
@@ -315,24 +330,26 @@ static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_f
 	struct ofs *ofs = ofs_of(req);
 	/* O_RDONLY|O_TRUNC truncates too (Linux does; the kernel checked write access). */
 	int writer = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC), ret;
+	int direct = 0, keep = 1;
 
 	if (!in)
 		ret = -ESTALE;
 	else if (S_ISDIR(in->o.m.mode))
 		ret = -EISDIR;
 	else
-		ret = ofs_open_inode(ofs, in, writer, fi->flags & O_TRUNC);
+		ret = ofs_open_inode(ofs, in, writer, fi->flags & O_TRUNC, &direct, &keep);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	fi->fh = (uint64_t)writer;
+	fi->fh = (writer ? OFS_FH_WRITER : 0) | (direct ? OFS_FH_DIRECT : 0);
+	fi->direct_io = direct;
 	/* Every write goes through this mount, so the kernel's cache stays right. */
-	fi->keep_cache = 1;
+	fi->keep_cache = keep;
 	/* A reader's close has nothing to commit: no FLUSH round trip for it. */
 	fi->noflush = !writer;
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		ofs_open_undo(ofs, in, writer); /* the opener was interrupted */
+		ofs_open_undo(ofs, in, writer, direct); /* the opener was interrupted */
 }
 
 static void ofs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -431,7 +448,7 @@ static void ofs_do_flush(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_
 	struct ofs *ofs = ofs_of(req);
 	int ret = 0, stale = 0;
 
-	if (in && fi->fh) {
+	if (in && (fi->fh & OFS_FH_WRITER)) {
 		pthread_rwlock_wrlock(ofs_rw(ofs, in));
 		ret = ofs_object_flush(&ofs->store, &in->o, &stale);
 		pthread_rwlock_unlock(ofs_rw(ofs, in));
@@ -460,7 +477,7 @@ static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fus
 		fuse_reply_err(req, 0);
 		return;
 	}
-	if (fi->fh) {
+	if (fi->fh & OFS_FH_WRITER) {
 		pthread_rwlock_wrlock(ofs_rw(ofs, in));
 		ofs_object_release_writer(&ofs->store, &in->o, &stale);
 		pthread_rwlock_unlock(ofs_rw(ofs, in));
@@ -469,6 +486,7 @@ static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fus
 	}
 	ofs_object_prepare_last_close(&ofs->store, &in->o);
 	pthread_mutex_lock(&ofs->store.lock);
+	ofs_direct_close(in, fi->fh & OFS_FH_DIRECT);
 	ofs_iclose(ofs, in);
 	pthread_mutex_unlock(&ofs->store.lock);
 	fuse_reply_err(req, 0);
@@ -594,7 +612,7 @@ static void ofs_do_copy(fuse_req_t req, struct ofs_inode *src, off_t off_in, str
 		n = -ESTALE;
 	else if (flags || off_in < 0 || off_out < 0)
 		n = -EINVAL;
-	else if (!fi_out->fh)
+	else if (!(fi_out->fh & OFS_FH_WRITER))
 		n = -EBADF; /* not open for writing */
 	else if (S_ISDIR(src->o.m.mode) || S_ISDIR(dst->o.m.mode))
 		n = -EISDIR;

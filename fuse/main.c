@@ -532,6 +532,51 @@ static void ofs_log_mounted(const struct ofs *ofs, const char *mnt)
 }
 
 /*
+ * Let the kernel read ahead as much as one READ carries.  A FUSE mount's
+ * read-ahead is the smaller of max_readahead and its bdi's, which starts
+ * at 128 KiB: a cold read of a 2 MiB object was then 16 READs.  The
+ * bdi is named after the mount's device, read from mountinfo (a stat of
+ * the mount point would wait for the INIT that this daemon has not
+ * served yet).  Best effort: only root may write it.
+ */
+static void ofs_mount_readahead(const char *mountpoint)
+{
+	char real[PATH_MAX], line[2 * PATH_MAX], path[64], mnt[PATH_MAX], dev[32] = "", *p;
+	unsigned kb = 0;
+	FILE *f;
+
+	if (!realpath(mountpoint, real) || !(f = fopen("/proc/self/mountinfo", "r")))
+		return;
+	/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT ...": the last mount there is ours. */
+	while (fgets(line, sizeof(line), f)) {
+		char d[32];
+
+		if (sscanf(line, "%*s %*s %31s %*s %4095s", d, mnt) != 2)
+			continue;
+		for (p = mnt; (p = strstr(p, "\\040")); ) { /* mountinfo escapes a space */
+			*p = ' ';
+			memmove(p + 1, p + 4, strlen(p + 4) + 1);
+		}
+		if (strcmp(mnt, real) == 0)
+			snprintf(dev, sizeof(dev), "%s", d);
+	}
+	fclose(f);
+	if (!dev[0])
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	f = fopen(path, "r+");
+	if (!f)
+		return;
+	if (fscanf(f, "%u", &kb) == 1 && kb < OFS_MAX_REQUEST / 1024) {
+		rewind(f);
+		fprintf(f, "%u\n", OFS_MAX_REQUEST / 1024);
+	}
+	if (fclose(f))
+		ofs_log("cannot raise the read-ahead of %s from %u KiB: %s", mountpoint, kb,
+			strerror(errno));
+}
+
+/*
  * Serve the mount until it ends: detach (unless -f), the
  * group-commit, promotion and eviction threads, libfuse's loop.  0 for a normal stop.
  */
@@ -677,6 +722,7 @@ int main(int argc, char *argv[])
 		goto out_store;
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_signals;
+	ofs_mount_readahead(opts.mountpoint);
 	ret = ofs_serve(&ofs, se, &opts);
 	fuse_session_unmount(se);
 out_signals:

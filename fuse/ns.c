@@ -83,7 +83,7 @@ void ofs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino
  * Take back a create whose writer could not open, or whose creator was
  * gone before the reply: the open, the entry and the kernel's lookup.
  */
-static void ofs_create_undo(struct ofs *ofs, struct ofs_inode *in, int writer)
+static void ofs_create_undo(struct ofs *ofs, struct ofs_inode *in, int writer, int direct)
 {
 	if (writer) {
 		pthread_rwlock_wrlock(ofs_rw(ofs, in));
@@ -93,6 +93,7 @@ static void ofs_create_undo(struct ofs *ofs, struct ofs_inode *in, int writer)
 	}
 	pthread_mutex_lock(&ofs->store.lock);
 	assert(in->o.nopen > 0 && in->nlookup > 0);
+	ofs_direct_close(in, direct);
 	in->o.nopen--;
 	ofs_ns_unmake(&ofs->store, in->o.m.ino);
 	in->nlookup--;
@@ -102,7 +103,8 @@ static void ofs_create_undo(struct ofs *ofs, struct ofs_inode *in, int writer)
 
 /* A new file, looked up, open and with a working state: *e and *inp. */
 static int ofs_create_inode(struct ofs *ofs, fuse_req_t req, fuse_ino_t parent, const char *name,
-			    mode_t mode, struct fuse_entry_param *e, struct ofs_inode **inp)
+			    mode_t mode, int direct, struct fuse_entry_param *e,
+			    struct ofs_inode **inp)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct ofs_inode *in = NULL;
@@ -122,14 +124,16 @@ static int ofs_create_inode(struct ofs *ofs, fuse_req_t req, fuse_ino_t parent, 
 	}
 	if (!ret) {
 		in = ofs_ifind(ofs, m.ino);
-		in->kfresh = 0; /* its writer's bytes go through the kernel's cache */
+		/* A direct writer's bytes bypass the kernel's cache; else they fill it. */
+		in->kfresh = direct ? 3 : 0;
+		in->ndirect += direct;
 		in->o.nopen++;
 	}
 	pthread_mutex_unlock(&ofs->store.lock);
 	if (!ret) {
 		ret = ofs_object_open_writer(&ofs->store, &in->o, 0);
 		if (ret)
-			ofs_create_undo(ofs, in, 0);
+			ofs_create_undo(ofs, in, 0, direct);
 	}
 	*inp = in;
 	return ret;
@@ -141,6 +145,16 @@ void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 	struct ofs *ofs = ofs_of(req);
 	struct fuse_entry_param e;
 	struct ofs_inode *in;
+	/*
+	 * A write-only create (how KV blocks are put) writes around the
+	 * kernel's cache: no GETXATTR of security.capability before each
+	 * WRITE (file_remove_privs: this mount cannot set SB_NOSEC without
+	 * killpriv_v2), no copy into pages nobody reads yet, and the first
+	 * reader's open fills them at once (kfresh).  Nothing can map a
+	 * write-only handle, so its mappings need no cache; set-id files keep
+	 * the kernel's path, which clears those bits on a write.
+	 */
+	int direct = (fi->flags & O_ACCMODE) == O_WRONLY && !(mode & (S_ISUID | S_ISGID));
 	int ret;
 
 	/* The top level holds tenant directories only; objects are regular files. */
@@ -149,15 +163,16 @@ void ofs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 	else if (ofs_store_meta_low(&ofs->store))
 		ret = -ENOSPC;
 	else
-		ret = ofs_create_inode(ofs, req, parent, name, mode, &e, &in);
+		ret = ofs_create_inode(ofs, req, parent, name, mode, direct, &e, &in);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	fi->fh = 1;
+	fi->fh = OFS_FH_WRITER | (direct ? OFS_FH_DIRECT : 0);
+	fi->direct_io = direct;
 	fi->keep_cache = 1;
 	if (fuse_reply_create(req, &e, fi) == -ENOENT)
-		ofs_create_undo(ofs, in, 1); /* the kernel has neither the entry nor the file */
+		ofs_create_undo(ofs, in, 1, direct); /* the kernel has neither the entry nor the file */
 }
 
 struct ofs_dirbuf {

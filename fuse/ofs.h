@@ -20,8 +20,13 @@
 #include "store.h"
 
 #define OFS_VERSION "0.1.0"
+#define OFS_MAX_REQUEST (1u << 20) /* bytes of one READ or WRITE */
 #define OFS_INVAL_MAX 64       /* inodes queued for invalidation */
 #define OFS_INVAL_ENTRY_MAX 256 /* names queued for invalidation (evictions come in batches) */
+
+/* A file handle's fh: a writer's, and a write-only create's writing around the kernel's cache. */
+#define OFS_FH_WRITER 1u
+#define OFS_FH_DIRECT 2u
 
 /*
  * An inode the kernel knows (nlookup > 0) or that has open handles: the
@@ -34,9 +39,20 @@ struct ofs_inode {
 	/*
 	 * 1 from the lookup that gave the kernel this inode until its first
 	 * open: the kernel caches none of its pages yet; 2 while that open
-	 * fills them (ofs_prefill).  Under store.lock.
+	 * fills them (ofs_prefill); 3 while its creator's write-only handle,
+	 * whose writes bypass the kernel's cache, is its only open since the
+	 * create (1 again at that handle's release).  Under store.lock.
 	 */
 	unsigned char kfresh;
+	/*
+	 * kstale: a handle that bypasses the kernel's cache was open beside
+	 * others, so pages the kernel caches may be older than the store's;
+	 * the next plain open drops them (no keep_cache).  ndirect: such
+	 * handles open now; while there is one, every open of the inode
+	 * bypasses the cache too.  Under store.lock.
+	 */
+	unsigned char kstale;
+	uint32_t ndirect;
 	struct ofs_object o;
 	uint32_t read_opens;  /* opens for reading in the current promotion window (store.lock) */
 	int64_t window_start;
@@ -112,6 +128,7 @@ int ofs_table_init(struct ofs *ofs);
 void ofs_table_release(struct ofs *ofs);
 /* Under store.lock. */
 struct ofs_inode *ofs_ifind(struct ofs *ofs, uint64_t ino);
+void ofs_direct_close(struct ofs_inode *in, int direct);
 /* A request's inode, held until ofs_iput (takes store.lock). */
 struct ofs_inode *ofs_iget(struct ofs *ofs, fuse_ino_t ino);
 void ofs_iput(struct ofs *ofs, struct ofs_inode *in);
