@@ -410,20 +410,56 @@ static void ofs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	ofs_iput(ofs, in);
 }
 
+/*
+ * A write through a handle that bypasses the kernel's cache drops the
+ * set-user-ID bit, and the set-group-ID bit of a group-executable file, as
+ * the kernel's cached path does (file_remove_privs): the kernel leaves it
+ * to us there (FUSE_WRITE_KILL_SUIDGID, which libfuse 3.14 does not pass
+ * on), and the bits may have been set since the create.  Root keeps them,
+ * as CAP_FSETID does.  Under the inode's data lock.
+ */
+static int ofs_write_kill_setid(struct ofs *ofs, fuse_req_t req, struct ofs_inode *in)
+{
+	mode_t kill;
+	struct meta_inode m;
+	int ret = 0;
+
+	pthread_mutex_lock(&ofs->store.lock);
+	kill = in->o.m.mode & S_ISUID;
+	if ((in->o.m.mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+		kill |= S_ISGID;
+	if (kill && fuse_req_ctx(req)->uid != 0) {
+		m = in->o.m;
+		m.mode &= ~kill;
+		m.ctime = ofs_now();
+		ret = ofs_object_update(&ofs->store, &in->o, &m);
+	}
+	pthread_mutex_unlock(&ofs->store.lock);
+	/*
+	 * The kernel marks only times and size stale after a direct write: its
+	 * cached mode goes before the reply (attributes only: no lock taken).
+	 */
+	if (kill && !ret && ofs->se)
+		fuse_lowlevel_notify_inval_inode(ofs->se, in->o.m.ino, -1, 0);
+	return ret;
+}
+
 static void ofs_do_write(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, const char *buf, size_t size, off_t off,
 			 struct fuse_file_info *fi, struct ofs_inode *in)
 {
 	struct ofs *ofs = ofs_of(req);
 	uint64_t t0 = ofs_now_ns();
-	ssize_t n;
+	ssize_t n = 0;
 
-	(void)fi;
 	if (!in) {
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
 	pthread_rwlock_wrlock(ofs_rw(ofs, in));
-	n = ofs_object_write(&ofs->store, &in->o, buf, size, (uint64_t)off);
+	if (fi->fh & OFS_FH_DIRECT)
+		n = ofs_write_kill_setid(ofs, req, in);
+	if (n == 0)
+		n = ofs_object_write(&ofs->store, &in->o, buf, size, (uint64_t)off);
 	pthread_rwlock_unlock(ofs_rw(ofs, in));
 	ofs_hist_observe(&ofs->store.metrics.write_lat, ofs_now_ns() - t0);
 	if (n < 0)

@@ -553,9 +553,13 @@ static void ofs_mount_readahead(const char *mountpoint)
 
 		if (sscanf(line, "%*s %*s %31s %*s %4095s", d, mnt) != 2)
 			continue;
-		for (p = mnt; (p = strstr(p, "\\040")); ) { /* mountinfo escapes a space */
-			*p = ' ';
-			memmove(p + 1, p + 4, strlen(p + 4) + 1);
+		/* mountinfo writes a space, tab, newline and backslash as \ooo. */
+		for (p = mnt; (p = strchr(p, '\\')); p++) {
+			if (p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+			    p[3] >= '0' && p[3] <= '7') {
+				*p = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
+				memmove(p + 1, p + 4, strlen(p + 4) + 1);
+			}
 		}
 		if (strcmp(mnt, real) == 0)
 			snprintf(dev, sizeof(dev), "%s", d);

@@ -69,6 +69,35 @@ check_eq "setgid dir: the new file's group is the dir's" 4242 "$(stat -c %g "$MN
 check_eq "setgid dir: the new subdir's group and setgid bit" "4242 2" \
 	"$(stat -c %g "$MNT/pub/sg/d") $(( $(stat -c 0%a "$MNT/pub/sg/d") / 01000 % 8 ))"
 
+# A write drops the set-user-ID bit, and a group-executable file's
+# set-group-ID bit, whether it goes through the kernel's cache (read-write)
+# or around it (a write-only create, bits set after the create), and a
+# stat of the mode alone sees it at once; root's write keeps them.
+mkdir "$MNT/pub/sid"
+chmod 0777 "$MNT/pub/sid"
+for how in "O_WRONLY 6755 755" "O_RDWR 6755 755" "O_WRONLY 2745 2745"; do
+	set -- $how
+	run nobody /usr/bin/python3 - "$MNT/pub/sid/$1-$2" "$1" "$2" <<'EOF'
+import os, sys
+path, flag, mode = sys.argv[1], getattr(os, sys.argv[2]), int(sys.argv[3], 8)
+fd = os.open(path, os.O_CREAT | os.O_EXCL | flag, 0o755)
+os.write(fd, b"a" * 100)
+os.fchmod(fd, mode)
+os.pwrite(fd, b"b" * 100, 0)
+os.close(fd)
+EOF
+	check_eq "nobody's $1 create, chmod $2, write: mode $3" "0 $3" \
+		"$RC $(stat -c %a "$MNT/pub/sid/$1-$2")"
+done
+python3 - "$MNT/pub/sid/root" <<'EOF'
+import os, sys
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o755)
+os.fchmod(fd, 0o6755)
+os.write(fd, b"r")
+os.close(fd)
+EOF
+check_eq "root's write-only create keeps them" 6755 "$(stat -c %a "$MNT/pub/sid/root")"
+
 # Enforced after a remount too: modes and owners come from the store.
 ofs_remount || ofs_bail "cannot remount"
 check_fails "after remount: nobody still cannot ls the 0700 tenant" "Permission denied" nobody ls "$MNT/priv"

@@ -255,4 +255,14 @@ os.close(fd)' "$f" "$o"
 else
 	skip "a corrupted object's read is EIO" "flips bytes in a bucket file (pages backend)"
 fi
+
+# ---- the read-ahead, at a mount point whose name mountinfo escapes ----
+MNT0=$MNT
+MNT="$TESTDIR/m \\"$'\t'"x"
+mkdir "$MNT"
+ofs_mount "$GEOM" || ofs_bail "cannot mount at '$MNT'"
+check_eq "the read-ahead of a mount at a name with a space, backslash and tab" 1024 \
+	"$(cat "/sys/class/bdi/$(mountpoint -d "$MNT")/read_ahead_kb" 2>&1)"
+ofs_umount
+MNT=$MNT0
 ofs_done
