@@ -345,6 +345,12 @@ int ofs_ns_unlink_many(struct ofs_store *s, const uint64_t *parents, const char 
 			continue;
 		/* A name met twice is gone by its second time: ENOENT, as a second unlink. */
 		errs[i] = meta_lookup(s->meta, parents[i], names[i], lens[i], &m[i]);
+		if (errs[i] && errs[i] != -ENOENT) {
+			/* sqlite may have rolled the transaction back: each name on its own. */
+			ret = errs[i];
+			m[i].ino = 0;
+			break;
+		}
 		if (!errs[i] && S_ISDIR(m[i].mode))
 			errs[i] = -EISDIR;
 		if (errs[i]) {
