@@ -259,7 +259,9 @@ static int ofs_open_inode(struct ofs *ofs, struct ofs_inode *in, int writer, int
 	while (!ret && in->kfresh == 2)
 		pthread_cond_wait(&ofs->kcond, &ofs->store.lock);
 	prefill = !ret && !writer && in->kfresh == 1 && ofs->prefill_max;
-	in->kfresh = prefill ? 2 : 0;
+	/* A failed open changes nothing: another open's prefill may be running (2). */
+	if (!ret)
+		in->kfresh = prefill ? 2 : 0;
 	/*
 	 * Beside a handle writing around the cache, this one must too, or
 	 * its cached pages would miss those writes; pages any such open
@@ -281,8 +283,10 @@ static int ofs_open_inode(struct ofs *ofs, struct ofs_inode *in, int writer, int
 		pthread_mutex_lock(&ofs->store.lock);
 		in->kfresh = 0;
 		pthread_cond_broadcast(&ofs->kcond);
-		if (ret)
+		if (ret) {
+			ofs_direct_close(in, *direct);
 			ofs_iclose(ofs, in);
+		}
 		pthread_mutex_unlock(&ofs->store.lock);
 	}
 	if (!ret && writer) {
@@ -290,6 +294,7 @@ static int ofs_open_inode(struct ofs *ofs, struct ofs_inode *in, int writer, int
 		if (ret) {
 			pthread_mutex_lock(&ofs->store.lock);
 			ofs_direct_close(in, *direct);
+			in->kstale |= !*keep; /* its pages were never dropped */
 			ofs_iclose(ofs, in);
 			pthread_mutex_unlock(&ofs->store.lock);
 		}
@@ -312,7 +317,7 @@ static int ofs_open_inode(struct ofs *ofs, struct ofs_inode *in, int writer, int
 }
 
 /* Undo an open whose reply the opener never got, as release would. */
-static void ofs_open_undo(struct ofs *ofs, struct ofs_inode *in, int writer, int direct)
+static void ofs_open_undo(struct ofs *ofs, struct ofs_inode *in, int writer, int direct, int keep)
 {
 	pthread_rwlock_wrlock(ofs_rw(ofs, in));
 	if (writer && ofs_writer_gone(&in->o))
@@ -320,6 +325,7 @@ static void ofs_open_undo(struct ofs *ofs, struct ofs_inode *in, int writer, int
 	pthread_rwlock_unlock(ofs_rw(ofs, in));
 	pthread_mutex_lock(&ofs->store.lock);
 	ofs_direct_close(in, direct);
+	in->kstale |= !keep; /* the kernel never saw the reply that dropped its pages */
 	ofs_iclose(ofs, in);
 	pthread_mutex_unlock(&ofs->store.lock);
 }
@@ -349,7 +355,7 @@ static void ofs_do_open(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_f
 	/* A reader's close has nothing to commit: no FLUSH round trip for it. */
 	fi->noflush = !writer;
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		ofs_open_undo(ofs, in, writer, direct); /* the opener was interrupted */
+		ofs_open_undo(ofs, in, writer, direct, keep); /* the opener was interrupted */
 }
 
 static void ofs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -539,13 +539,13 @@ static void ofs_log_mounted(const struct ofs *ofs, const char *mnt)
  * the mount point would wait for the INIT that this daemon has not
  * served yet).  Best effort: only root may write it.
  */
-static void ofs_mount_readahead(const char *mountpoint)
+static void ofs_mount_readahead(const char *real)
 {
-	char real[PATH_MAX], line[2 * PATH_MAX], path[64], mnt[PATH_MAX], dev[32] = "", *p;
+	char line[2 * PATH_MAX], path[64], mnt[PATH_MAX], dev[32] = "", *p;
 	unsigned kb = 0;
 	FILE *f;
 
-	if (!realpath(mountpoint, real) || !(f = fopen("/proc/self/mountinfo", "r")))
+	if (!(f = fopen("/proc/self/mountinfo", "r")))
 		return;
 	/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT ...": the last mount there is ours. */
 	while (fgets(line, sizeof(line), f)) {
@@ -576,7 +576,7 @@ static void ofs_mount_readahead(const char *mountpoint)
 		fprintf(f, "%u\n", OFS_MAX_REQUEST / 1024);
 	}
 	if (fclose(f))
-		ofs_log("cannot raise the read-ahead of %s from %u KiB: %s", mountpoint, kb,
+		ofs_log("cannot raise the read-ahead of %s from %u KiB: %s", real, kb,
 			strerror(errno));
 }
 
@@ -658,7 +658,7 @@ int main(int argc, char *argv[])
 	struct ofs_cli cli = { 0 };
 	struct ofs_config cfg;
 	struct ofs ofs;
-	char err[1024], *fsname = NULL;
+	char err[1024], mnt_real[PATH_MAX], *fsname = NULL;
 	int ret = 1;
 
 	memset(&ofs, 0, sizeof(ofs));
@@ -724,9 +724,13 @@ int main(int argc, char *argv[])
 	}
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_store;
+	/* Resolved before the mount: a stat of a component once mounted waits for INIT. */
+	if (!realpath(opts.mountpoint, mnt_real))
+		mnt_real[0] = '\0';
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_signals;
-	ofs_mount_readahead(opts.mountpoint);
+	if (mnt_real[0])
+		ofs_mount_readahead(mnt_real);
 	ret = ofs_serve(&ofs, se, &opts);
 	fuse_session_unmount(se);
 out_signals:
