@@ -146,6 +146,22 @@ static ssize_t evict_queue(struct ofs_evict *e, uint64_t ino, int64_t atime)
 	return (ssize_t)e->ndirty++;
 }
 
+void ofs_evict_forget(struct ofs_store *s, const struct ofs_object *o)
+{
+	struct ofs_evict *e = &s->evict;
+	size_t i;
+
+	/*
+	 * Its queued uses would be written as they were, over a utimens
+	 * made since: the time it was set to goes in their place.
+	 */
+	if (o->atime_set_round != e->round + 1)
+		return;
+	for (i = 0; i < e->ndirty; i++)
+		if (e->dirty[i] == o->m.ino)
+			e->dirty_atime[i] = o->m.atime;
+}
+
 /* ofs_evict_touch at time now. */
 static int evict_touch_at(struct ofs_store *s, struct ofs_object *o, int64_t now)
 {

@@ -127,6 +127,12 @@ void ofs_evict_fini(struct ofs_store *s);
  */
 int ofs_evict_touch(struct ofs_store *s, struct ofs_object *o);
 /*
+ * o leaves memory: a utimens of it since the last write of atimes
+ * overrides its queued uses, which are written without it.  Under the
+ * store's lock.
+ */
+void ofs_evict_forget(struct ofs_store *s, const struct ofs_object *o);
+/*
  * A use at now (ofs_now(): one reading for a batch's keys) of the object
  * ino that reached no OPEN (a batch lookup): as ofs_evict_touch when the
  * object is in memory, else its atime is queued for the next write of

@@ -39,6 +39,7 @@ int ofs_object_insert(struct ofs_store *s, struct ofs_object *o)
 
 void ofs_object_remove(struct ofs_store *s, struct ofs_object *o)
 {
+	ofs_evict_forget(s, o);
 	htab_remove(s->objects, &o->node);
 }
 
