@@ -78,7 +78,12 @@ static const char *const meta_sql[ST_N] = {
 	[ST_TASK_START] = "UPDATE tasks SET state = 1, started = ?2 WHERE id = ?1",
 	[ST_TASK_FINISH] = "UPDATE tasks SET state = ?2, finished = ?3, error = ?4 WHERE id = ?1",
 	[ST_TASK_PENDING] = "SELECT 1 FROM tasks WHERE ino = ?1 AND state IN (0, 1) LIMIT 1",
-	[ST_DIR_CHANGED] = "UPDATE inodes SET mtime = ?2, ctime = ?2 WHERE ino = ?1 RETURNING nlink",
+	/*
+	 * Not RETURNING nlink: that buffers the row in an ephemeral table, whose
+	 * page cache (some 85 KiB) is allocated and freed by every run.
+	 */
+	[ST_DIR_CHANGED] = "UPDATE inodes SET mtime = ?2, ctime = ?2 WHERE ino = ?1",
+	[ST_NLINK] = "SELECT nlink FROM inodes WHERE ino = ?1",
 	[ST_XATTR_GET] = "SELECT value FROM xattrs WHERE ino = ?1 AND name = ?2",
 	[ST_XATTR_INSERT] = "INSERT INTO xattrs (ino, name, value) VALUES (?1, ?2, ?3)",
 	[ST_XATTR_UPDATE] = "UPDATE xattrs SET value = ?3 WHERE ino = ?1 AND name = ?2",
