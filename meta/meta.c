@@ -359,6 +359,10 @@ int meta_open(const char *path, int create, struct meta **out, char *err, size_t
 				     SQLITE_OPEN_READWRITE | (exists ? 0 : SQLITE_OPEN_CREATE) |
 					     SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
 				     NULL);
+		/* sqlite's name for the log: meta_log_prefetch opens it. */
+		m->wal_fd = -1;
+		if (asprintf(&m->wal_path, "%s-wal", full ? full : path) < 0)
+			m->wal_path = NULL;
 		free(full);
 	}
 	if (rc != SQLITE_OK) {
@@ -454,6 +458,9 @@ void meta_close(struct meta *m)
 	for (i = 0; i < ST_N; i++)
 		sqlite3_finalize(m->st[i]);
 	sqlite3_close(m->db);
+	if (m->wal_fd >= 0)
+		close(m->wal_fd);
+	free(m->wal_path);
 	free(m);
 }
 

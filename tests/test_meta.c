@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -848,6 +850,67 @@ START_TEST(test_tenant_evictions)
 }
 END_TEST
 
+/* Pages of fd's file the kernel caches, out of *total. */
+static size_t resident_pages(int fd, size_t *total)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), n, i, in = 0;
+	struct stat st;
+	unsigned char *vec;
+	void *map;
+
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	n = ((size_t)st.st_size + page - 1) / page;
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	vec = malloc(n);
+	ck_assert_ptr_nonnull(vec);
+	ck_assert_int_eq(mincore(map, (size_t)st.st_size, vec), 0);
+	for (i = 0; i < n; i++)
+		in += vec[i] & 1;
+	free(vec);
+	munmap(map, (size_t)st.st_size);
+	*total = n;
+	return in;
+}
+
+/* The log's pages the kernel dropped are read back, so that no commit waits for them. */
+START_TEST(test_log_prefetch)
+{
+	struct meta *m = open_new();
+	char wal[600], name[32];
+	size_t total, in;
+	int fd, i, len;
+
+	for (i = 0; i < 300; i++) {
+		struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED);
+
+		len = snprintf(name, sizeof(name), "f%d", i);
+		ck_assert_int_eq(meta_insert(m, &a, name, (size_t)len), 0);
+	}
+	ck_assert_int_eq(meta_sync(m, 1), 0); /* clean pages: the kernel may drop them */
+	snprintf(wal, sizeof(wal), "%s-wal", dbpath);
+	fd = open(wal, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	in = resident_pages(fd, &total);
+	ck_assert_uint_gt(total, 256);
+	if (in * 2 > total) {
+		/* A filesystem that keeps them (tmpfs): nothing to read back. */
+		fprintf(stderr, "test_log_prefetch: the log's pages stay cached here (%zu of %zu)\n",
+			in, total);
+	} else {
+		struct timespec ts = { 0, 20 * 1000 * 1000 };
+
+		meta_log_prefetch(m);
+		for (i = 0; i < 250 && (in = resident_pages(fd, &total)) < total; i++)
+			nanosleep(&ts, NULL);
+		ck_assert_uint_eq(in, total);
+	}
+	close(fd);
+	meta_close(m);
+}
+END_TEST
+
 static Suite *meta_suite(void)
 {
 	Suite *s = suite_create("meta");
@@ -868,6 +931,7 @@ static Suite *meta_suite(void)
 	tcase_add_test(tc, test_recover_and_mappings);
 	tcase_add_test(tc, test_bitmaps);
 	tcase_add_test(tc, test_transactions_and_sync);
+	tcase_add_test(tc, test_log_prefetch);
 	tcase_add_test(tc, test_path);
 	tcase_add_test(tc, test_dir_nlink);
 	tcase_add_test(tc, test_key_len);
