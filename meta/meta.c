@@ -309,6 +309,20 @@ static int meta_create_schema(struct meta *m, char *err, size_t errlen)
 	return ret;
 }
 
+/* The database's page size (sqlite's default when it cannot say). */
+static int meta_page_size(struct meta *m)
+{
+	sqlite3_stmt *s;
+	int size = 4096;
+
+	if (sqlite3_prepare_v2(m->db, "PRAGMA page_size", -1, &s, NULL) != SQLITE_OK)
+		return size;
+	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int(s, 0) > 0)
+		size = sqlite3_column_int(s, 0);
+	sqlite3_finalize(s);
+	return size;
+}
+
 int meta_open(const char *path, int create, struct meta **out, char *err, size_t errlen)
 {
 	struct meta *m;
@@ -337,6 +351,7 @@ int meta_open(const char *path, int create, struct meta **out, char *err, size_t
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
+	m->wal_fd = -1;
 	{
 		/*
 		 * sqlite's NOFOLLOW refuses a link anywhere in the path: the
@@ -359,8 +374,7 @@ int meta_open(const char *path, int create, struct meta **out, char *err, size_t
 				     SQLITE_OPEN_READWRITE | (exists ? 0 : SQLITE_OPEN_CREATE) |
 					     SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
 				     NULL);
-		/* sqlite's name for the log: meta_log_prefetch opens it. */
-		m->wal_fd = -1;
+		/* sqlite's name for the log: the prefetches open it (sync.c). */
 		if (asprintf(&m->wal_path, "%s-wal", full ? full : path) < 0)
 			m->wal_path = NULL;
 		free(full);
@@ -401,6 +415,8 @@ int meta_open(const char *path, int create, struct meta **out, char *err, size_t
 	/* Our own automatic checkpoint in place of sqlite's (sync.c, meta_wal_hook). */
 	if (!ret)
 		sqlite3_wal_hook(m->db, meta_wal_hook, m);
+	if (!ret)
+		m->db_page = meta_page_size(m);
 	if (ret) {
 		snprintf(err, errlen, "cannot set WAL mode on %s: %s", path, sqlite3_errmsg(m->db));
 		goto out_close;

@@ -152,9 +152,9 @@ int meta_sync_end(struct meta *m);
  * it no longer caches (evicted, or dropped).  A log frame is a page and a
  * header, so frames straddle the file's pages: a commit that writes into
  * a page the kernel evicted first reads that page from the disk, and
- * waits for it while the caller holds its lock.  Runs no statement: it
- * may run while other threads use m; calls to it must not overlap one
- * another.
+ * waits for it while the caller holds its lock (commits also ask for
+ * the frames just ahead of them).  Runs no statement: it may run while
+ * other threads use m; calls to it must not overlap one another.
  */
 void meta_log_prefetch(struct meta *m);
 /*

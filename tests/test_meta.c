@@ -911,6 +911,80 @@ START_TEST(test_log_prefetch)
 }
 END_TEST
 
+/* Frames of the log's current lap (their salts are the header's): where the next commit writes. */
+static long log_frames(int fd, long page)
+{
+	unsigned char h[32], f[24];
+	long i;
+
+	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	for (i = 0; pread(fd, f, sizeof(f), 32 + i * (page + 24)) == (ssize_t)sizeof(f); i++)
+		if (memcmp(f + 8, h + 16, 8))
+			break;
+	return i;
+}
+
+/* Commits ask for the log's pages ahead of them, so that a lap after an eviction reads ahead. */
+START_TEST(test_log_read_ahead)
+{
+	struct meta *m = open_new();
+	long page = (long)sysconf(_SC_PAGESIZE), frames, first, last, i;
+	unsigned char *vec;
+	char wal[600], name[32];
+	size_t total, in;
+	void *map;
+	struct stat st;
+	int fd, len;
+
+	/* Past a checkpoint (4,096 frames), so the log starts again on pages it has. */
+	for (i = 0; i < 1600; i++) {
+		struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED);
+
+		len = snprintf(name, sizeof(name), "f%ld", i);
+		ck_assert_int_eq(meta_insert(m, &a, name, (size_t)len), 0);
+	}
+	ck_assert_int_eq(meta_sync(m, 1), 0);
+	snprintf(wal, sizeof(wal), "%s-wal", dbpath);
+	fd = open(wal, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	in = resident_pages(fd, &total);
+	if (in * 2 > total) {
+		fprintf(stderr, "test_log_read_ahead: the log's pages stay cached here\n");
+		close(fd);
+		meta_close(m);
+		return;
+	}
+	for (i = 0; i < 60; i++) {
+		struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED);
+
+		len = snprintf(name, sizeof(name), "g%ld", i);
+		ck_assert_int_eq(meta_insert(m, &a, name, (size_t)len), 0);
+	}
+	usleep(300 * 1000); /* the reads asked for */
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	total = ((size_t)st.st_size + (size_t)page - 1) / (size_t)page;
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	vec = malloc(total);
+	ck_assert_ptr_nonnull(vec);
+	ck_assert_int_eq(mincore(map, (size_t)st.st_size, vec), 0);
+	munmap(map, (size_t)st.st_size);
+	/* Read only now: the pages read to find the position were not resident before. */
+	frames = log_frames(fd, 4096);
+	ck_assert_int_lt(frames, 4096); /* the lap started again */
+	first = (32 + frames * (4096 + 24)) / page + 1; /* past the last page written */
+	last = first + 64;
+	ck_assert_int_le(last, (long)total);
+	for (i = first, in = 0; i < last; i++)
+		in += vec[i] & 1;
+	ck_assert_uint_eq(in, (size_t)(last - first));
+	free(vec);
+	close(fd);
+	meta_close(m);
+}
+END_TEST
+
 static Suite *meta_suite(void)
 {
 	Suite *s = suite_create("meta");
@@ -932,6 +1006,7 @@ static Suite *meta_suite(void)
 	tcase_add_test(tc, test_bitmaps);
 	tcase_add_test(tc, test_transactions_and_sync);
 	tcase_add_test(tc, test_log_prefetch);
+	tcase_add_test(tc, test_log_read_ahead);
 	tcase_add_test(tc, test_path);
 	tcase_add_test(tc, test_dir_nlink);
 	tcase_add_test(tc, test_key_len);
