@@ -65,11 +65,13 @@ static void meta_log_willneed(int fd, off_t off, off_t end)
 
 void meta_log_prefetch(struct meta *m)
 {
+	/* A lap of the log: a log the checkpoint let grow past it is read ahead by its commits. */
+	off_t lap = 32 + (off_t)(META_CKPT_PAGES + META_AHEAD_FRAMES) * (m->db_page + 24);
 	struct stat st;
 	int fd = meta_log_fd(m);
 
 	if (fd >= 0 && fstat(fd, &st) == 0)
-		meta_log_willneed(fd, 0, st.st_size);
+		meta_log_willneed(fd, 0, st.st_size < lap ? st.st_size : lap);
 }
 
 /*
