@@ -163,6 +163,8 @@ static void *ofs_syncer(void *arg)
 		}
 		/* Freed runs that stayed free give their blocks back (first, when space is short). */
 		kvb_tick(&ofs->store.kvb);
+		/* The log's pages the kernel evicted, read back before a commit writes into them. */
+		meta_log_prefetch(ofs->store.meta);
 		ofs_watch_space(ofs);
 		/* No eviction worker (it could not start): its passes at this tick. */
 		if (__atomic_load_n(&ofs->evict_in_syncer, __ATOMIC_RELAXED) &&

@@ -155,6 +155,17 @@ int meta_sync(struct meta *m, uint64_t synced_gen);
 int meta_sync_begin(struct meta *m, uint64_t synced_gen);
 int meta_sync_end(struct meta *m);
 /*
+ * Ask the kernel to read back, in the background, the pages of the log
+ * (up to one lap of it) it no longer caches: evicted, or dropped.  A log
+ * frame is a page and a header, so frames straddle the file's pages: a
+ * commit that writes into a page the kernel evicted first reads that
+ * page from the disk, and waits for it while the caller holds its lock
+ * (commits also ask for the frames just ahead of them).  Runs no
+ * statement: it may run while other threads use m; calls to it must not
+ * overlap one another.
+ */
+void meta_log_prefetch(struct meta *m);
+/*
  * A sync of the log failed and no checkpoint has recovered from it yet
  * (the next meta_sync_begin tries): until then no barrier succeeds.  Set
  * also by a checkpoint inside a commit, which may take the error

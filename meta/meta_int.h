@@ -53,6 +53,7 @@ enum {
 	ST_TASK_FINISH,
 	ST_TASK_PENDING,
 	ST_DIR_CHANGED,
+	ST_NLINK,
 	ST_XATTR_GET,
 	ST_XATTR_INSERT,
 	ST_XATTR_UPDATE,
@@ -80,6 +81,11 @@ struct meta {
 	int found_version;             /* of an existing database, before migration */
 	uint64_t changes;               /* namespace and object writes, for group commit */
 	sqlite3_file *wal;              /* the log file, once meta_sync_begin found it */
+	char *wal_path;                 /* the log file's name; NULL if out of memory */
+	int wal_fd;                     /* the prefetches' own descriptor of it, or -1 (atomic) */
+	int db_page;                    /* the database's page size: a log frame is 24 bytes more */
+	int log_last;                   /* frames in the log after the last commit */
+	long log_asked;                 /* frames of log asked for so far in this lap */
 	int log_failed;                 /* a sync of the log failed (atomic): see meta_sync_begin */
 	int (*full_hook)(void *);       /* a write found the disk full: see meta_set_full_hook */
 	void *full_arg;

@@ -191,16 +191,17 @@ int meta_dir_changed(struct meta *m, uint64_t dir, int64_t now, uint32_t *nlink)
 		return -EIO;
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)dir);
 	sqlite3_bind_int64(s, 2, now);
+	ret = meta_changed_one(m, meta_errno(sqlite3_step(s)));
+	meta_finish(s);
+	if (ret || !nlink)
+		return ret;
+	s = m->st[ST_NLINK];
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)dir);
 	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		if (nlink)
-			*nlink = (uint32_t)sqlite3_column_int64(s, 0);
-		/* RETURNING: the change is made once the statement runs to its end. */
-		rc = sqlite3_step(s);
-	}
-	ret = rc == SQLITE_DONE ? 0 : meta_errno(rc);
-	if (!ret && sqlite3_changes(m->db) == 0)
-		ret = -ENOENT;
+	if (rc == SQLITE_ROW)
+		*nlink = (uint32_t)sqlite3_column_int64(s, 0);
+	else
+		ret = rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
 	meta_finish(s);
 	return ret;
 }

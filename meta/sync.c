@@ -10,6 +10,9 @@
 #include "meta_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /*
  * Pages of log before a checkpoint (16 MiB at 4 KiB pages).  A checkpoint
@@ -23,6 +26,76 @@
 #define META_CKPT_PAGES 4096
 
 /*
+ * POSIX_FADV_WILLNEED reads at most the device's readahead window per call
+ * (force_page_cache_ra): the file is asked for in pieces no larger than
+ * the smallest usual window.  Pages still cached cost a lookup each.
+ */
+#define META_PREFETCH_CHUNK (128 * 1024)
+
+/* Frames of log asked for ahead of the last commit's (about 1 MiB at 4 KiB pages). */
+#define META_AHEAD_FRAMES 256
+
+/*
+ * The descriptor of the log both prefetches use, opened by whichever runs
+ * first (the group-commit thread's, or a commit's): -1 while the log
+ * cannot be opened.
+ */
+static int meta_log_fd(struct meta *m)
+{
+	int fd = __atomic_load_n(&m->wal_fd, __ATOMIC_ACQUIRE), cur = -1;
+
+	if (fd >= 0 || !m->wal_path)
+		return fd;
+	fd = open(m->wal_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (!__atomic_compare_exchange_n(&m->wal_fd, &cur, fd, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		close(fd);
+		return cur;
+	}
+	return fd;
+}
+
+static void meta_log_willneed(int fd, off_t off, off_t end)
+{
+	for (; off < end; off += META_PREFETCH_CHUNK)
+		(void)posix_fadvise(fd, off, META_PREFETCH_CHUNK, POSIX_FADV_WILLNEED);
+}
+
+void meta_log_prefetch(struct meta *m)
+{
+	/* A lap of the log: a log the checkpoint let grow past it is read ahead by its commits. */
+	off_t lap = 32 + (off_t)(META_CKPT_PAGES + META_AHEAD_FRAMES) * (m->db_page + 24);
+	struct stat st;
+	int fd = meta_log_fd(m);
+
+	if (fd >= 0 && fstat(fd, &st) == 0)
+		meta_log_willneed(fd, 0, st.st_size < lap ? st.st_size : lap);
+}
+
+/*
+ * After a commit that left frames in the log: the frames the next commits
+ * write, asked for once the writer is within half the distance of where
+ * the last request ended, so an eviction costs a commit at most a wait
+ * for a read already under way, not a read of its own.
+ */
+static void meta_log_ahead(struct meta *m, int frames)
+{
+	off_t fsz = (off_t)m->db_page + 24, off;
+	int fd;
+
+	if (frames < m->log_last)
+		m->log_asked = 0; /* a new lap: the log starts again at its first frame */
+	m->log_last = frames;
+	if ((long)frames + META_AHEAD_FRAMES / 2 <= m->log_asked || (fd = meta_log_fd(m)) < 0)
+		return;
+	off = 32 + (off_t)frames * fsz; /* the log's header, then the frames */
+	meta_log_willneed(fd, off, off + META_AHEAD_FRAMES * fsz);
+	m->log_asked = (long)frames + META_AHEAD_FRAMES;
+}
+
+/*
  * sqlite's automatic checkpoint, as sqlite runs it, but with its errors
  * kept: sqlite drops them, and a failed sync there may be the only report
  * of lost log pages (the kernel reports a writeback error once per open
@@ -34,6 +107,7 @@ int meta_wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 	struct meta *m = arg;
 	int rc;
 
+	meta_log_ahead(m, pages);
 	/*
 	 * Not after a failure: a passive checkpoint leaves the damaged log in
 	 * place, whose replay after a crash would lay its older pages over the

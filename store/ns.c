@@ -52,18 +52,21 @@ static int ns_check_key(struct ofs_store *s, uint64_t dir, size_t namelen, size_
 
 /*
  * An entry of dir was made, removed or renamed: its mtime and ctime become
- * now, in the store and in memory, with the link count the store keeps.
- * Inside the change's transaction; if that fails, ns_dir_reload.
+ * now, in the store and in memory, with the link count the store keeps,
+ * read again only when the entry is a directory (subdir): a file's entry
+ * leaves it as it was.  Inside the change's transaction; if that fails,
+ * ns_dir_reload.
  */
-static int ns_dir_changed(struct ofs_store *s, uint64_t dir, int64_t now)
+static int ns_dir_changed(struct ofs_store *s, uint64_t dir, int64_t now, int subdir)
 {
-	struct ofs_object *d;
+	struct ofs_object *d = ofs_object_find(s, dir);
 	uint32_t nlink = 0;
-	int ret = meta_dir_changed(s->meta, dir, now, &nlink);
+	int ret = meta_dir_changed(s->meta, dir, now, d && subdir ? &nlink : NULL);
 
-	if (!ret && (d = ofs_object_find(s, dir))) {
+	if (!ret && d) {
 		d->m.mtime = d->m.ctime = now;
-		d->m.nlink = nlink;
+		if (subdir)
+			d->m.nlink = nlink;
 	}
 	return ret;
 }
@@ -137,7 +140,7 @@ int ofs_ns_make(struct ofs_store *s, uint64_t parent, const char *name, mode_t m
 	if (!ret) {
 		ret = meta_insert(s->meta, m, name, strlen(name));
 		if (!ret)
-			ret = ns_dir_changed(s, parent, m->ctime);
+			ret = ns_dir_changed(s, parent, m->ctime, S_ISDIR(mode));
 		if (!ret)
 			ret = meta_commit(s->meta);
 		else
@@ -236,7 +239,7 @@ static int ns_drop_entry_once(struct ofs_store *s, const struct meta_inode *m,
 	if (ret) {
 		meta_rollback(s->meta);
 	} else {
-		ret = ns_dir_changed(s, m->parent, ofs_now());
+		ret = ns_dir_changed(s, m->parent, ofs_now(), S_ISDIR(m->mode));
 		if (!ret)
 			ret = meta_commit(s->meta);
 		else
@@ -364,7 +367,7 @@ int ofs_ns_unlink_many(struct ofs_store *s, const uint64_t *parents, const char 
 		}
 		/* Keys of a batch usually share a directory: its times once per run of them. */
 		if (parents[i] != last_dir)
-			ret = ns_dir_changed(s, parents[i], now);
+			ret = ns_dir_changed(s, parents[i], now, 0); /* files only: no link count */
 		last_dir = parents[i];
 	}
 	if (!ret)
@@ -518,9 +521,9 @@ again:
 		if (!ret)
 			ret = meta_move(meta, src.ino, newparent, newname, strlen(newname));
 		if (!ret)
-			ret = ns_dir_changed(s, parent, now);
+			ret = ns_dir_changed(s, parent, now, S_ISDIR(src.mode));
 		if (!ret && newparent != parent)
-			ret = ns_dir_changed(s, newparent, now);
+			ret = ns_dir_changed(s, newparent, now, S_ISDIR(src.mode));
 		if (!ret)
 			ret = meta_commit(meta);
 		else

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -889,6 +891,143 @@ START_TEST(test_tenant_evictions)
 }
 END_TEST
 
+/* Pages of fd's file the kernel caches, out of *total. */
+static size_t resident_pages(int fd, size_t *total)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), n, i, in = 0;
+	struct stat st;
+	unsigned char *vec;
+	void *map;
+
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	n = ((size_t)st.st_size + page - 1) / page;
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	vec = malloc(n);
+	ck_assert_ptr_nonnull(vec);
+	ck_assert_int_eq(mincore(map, (size_t)st.st_size, vec), 0);
+	for (i = 0; i < n; i++)
+		in += vec[i] & 1;
+	free(vec);
+	munmap(map, (size_t)st.st_size);
+	*total = n;
+	return in;
+}
+
+/* The log's pages the kernel dropped are read back, so that no commit waits for them. */
+START_TEST(test_log_prefetch)
+{
+	struct meta *m = open_new();
+	char wal[600], name[32];
+	size_t total, in;
+	int fd, i, len;
+
+	for (i = 0; i < 300; i++) {
+		struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED);
+
+		len = snprintf(name, sizeof(name), "f%d", i);
+		ck_assert_int_eq(meta_insert(m, &a, name, (size_t)len), 0);
+	}
+	ck_assert_int_eq(meta_sync(m, 1), 0); /* clean pages: the kernel may drop them */
+	snprintf(wal, sizeof(wal), "%s-wal", dbpath);
+	fd = open(wal, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	in = resident_pages(fd, &total);
+	ck_assert_uint_gt(total, 256);
+	if (in * 2 > total) {
+		/* A filesystem that keeps them (tmpfs): nothing to read back. */
+		fprintf(stderr, "test_log_prefetch: the log's pages stay cached here (%zu of %zu)\n",
+			in, total);
+	} else {
+		struct timespec ts = { 0, 20 * 1000 * 1000 };
+
+		meta_log_prefetch(m);
+		for (i = 0; i < 250 && (in = resident_pages(fd, &total)) < total; i++)
+			nanosleep(&ts, NULL);
+		/* All of them, but for any the kernel took again meanwhile (none without). */
+		ck_assert_uint_ge(in * 4, total * 3);
+	}
+	close(fd);
+	meta_close(m);
+}
+END_TEST
+
+/* Frames of the log's current lap (their salts are the header's): where the next commit writes. */
+static long log_frames(int fd, long page)
+{
+	unsigned char h[32], f[24];
+	long i;
+
+	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	for (i = 0; pread(fd, f, sizeof(f), 32 + i * (page + 24)) == (ssize_t)sizeof(f); i++)
+		if (memcmp(f + 8, h + 16, 8))
+			break;
+	return i;
+}
+
+/* Commits ask for the log's pages ahead of them, so that a lap after an eviction reads ahead. */
+START_TEST(test_log_read_ahead)
+{
+	struct meta *m = open_new();
+	long page = (long)sysconf(_SC_PAGESIZE), frames, first, last, i;
+	unsigned char *vec;
+	char wal[600], name[32];
+	size_t total, in;
+	void *map;
+	struct stat st;
+	int fd, len;
+
+	/* Past a checkpoint (4,096 frames), so the log starts again on pages it has. */
+	for (i = 0; i < 1600; i++) {
+		struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED);
+
+		len = snprintf(name, sizeof(name), "f%ld", i);
+		ck_assert_int_eq(meta_insert(m, &a, name, (size_t)len), 0);
+	}
+	ck_assert_int_eq(meta_sync(m, 1), 0);
+	snprintf(wal, sizeof(wal), "%s-wal", dbpath);
+	fd = open(wal, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	in = resident_pages(fd, &total);
+	if (in * 2 > total) {
+		fprintf(stderr, "test_log_read_ahead: the log's pages stay cached here\n");
+		close(fd);
+		meta_close(m);
+		return;
+	}
+	for (i = 0; i < 60; i++) {
+		struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED);
+
+		len = snprintf(name, sizeof(name), "g%ld", i);
+		ck_assert_int_eq(meta_insert(m, &a, name, (size_t)len), 0);
+	}
+	usleep(300 * 1000); /* the reads asked for */
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	total = ((size_t)st.st_size + (size_t)page - 1) / (size_t)page;
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	vec = malloc(total);
+	ck_assert_ptr_nonnull(vec);
+	ck_assert_int_eq(mincore(map, (size_t)st.st_size, vec), 0);
+	munmap(map, (size_t)st.st_size);
+	/* Read only now: the pages read to find the position were not resident before. */
+	frames = log_frames(fd, 4096);
+	ck_assert_int_lt(frames, 4096); /* the lap started again */
+	first = (32 + frames * (4096 + 24)) / page + 1; /* past the last page written */
+	last = first + 64;
+	ck_assert_int_le(last, (long)total);
+	for (i = first, in = 0; i < last; i++)
+		in += vec[i] & 1;
+	/* All of them, but for any the kernel took again meanwhile (none without). */
+	ck_assert_uint_ge(in * 4, (size_t)(last - first) * 3);
+	free(vec);
+	close(fd);
+	meta_close(m);
+}
+END_TEST
+
 static Suite *meta_suite(void)
 {
 	Suite *s = suite_create("meta");
@@ -909,6 +1048,8 @@ static Suite *meta_suite(void)
 	tcase_add_test(tc, test_recover_and_mappings);
 	tcase_add_test(tc, test_bitmaps);
 	tcase_add_test(tc, test_transactions_and_sync);
+	tcase_add_test(tc, test_log_prefetch);
+	tcase_add_test(tc, test_log_read_ahead);
 	tcase_add_test(tc, test_path);
 	tcase_add_test(tc, test_dir_nlink);
 	tcase_add_test(tc, test_lookup_brief_in_read_txn);
