@@ -1028,6 +1028,91 @@ START_TEST(test_log_read_ahead)
 }
 END_TEST
 
+/*
+ * Descriptors of this process open on the log (its path, or that path
+ * " (deleted)"), and how many of them are open read-only; the inode of
+ * the last read-only one in *ino.
+ */
+static int log_fds(const char *wal, int *rdonly, ino_t *ino)
+{
+	char link[64], target[700], info[64], line[128];
+	size_t wl = strlen(wal);
+	int fd, n = 0;
+
+	*rdonly = 0;
+	for (fd = 0; fd < 1024; fd++) {
+		ssize_t len;
+		FILE *f;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		len = readlink(link, target, sizeof(target) - 1);
+		if (len < 0)
+			continue;
+		target[len] = 0;
+		if (strncmp(target, wal, wl) || (target[wl] && strcmp(target + wl, " (deleted)")))
+			continue;
+		n++;
+		snprintf(info, sizeof(info), "/proc/self/fdinfo/%d", fd);
+		f = fopen(info, "r");
+		ck_assert_ptr_nonnull(f);
+		while (fgets(line, sizeof(line), f)) {
+			unsigned long flags;
+			struct stat st;
+
+			if (sscanf(line, "flags: %lo", &flags) == 1 && (flags & O_ACCMODE) == O_RDONLY &&
+			    fstat(fd, &st) == 0) {
+				(*rdonly)++;
+				*ino = st.st_ino;
+			}
+		}
+		fclose(f);
+	}
+	return n;
+}
+
+/*
+ * The prefetches' descriptor of the log is read-only, is the log sqlite
+ * writes after a truncating checkpoint (the file is truncated, not
+ * replaced), and is closed with the store.
+ */
+START_TEST(test_log_fd_read_only_and_closed)
+{
+	struct meta *m = open_new();
+	char wal[600], name[32];
+	struct stat st;
+	int i, len, rdonly;
+	ino_t ino = 0;
+
+	snprintf(wal, sizeof(wal), "%s-wal", dbpath);
+	for (i = 0; i < 20; i++) {
+		struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED);
+
+		len = snprintf(name, sizeof(name), "f%d", i);
+		ck_assert_int_eq(meta_insert(m, &a, name, (size_t)len), 0);
+	}
+	meta_log_prefetch(m);
+	ck_assert_int_eq(log_fds(wal, &rdonly, &ino), 2); /* sqlite's and ours */
+	ck_assert_int_eq(rdonly, 1);
+	ck_assert_int_eq(meta_make_room(m), 0); /* a truncating checkpoint */
+	ck_assert_int_eq(stat(wal, &st), 0);
+	ck_assert_int_eq(st.st_size, 0);
+	for (i = 0; i < 20; i++) {
+		struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED);
+
+		len = snprintf(name, sizeof(name), "g%d", i);
+		ck_assert_int_eq(meta_insert(m, &a, name, (size_t)len), 0);
+	}
+	meta_log_prefetch(m);
+	ck_assert_int_eq(log_fds(wal, &rdonly, &ino), 2);
+	ck_assert_int_eq(rdonly, 1);
+	ck_assert_int_eq(stat(wal, &st), 0);
+	ck_assert_int_gt(st.st_size, 0);
+	ck_assert_uint_eq(st.st_ino, ino);
+	meta_close(m);
+	ck_assert_int_eq(log_fds(wal, &rdonly, &ino), 0);
+}
+END_TEST
+
 static Suite *meta_suite(void)
 {
 	Suite *s = suite_create("meta");
@@ -1050,6 +1135,7 @@ static Suite *meta_suite(void)
 	tcase_add_test(tc, test_transactions_and_sync);
 	tcase_add_test(tc, test_log_prefetch);
 	tcase_add_test(tc, test_log_read_ahead);
+	tcase_add_test(tc, test_log_fd_read_only_and_closed);
 	tcase_add_test(tc, test_path);
 	tcase_add_test(tc, test_dir_nlink);
 	tcase_add_test(tc, test_lookup_brief_in_read_txn);
