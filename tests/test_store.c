@@ -881,6 +881,52 @@ START_TEST(test_atime_set_after_use_kept)
 }
 END_TEST
 
+/*
+ * A use queued by an open, then a utimens, then the object leaves memory
+ * (the kernel forgot the inode) before the write of atimes: the time set
+ * is written, not the older use.  A use after the object left (a batch
+ * lookup) is newer than the utimens: it wins.
+ */
+START_TEST(test_atime_set_then_forgotten_kept)
+{
+	struct ofs_object b = { 0 }, c = { 0 };
+	struct meta_inode bm, cm, m, got;
+	struct ofs_store s;
+	int64_t later;
+
+	open_store(&s);
+	ofs_evict_init(&s, 1, 90, 80, 10);
+	bm = create(&s, "b", 100, 2);
+	cm = create(&s, "c", 100, 3);
+	pthread_mutex_lock(&s.lock);
+	b.m = bm;
+	c.m = cm;
+	ck_assert_int_eq(ofs_object_insert(&s, &b), 0);
+	ck_assert_int_eq(ofs_object_insert(&s, &c), 0);
+	(void)ofs_evict_touch(&s, &b); /* touch(1) opens the file */
+	(void)ofs_evict_touch(&s, &c);
+	m = b.m;
+	m.atime = 1000000000LL; /* then sets its times: touch -a -d @1 */
+	ck_assert_int_eq(ofs_object_update(&s, &b, &m), 0);
+	m = c.m;
+	m.atime = 2000000000LL;
+	ck_assert_int_eq(ofs_object_update(&s, &c, &m), 0);
+	ofs_object_remove(&s, &b); /* forgotten before the write of atimes */
+	ofs_object_remove(&s, &c);
+	usleep(1000);
+	later = ofs_now();
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, cm.ino, later), 0);
+	pthread_mutex_unlock(&s.lock);
+	ck_assert_int_eq(ofs_evict_flush(&s), 0);
+	ck_assert_int_eq(meta_get(s.meta, bm.ino, &got), 0);
+	ck_assert_int_eq(got.atime, 1000000000LL);
+	ck_assert_int_eq(meta_get(s.meta, cm.ino, &got), 0);
+	ck_assert_int_eq(got.atime, later);
+	ofs_evict_fini(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
 static int count_rows(void *ctx, uint64_t tenant, uint64_t count, uint64_t bytes)
 {
 	(void)tenant;
@@ -1234,6 +1280,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_atime_queued_once_a_round);
 	tcase_add_test(tc, test_atime_without_object);
 	tcase_add_test(tc, test_atime_set_after_use_kept);
+	tcase_add_test(tc, test_atime_set_then_forgotten_kept);
 	tcase_add_test(tc, test_tenant_counts_kept);
 	tcase_add_test(tc, test_writer_waits_for_the_eviction_worker);
 	tcase_add_test(tc, test_failed_write_in_the_middle);
