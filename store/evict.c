@@ -117,10 +117,13 @@ void ofs_evict_fini(struct ofs_store *s)
 	free(e->dirty);
 	free(e->dirty_atime);
 	free(e->loose_slot);
+	free(e->set);
 	e->dirty = NULL;
 	e->dirty_atime = NULL;
 	e->loose_slot = NULL;
+	e->set = NULL;
 	e->ndirty = e->dirty_cap = 0;
+	e->nset = e->set_cap = 0;
 }
 
 #define EVICT_DAY_NS (86400LL * 1000000000LL)
@@ -153,13 +156,63 @@ void ofs_evict_forget(struct ofs_store *s, const struct ofs_object *o)
 
 	/*
 	 * Its queued uses would be written as they were, over a utimens
-	 * made since: the time it was set to goes in their place.
+	 * made since: the time it was set to goes in their place, at the
+	 * write of atimes (one pass for all such objects: many may leave at
+	 * once, after a copy that set every file's times).
 	 */
 	if (o->atime_set_round != e->round + 1)
 		return;
-	for (i = 0; i < e->ndirty; i++)
+	if (e->nset == e->set_cap) {
+		size_t cap = e->set_cap ? 2 * e->set_cap : 64;
+		struct ofs_evict_set *v = realloc(e->set, cap * sizeof(*v));
+
+		if (v) {
+			e->set = v;
+			e->set_cap = cap;
+		}
+	}
+	if (e->nset < e->set_cap) {
+		e->set[e->nset++] = (struct ofs_evict_set){ o->m.ino, o->m.atime, e->ndirty };
+		return;
+	}
+	for (i = 0; i < e->ndirty; i++) /* out of memory: now */
 		if (e->dirty[i] == o->m.ino)
 			e->dirty_atime[i] = o->m.atime;
+}
+
+static int evict_set_cmp(const void *a, const void *b)
+{
+	const struct ofs_evict_set *x = a, *y = b;
+
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return (x->upto > y->upto) - (x->upto < y->upto);
+}
+
+/*
+ * ofs_evict_forget's times over the uses queued before: an ino's last
+ * departure (the latest time set) over every use queued before it.
+ */
+static void evict_apply_sets(struct ofs_evict *e)
+{
+	size_t i;
+
+	qsort(e->set, e->nset, sizeof(*e->set), evict_set_cmp);
+	for (i = 0; i < e->ndirty; i++) {
+		size_t lo = 0, hi = e->nset;
+
+		while (lo < hi) { /* the first entry past this ino's */
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (e->set[mid].ino <= e->dirty[i])
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo && e->set[lo - 1].ino == e->dirty[i] && i < e->set[lo - 1].upto)
+			e->dirty_atime[i] = e->set[lo - 1].atime;
+	}
+	e->nset = 0;
 }
 
 /* ofs_evict_touch at time now. */
@@ -289,6 +342,8 @@ int ofs_evict_flush(struct ofs_store *s)
 		if (ret)
 			ofs_log("cannot record the per-tenant eviction counts: %s", strerror(-ret));
 	}
+	if (e->nset)
+		evict_apply_sets(e);
 	if (e->ndirty) {
 		/*
 		 * The object's own atime wins: a utimens may have set it since.

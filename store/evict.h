@@ -47,6 +47,18 @@ struct ofs_evict {
 	uint64_t round;
 	int loose;               /* some queued without their object: maybe twice */
 	/*
+	 * Objects that left memory this round after a utimens
+	 * (ofs_evict_forget): the time set replaces their uses queued before
+	 * they left (dirty[0, upto)) at the write of atimes.  Under the
+	 * store's lock.
+	 */
+	struct ofs_evict_set {
+		uint64_t ino;
+		int64_t atime;
+		size_t upto;
+	} *set;
+	size_t nset, set_cap;
+	/*
 	 * Where inos queued without their object went this round: a use of
 	 * one again (a key every batch reads) updates its slot instead of
 	 * queuing it once more.  Direct-mapped by ino; a collision only
