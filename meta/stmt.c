@@ -32,8 +32,9 @@ int meta_read_begin(struct meta *m)
 
 void meta_read_end(struct meta *m)
 {
-	if (!sqlite3_get_autocommit(m->db))
-		meta_step_done(m, m->st[ST_COMMIT]);
+	/* A read transaction left open would refuse every later BEGIN. */
+	if (!sqlite3_get_autocommit(m->db) && meta_step_done(m, m->st[ST_COMMIT]))
+		meta_rollback(m);
 }
 
 void meta_rollback(struct meta *m)
