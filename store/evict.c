@@ -324,6 +324,23 @@ static int evict_write_counts(struct ofs_store *s)
 	return ret;
 }
 
+/* The queued atimes and the changed per-tenant counts, in one transaction.  Under s->lock. */
+static int evict_write(struct ofs_store *s)
+{
+	struct ofs_evict *e = &s->evict;
+	int ret = meta_begin(s->meta);
+
+	if (!ret && e->ndirty)
+		ret = meta_set_atimes(s->meta, e->dirty, e->dirty_atime, e->ndirty);
+	if (!ret)
+		ret = evict_write_counts(s);
+	if (!ret)
+		ret = meta_commit(s->meta);
+	else
+		meta_rollback(s->meta);
+	return ret;
+}
+
 int ofs_evict_flush(struct ofs_store *s)
 {
 	struct ofs_evict *e = &s->evict;
@@ -332,13 +349,7 @@ int ofs_evict_flush(struct ofs_store *s)
 
 	pthread_mutex_lock(&s->lock);
 	if (e->tev_dirty && !e->ndirty) {
-		ret = meta_begin(s->meta);
-		if (!ret)
-			ret = evict_write_counts(s);
-		if (!ret)
-			ret = meta_commit(s->meta);
-		else
-			meta_rollback(s->meta);
+		ret = evict_write(s);
 		if (ret)
 			ofs_log("cannot record the per-tenant eviction counts: %s", strerror(-ret));
 	}
@@ -367,16 +378,7 @@ int ofs_evict_flush(struct ofs_store *s)
 		if (e->loose)
 			evict_dedup(e);
 		e->loose = 0;
-		ret = meta_begin(s->meta);
-		if (!ret) {
-			ret = meta_set_atimes(s->meta, e->dirty, e->dirty_atime, e->ndirty);
-			if (!ret)
-				ret = evict_write_counts(s);
-			if (!ret)
-				ret = meta_commit(s->meta);
-			else
-				meta_rollback(s->meta);
-		}
+		ret = evict_write(s);
 		if (ret)
 			ofs_log("cannot record the last use of %zu objects: %s", e->ndirty,
 				strerror(-ret));

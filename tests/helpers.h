@@ -26,4 +26,10 @@ struct meta_inode new_record(struct ofs_store *s, const char *name);
 int sync_with_commit_inside(struct ofs_store *s, pthread_mutex_t *lock, void (*commit)(void *),
 			    void *arg);
 
+/* A commit's arg for sync_with_commit_inside: the store and the object's record. */
+struct store_obj {
+	struct ofs_store *s;
+	struct meta_inode *m;
+};
+
 #endif

@@ -477,11 +477,6 @@ static void commits_past_checkpoint(struct ofs_store *s, int from, pthread_mutex
  * commit at the first point of the barrier where the metadata lock is
  * free, as another thread's commit could.
  */
-struct store_obj {
-	struct ofs_store *s;
-	struct meta_inode *m;
-};
-
 /* The object's next version (v1): two pages of seed 2. */
 static void commit_v1(void *arg)
 {

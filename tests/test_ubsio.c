@@ -691,11 +691,6 @@ END_TEST
  * for recovery.  The hook commits at the first point of the barrier where
  * the metadata lock is free, as another thread could.
  */
-struct store_obj {
-	struct ofs_store *s;
-	struct meta_inode *m;
-};
-
 static void commit_6000(void *arg)
 {
 	struct store_obj *so = arg;
