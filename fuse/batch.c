@@ -15,6 +15,7 @@
  * Lock order: a handle's lock, then store.lock.
  */
 #include "ofs.h"
+#include "epoch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -724,7 +725,7 @@ struct batch_commit_ent {
 
 /* The verified entries as new files, in one transaction.  Under store.lock. */
 static int batch_commit_records(struct ofs *ofs, struct batch_handle *h, const struct batch_req *r,
-				struct batch_commit_ent *ce, struct ofs_batch_status *st,
+				struct batch_commit_ent *ce, struct ofs_batch_desc *st,
 				const struct fuse_ctx *ctx, uint64_t *ncommitted)
 {
 	struct ofs_store *s = &ofs->store;
@@ -798,6 +799,13 @@ static int batch_commit_records(struct ofs *ofs, struct batch_handle *h, const s
 		if (!ce[i].done)
 			continue;
 		(*ncommitted)++;
+		/* The new file's descriptor, which the client may keep. */
+		st[i].bucket = ce[i].map.bucket;
+		st[i].offset = ce[i].map.bucket >= 0 ? ce[i].map.page * s->geom.page_size : 0;
+		st[i].size = ce[i].map.size;
+		st[i].csum = ce[i].csum;
+		st[i].ino = ce[i].ino;
+		ofs_epochs_get(s, ce[i].ino, &st[i].gen, &st[i].epoch);
 		d = ofs_object_find(s, ce[i].dir);
 		if (d)
 			d->m.mtime = d->m.ctime = now;
@@ -810,7 +818,7 @@ static int batch_commit(struct ofs *ofs, struct batch_handle *h, const struct ba
 			const struct fuse_ctx *ctx)
 {
 	struct ofs_store *s = &ofs->store;
-	struct ofs_batch_status *st = batch_reply_alloc(h, r, sizeof(*st));
+	struct ofs_batch_desc *st = batch_reply_alloc(h, r, sizeof(*st));
 	struct batch_commit_ent *ce;
 	uint32_t i, n = r->hdr->n;
 	int sync = (r->hdr->flags & OFS_BATCH_SYNC) != 0, bad = 0, ret = 0, dup;
@@ -953,6 +961,8 @@ static int batch_lookup(struct ofs *ofs, struct batch_handle *h, const struct ba
 		d[i].offset = m.bucket >= 0 ? m.page * ofs->store.geom.page_size : 0;
 		d[i].size = m.size;
 		d[i].csum = m.csum;
+		d[i].ino = m.ino;
+		ofs_epochs_get(&ofs->store, m.ino, &d[i].gen, &d[i].epoch);
 	}
 	if (rd)
 		meta_read_end(ofs->store.meta);
@@ -1035,6 +1045,8 @@ static int batch_info(struct ofs *ofs, struct batch_handle *h, const struct batc
 	in = (void *)(h->reply + sizeof(*hdr));
 	in->page_size = ofs->store.geom.page_size;
 	in->bucket_count = ofs->store.geom.bucket_count;
+	in->flags = (ofs->store.verify ? OFS_BATCH_INFO_VERIFY : 0) |
+		    (ofs->store.epochs ? OFS_BATCH_INFO_EPOCHS : 0);
 	in->rootlen = (uint32_t)strlen(ofs->store.root);
 	if (in->rootlen >= sizeof(in->root))
 		return -ENAMETOOLONG;

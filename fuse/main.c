@@ -461,6 +461,7 @@ static int ofs_daemon_opts(struct ofs_cli *cli, struct ofs *ofs, struct ofs_conf
 		}
 	}
 	cfg->verify = cli->verify != 2;
+	cfg->epochs = 1;
 	ofs->sync_ms = OFS_DEFAULT_SYNC_MS;
 	if (cli->sync_ms) {
 		uint64_t v;

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 #ifdef OFS_XXH_DISPATCH
@@ -21,6 +23,22 @@
 
 #define BATCH_KEYS 1024u /* per request */
 #define BATCH_BUCKETS 256u
+/*
+ * Descriptors kept per tenant (direct-mapped by the key's hash), and for
+ * how long: a kept descriptor is used without asking the daemon, which
+ * then does not see the use; looked up again after this long, a key read
+ * often stays recent for eviction.
+ */
+#define BATCH_KEEP_SLOTS 16384u
+#define BATCH_KEEP_NS (5ull * 1000000000ull)
+
+struct batch_kept {
+	char *key;        /* NULL: empty slot */
+	uint64_t hash;
+	uint64_t taken;   /* CLOCK_MONOTONIC ns */
+	struct offloadfs_desc d; /* fd not kept: looked up from bucket */
+	int32_t bucket;
+};
 
 struct offloadfs_batch {
 	pthread_mutex_t lock;   /* one request (write, then read) at a time */
@@ -35,6 +53,10 @@ struct offloadfs_batch {
 	char *req;              /* request buffer, OFS_BATCH_REQ_MAX bytes; lock */
 	char *reply;            /* reply buffer; lock */
 	size_t replycap;
+	int verify;             /* the store checks what it reads: get_many too */
+	const struct ofs_batch_epochs *ep; /* mapped read-only; NULL: none */
+	pthread_mutex_t keeplock; /* kept */
+	struct batch_kept *kept;  /* BATCH_KEEP_SLOTS; NULL without ep */
 };
 
 static ssize_t full_pwrite(int fd, const void *buf, size_t len, off_t off)
@@ -165,6 +187,127 @@ static int bucket_fd(struct offloadfs_batch *b, int32_t bucket)
 	return fd;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* ROOT's epoch table, read-only; without it every key is looked up and every read checked. */
+static void batch_map_epochs(struct offloadfs_batch *b)
+{
+	char path[4200];
+	struct stat st;
+	void *t;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", b->root, OFS_BATCH_EPOCH_NAME);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	t = MAP_FAILED;
+	if (!fstat(fd, &st) && S_ISREG(st.st_mode) &&
+	    (size_t)st.st_size >= sizeof(struct ofs_batch_epochs))
+		t = mmap(NULL, sizeof(struct ofs_batch_epochs), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (t == MAP_FAILED)
+		return;
+	b->kept = calloc(BATCH_KEEP_SLOTS, sizeof(*b->kept));
+	if (!b->kept || ((const struct ofs_batch_epochs *)t)->magic != OFS_BATCH_EPOCH_MAGIC) {
+		free(b->kept);
+		b->kept = NULL;
+		munmap(t, sizeof(struct ofs_batch_epochs));
+		return;
+	}
+	b->ep = t;
+}
+
+int offloadfs_batch_valid(const struct offloadfs_batch *b, const struct offloadfs_desc *d)
+{
+	const struct ofs_batch_epochs *ep = b->ep;
+
+	if (!ep || !d->gen || d->err)
+		return 0;
+	/* After the caller's reads of the pages, as a seqlock's second check is. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return __atomic_load_n(&ep->live, __ATOMIC_ACQUIRE) == 1 &&
+	       __atomic_load_n(&ep->gen, __ATOMIC_ACQUIRE) == d->gen &&
+	       __atomic_load_n(&ep->slot[d->ino % OFS_BATCH_EPOCH_SLOTS], __ATOMIC_ACQUIRE) ==
+		       d->epoch;
+}
+
+static struct batch_kept *kept_slot(struct offloadfs_batch *b, const char *key, uint64_t *hash)
+{
+	*hash = XXH3_64bits(key, strlen(key));
+	return &b->kept[*hash % BATCH_KEEP_SLOTS];
+}
+
+/* A descriptor of key kept and still valid: 1 and *d. */
+static int kept_get(struct offloadfs_batch *b, const char *key, uint64_t now,
+		    struct offloadfs_desc *d)
+{
+	struct batch_kept *k;
+	uint64_t h;
+	int32_t bucket = -1;
+	int hit;
+
+	if (!b->kept)
+		return 0;
+	k = kept_slot(b, key, &h);
+	pthread_mutex_lock(&b->keeplock);
+	hit = k->key && k->hash == h && now - k->taken < BATCH_KEEP_NS && !strcmp(k->key, key);
+	if (hit) {
+		*d = k->d;
+		bucket = k->bucket;
+	}
+	pthread_mutex_unlock(&b->keeplock);
+	if (!hit)
+		return 0;
+	d->fd = bucket >= 0 ? bucket_fd(b, bucket) : -1;
+	return (bucket < 0 || d->fd >= 0) && offloadfs_batch_valid(b, d);
+}
+
+static void kept_put(struct offloadfs_batch *b, const char *key, int32_t bucket,
+		     const struct offloadfs_desc *d, uint64_t now)
+{
+	struct batch_kept *k;
+	uint64_t h;
+	char *copy;
+
+	if (!b->kept || !d->gen || d->err)
+		return;
+	k = kept_slot(b, key, &h);
+	copy = strdup(key);
+	if (!copy)
+		return;
+	pthread_mutex_lock(&b->keeplock);
+	free(k->key);
+	k->key = copy;
+	k->hash = h;
+	k->taken = now;
+	k->d = *d;
+	k->bucket = bucket;
+	pthread_mutex_unlock(&b->keeplock);
+}
+
+static void kept_drop(struct offloadfs_batch *b, const char *key)
+{
+	struct batch_kept *k;
+	uint64_t h;
+
+	if (!b->kept)
+		return;
+	k = kept_slot(b, key, &h);
+	pthread_mutex_lock(&b->keeplock);
+	if (k->key && k->hash == h && !strcmp(k->key, key)) {
+		free(k->key);
+		k->key = NULL;
+	}
+	pthread_mutex_unlock(&b->keeplock);
+}
+
 struct offloadfs_batch *offloadfs_batch_open(const char *tenant_dir)
 {
 	struct offloadfs_batch *b = calloc(1, sizeof(*b));
@@ -179,6 +322,7 @@ struct offloadfs_batch *offloadfs_batch_open(const char *tenant_dir)
 		b->fds[i] = -1;
 	pthread_mutex_init(&b->lock, NULL);
 	pthread_mutex_init(&b->fdlock, NULL);
+	pthread_mutex_init(&b->keeplock, NULL);
 	snprintf(path, sizeof(path), "%s/%s", tenant_dir, OFS_BATCH_NAME);
 	b->dir = strdup(tenant_dir);
 	b->req = malloc(OFS_BATCH_REQ_MAX);
@@ -204,6 +348,9 @@ struct offloadfs_batch *offloadfs_batch_open(const char *tenant_dir)
 	}
 	memcpy(b->root, in->root, in->rootlen);
 	b->root[in->rootlen] = '\0';
+	b->verify = (in->flags & OFS_BATCH_INFO_VERIFY) != 0;
+	if (in->flags & OFS_BATCH_INFO_EPOCHS)
+		batch_map_epochs(b);
 	return b;
 fail:
 	offloadfs_batch_close(b);
@@ -222,8 +369,14 @@ void offloadfs_batch_close(struct offloadfs_batch *b)
 	for (i = 0; i < (int)BATCH_BUCKETS; i++)
 		if (b->fds[i] >= 0)
 			close(b->fds[i]);
+	if (b->ep)
+		munmap((void *)b->ep, sizeof(*b->ep));
+	for (i = 0; b->kept && i < (int)BATCH_KEEP_SLOTS; i++)
+		free(b->kept[i].key);
+	free(b->kept);
 	pthread_mutex_destroy(&b->lock);
 	pthread_mutex_destroy(&b->fdlock);
+	pthread_mutex_destroy(&b->keeplock);
 	free(b->dir);
 	free(b->req);
 	free(b->reply);
@@ -240,6 +393,7 @@ static int batch_descs(struct offloadfs_batch *b, int op, const char *const *key
 		       const size_t *sizes, size_t n, struct offloadfs_desc *d)
 {
 	size_t i = 0, k, taken, len;
+	uint64_t now = now_ns();
 	int ret = 0, st;
 
 	pthread_mutex_lock(&b->lock);
@@ -263,11 +417,16 @@ static int batch_descs(struct offloadfs_batch *b, int op, const char *const *key
 				o->offset = rd[k].offset;
 				o->size = rd[k].size;
 				o->csum = rd[k].csum;
+				o->ino = rd[k].ino;
+				o->gen = rd[k].gen;
+				o->epoch = rd[k].epoch;
 				if (rd[k].bucket >= 0) {
 					o->fd = bucket_fd(b, rd[k].bucket);
 					if (o->fd < 0)
 						o->err = o->fd;
 				}
+				if (op == OFS_BATCH_LOOKUP)
+					kept_put(b, keys[i + k], rd[k].bucket, o, now);
 			}
 			if (o->err && !ret)
 				ret = o->err;
@@ -298,16 +457,21 @@ int offloadfs_batch_lookup(struct offloadfs_batch *b, const char *const *keys, s
 	return batch_descs(b, OFS_BATCH_LOOKUP, keys, NULL, n, d);
 }
 
-/* COMMIT, DELETE or ABORT: a status per key. */
+/*
+ * COMMIT, DELETE or ABORT: a status per key (a commit's replies are the
+ * new files' descriptors, kept for gets; each reply entry starts with err).
+ */
 static int batch_statuses(struct offloadfs_batch *b, int op, int flags, const char *const *keys,
 			  const size_t *sizes, const uint64_t *const *pcs, size_t n, int *errs)
 {
-	size_t i = 0, k, taken, len;
+	size_t i = 0, k, taken, len, entsize = op == OFS_BATCH_COMMIT ?
+		sizeof(struct ofs_batch_desc) : sizeof(struct ofs_batch_status);
+	uint64_t now = now_ns();
 	int ret = 0, st;
 
 	pthread_mutex_lock(&b->lock);
 	while (i < n) {
-		const struct ofs_batch_status *rs;
+		const char *rs;
 
 		len = batch_build(b, op, flags, keys + i, sizes ? sizes + i : NULL,
 				  pcs ? pcs + i : NULL, n - i, &taken);
@@ -315,14 +479,24 @@ static int batch_statuses(struct offloadfs_batch *b, int op, int flags, const ch
 			ret = -E2BIG;
 			break;
 		}
-		st = batch_call(b, len, sizeof(struct ofs_batch_hdr) + taken * sizeof(*rs));
-		rs = (const void *)(b->reply + sizeof(struct ofs_batch_hdr));
+		st = batch_call(b, len, sizeof(struct ofs_batch_hdr) + taken * entsize);
+		rs = b->reply + sizeof(struct ofs_batch_hdr);
 		for (k = 0; k < taken; k++) {
 			/*
 			 * A failed commit names the entries that failed; the
 			 * others were not committed either (ECANCELED).
 			 */
-			int e = rs[k].err;
+			int e = ((const struct ofs_batch_status *)(const void *)(rs + k * entsize))->err;
+
+			if (!st && !e && op == OFS_BATCH_COMMIT) {
+				const struct ofs_batch_desc *rd = (const void *)(rs + k * entsize);
+				struct offloadfs_desc o = {
+					.offset = rd->offset, .size = rd->size, .csum = rd->csum,
+					.ino = rd->ino, .gen = rd->gen, .epoch = rd->epoch,
+				};
+
+				kept_put(b, keys[i + k], rd->bucket, &o, now);
+			}
 
 			if (st && !e)
 				e = st == -EBADMSG || st == -ENOENT ? -ECANCELED : st;
@@ -502,45 +676,118 @@ out:
 	return ret;
 }
 
+/* Read one object with its descriptor into buf: 0 or a negative errno. */
+static int get_read(const struct offloadfs_desc *d, void *buf, size_t cap)
+{
+	ssize_t r;
+
+	if (d->err)
+		return d->err;
+	if (d->size > cap)
+		return -EOVERFLOW;
+	if (!d->size)
+		return 0;
+	r = full_pread(d->fd, buf, d->size, (off_t)d->offset);
+	if (r < 0)
+		return (int)r;
+	return (uint64_t)r == d->size ? 0 : -EIO;
+}
+
+/*
+ * Descriptors for keys[idx[0..ni)] into d: kept ones when kept is set,
+ * the others looked up in one request.
+ */
+static void get_descs(struct offloadfs_batch *b, const char *const *keys, const size_t *idx,
+		      size_t ni, int kept, struct offloadfs_desc *d, const char **mkeys,
+		      size_t *miss, struct offloadfs_desc *md)
+{
+	uint64_t now = now_ns();
+	size_t j, nm = 0;
+
+	for (j = 0; j < ni; j++) {
+		size_t i = idx[j];
+
+		if (kept && kept_get(b, keys[i], now, &d[i]))
+			continue;
+		miss[nm] = i;
+		mkeys[nm++] = keys[i];
+	}
+	if (!nm)
+		return;
+	offloadfs_batch_lookup(b, mkeys, nm, md);
+	for (j = 0; j < nm; j++)
+		d[miss[j]] = md[j];
+}
+
 int offloadfs_get_many(const char *tenant_dir, const char *const *keys, void *const *bufs,
 		       const size_t *caps, size_t n, size_t *lens, int *errs)
 {
 	struct offloadfs_batch *b;
-	struct offloadfs_desc *d;
-	size_t i;
-	int ret = 0;
+	struct offloadfs_desc *d, *md;
+	const char **mkeys;
+	size_t i, j, ni, nstale, *idx, *miss;
+	int ret = 0, round, *e;
 
 	b = batch_get(tenant_dir, &ret);
 	if (!b)
 		return fail_all(errs, n, ret);
 	d = calloc(n + 1, sizeof(*d));
-	if (!d)
-		return fail_all(errs, n, -ENOMEM);
-	offloadfs_batch_lookup(b, keys, n, d);
-	for (i = 0; i < n; i++) {
-		int e = d[i].err;
-
-		if (!e && d[i].size > caps[i])
-			e = -EOVERFLOW;
-		if (!e && d[i].size) {
-			ssize_t r = full_pread(d[i].fd, bufs[i], d[i].size, (off_t)d[i].offset);
-
-			if (r < 0)
-				e = (int)r;
-			else if ((uint64_t)r != d[i].size)
-				e = -EIO;
-		}
-		/* Pages of a version deleted meanwhile may be reused: the checksum tells. */
-		if (!e && XXH3_64bits(bufs[i], d[i].size) != d[i].csum)
-			e = -EIO;
-		if (lens)
-			lens[i] = e ? 0 : d[i].size;
-		if (errs)
-			errs[i] = e;
-		if (e && !ret)
-			ret = e;
+	md = calloc(n + 1, sizeof(*md));
+	mkeys = calloc(n + 1, sizeof(*mkeys));
+	idx = calloc(n + 1, sizeof(*idx));
+	miss = calloc(n + 1, sizeof(*miss));
+	e = calloc(n + 1, sizeof(*e));
+	if (!d || !md || !mkeys || !idx || !miss || !e) {
+		ret = fail_all(errs, n, -ENOMEM);
+		goto out;
 	}
+	for (i = 0; i < n; i++)
+		idx[i] = i;
+	/*
+	 * A read is good when the key's descriptor was still valid after it
+	 * (docs/batch.md, "Descriptors a client keeps"): the pages were not
+	 * handed to another file meanwhile.  A key whose descriptor went
+	 * stale is looked up and read again, twice at most; then (and
+	 * without an epoch table) the checksum decides, as it does for every
+	 * read when the store verifies.
+	 */
+	for (round = 0, ni = n; ni; round++) {
+		get_descs(b, keys, idx, ni, round == 0, d, mkeys, miss, md);
+		/* Each key checked right after its read, while its bytes are in the CPU's cache. */
+		for (j = 0, nstale = 0; j < ni; j++) {
+			int valid;
+
+			i = idx[j];
+			e[i] = get_read(&d[i], bufs[i], caps[i]);
+			if (d[i].err)
+				continue;
+			valid = offloadfs_batch_valid(b, &d[i]);
+			if (!valid && d[i].gen && round < 2) {
+				kept_drop(b, keys[i]);
+				idx[nstale++] = i;
+				continue;
+			}
+			if (!e[i] && (b->verify || !valid) &&
+			    XXH3_64bits(bufs[i], d[i].size) != d[i].csum)
+				e[i] = -EIO;
+		}
+		ni = nstale;
+	}
+	for (i = 0; i < n; i++) {
+		if (lens)
+			lens[i] = e[i] ? 0 : d[i].size;
+		if (errs)
+			errs[i] = e[i];
+		if (e[i] && !ret)
+			ret = e[i];
+	}
+out:
 	free(d);
+	free(md);
+	free(mkeys);
+	free(idx);
+	free(miss);
+	free(e);
 	return ret;
 }
 
@@ -548,23 +795,38 @@ int offloadfs_exists_many(const char *tenant_dir, const char *const *keys, size_
 			  int *exists)
 {
 	struct offloadfs_batch *b;
-	struct offloadfs_desc *d;
-	size_t i;
+	struct offloadfs_desc *d, *md;
+	const char **mkeys;
+	size_t i, *idx, *miss;
 	int ret = 0;
 
 	b = batch_get(tenant_dir, &ret);
 	if (!b)
 		return ret;
 	d = calloc(n + 1, sizeof(*d));
-	if (!d)
-		return -ENOMEM;
-	offloadfs_batch_lookup(b, keys, n, d);
+	md = calloc(n + 1, sizeof(*md));
+	mkeys = calloc(n + 1, sizeof(*mkeys));
+	idx = calloc(n + 1, sizeof(*idx));
+	miss = calloc(n + 1, sizeof(*miss));
+	if (!d || !md || !mkeys || !idx || !miss) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		idx[i] = i;
+	/* A kept, valid descriptor answers without the daemon. */
+	get_descs(b, keys, idx, n, 1, d, mkeys, miss, md);
 	for (i = 0; i < n; i++) {
 		exists[i] = d[i].err == 0;
 		if (d[i].err && d[i].err != -ENOENT && !ret)
 			ret = d[i].err;
 	}
+out:
 	free(d);
+	free(md);
+	free(mkeys);
+	free(idx);
+	free(miss);
 	return ret;
 }
 

@@ -57,6 +57,8 @@ struct offloadfs_desc {
 	uint64_t offset;
 	uint64_t size;
 	uint64_t csum;    /* lookups */
+	/* Lookups: what offloadfs_batch_valid checks (docs/batch.md). */
+	uint64_t ino, gen, epoch;
 };
 struct offloadfs_batch *offloadfs_batch_open(const char *tenant_dir);
 void offloadfs_batch_close(struct offloadfs_batch *b);
@@ -69,6 +71,14 @@ int offloadfs_batch_commit(struct offloadfs_batch *b, const char *const *keys,
 			   int *errs);
 int offloadfs_batch_lookup(struct offloadfs_batch *b, const char *const *keys, size_t n,
 			   struct offloadfs_desc *d);
+/*
+ * 1 while a looked-up descriptor still names its key's content: no
+ * delete, rename or new version of it since, and the daemon that gave
+ * it still serves the store.  Called after reading with d, it says the
+ * bytes read are the key's (the pages were not reused meanwhile); 0
+ * without the daemon's epoch table.
+ */
+int offloadfs_batch_valid(const struct offloadfs_batch *b, const struct offloadfs_desc *d);
 
 #ifdef __cplusplus
 }

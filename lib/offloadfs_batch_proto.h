@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define OFS_BATCH_NAME ".offload-batch"
-#define OFS_BATCH_MAGIC 0x6f666231u  /* "ofb1" */
+#define OFS_BATCH_MAGIC 0x6f666232u  /* "ofb2" */
 #define OFS_BATCH_REQ_MAX (1u << 20) /* one FUSE WRITE (the daemon's max_write) */
 #define OFS_BATCH_KEYS_MAX 4096u
 
@@ -57,27 +57,64 @@ static inline uint32_t ofs_batch_pad8(uint32_t n)
 	return (n + 7u) & ~7u;
 }
 
-/* Reply entry of RESERVE and LOOKUP. */
+/* Reply entry of RESERVE, COMMIT and LOOKUP. */
 struct ofs_batch_desc {
 	int32_t err;      /* 0, or a negative errno for this key */
 	int32_t bucket;   /* -1: no pages (an empty object) */
 	uint64_t offset;  /* bytes into the bucket file */
 	uint64_t size;
-	uint64_t csum;    /* LOOKUP: XXH3-64 of the content */
+	uint64_t csum;    /* COMMIT, LOOKUP: XXH3-64 of the content */
+	/*
+	 * COMMIT, LOOKUP: the file's inode number, and the epoch table's
+	 * generation and the file's slot as they were when this descriptor
+	 * was taken (struct ofs_batch_epochs); 0 when the daemon has no table.
+	 */
+	uint64_t ino;
+	uint64_t gen;
+	uint64_t epoch;
 };
 
-/* Reply entry of COMMIT, DELETE and ABORT. */
+/* Reply entry of DELETE and ABORT. */
 struct ofs_batch_status {
 	int32_t err;
 	int32_t pad;
 };
+
+/* INFO flags. */
+#define OFS_BATCH_INFO_VERIFY 1u  /* the store checks what it reads: so does get_many */
+#define OFS_BATCH_INFO_EPOCHS 2u  /* ROOT/OFS_BATCH_EPOCH_NAME is kept */
 
 /* Reply of INFO; the bucket files are ROOT/bucket_XX.data (two lowercase hex digits). */
 struct ofs_batch_info {
 	uint64_t page_size;
 	uint32_t bucket_count;
 	uint32_t rootlen;
+	uint32_t flags;
+	uint32_t pad;
 	char root[4096];
+};
+
+/*
+ * The epoch table, ROOT/OFS_BATCH_EPOCH_NAME, mapped shared by the daemon
+ * (read-write) and by clients (read-only).  The daemon adds 1 to
+ * slot[ino % OFS_BATCH_EPOCH_SLOTS] whenever a name of file ino goes or
+ * moves, or the file gets a new version, before the pages it leaves can
+ * be used again; and to gen at every mount and unmount and whenever a
+ * directory moves.  A descriptor taken with (gen, epoch) names the key's
+ * current content for as long as live is 1 and both still hold: a client
+ * may keep it and read with it without asking the daemon, and a read
+ * made with it is good if they still hold after the read.
+ */
+#define OFS_BATCH_EPOCH_NAME "batch-epochs"
+#define OFS_BATCH_EPOCH_MAGIC 0x6f66626570636873ull /* "ofbepchs" */
+#define OFS_BATCH_EPOCH_SLOTS 4096u
+
+struct ofs_batch_epochs {
+	uint64_t magic;
+	uint64_t live; /* 1 while a daemon serves the store */
+	uint64_t gen;
+	uint64_t pad[5];
+	uint64_t slot[OFS_BATCH_EPOCH_SLOTS];
 };
 
 #endif

@@ -3,6 +3,7 @@
  * otherwise.
  */
 #include "ns.h"
+#include "store_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -211,6 +212,8 @@ static int ns_drop_name(struct ofs_store *s, const struct meta_inode *m, struct 
 	}
 	if (!ret && S_ISREG(m->mode))
 		s->nfiles--;
+	if (!ret)
+		ofs_epochs_bump(s, m->ino);
 	return ret;
 }
 
@@ -545,8 +548,12 @@ again:
 			o->m.parent = newparent;
 			o->m.ctime = now;
 		}
-		if (S_ISDIR(src.mode))
+		/* Descriptors kept by batch clients name it by its old key. */
+		ofs_epochs_bump(s, src.ino);
+		if (S_ISDIR(src.mode)) {
 			s->dir_renames++; /* the keys below it changed length */
+			ofs_epochs_bump_all(s);
+		}
 		if (to_free.bucket >= 0)
 			kvb_remove(&s->kvb, &to_free);
 	}

@@ -6,6 +6,8 @@
 #include "store_int.h"
 
 #include "htab.h"
+#include "epoch.h"
+#include "offloadfs_batch_proto.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,6 +20,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 
 /* a and b (paths that exist, or their directories) are on one filesystem. */
 static int store_same_fs(const char *a, const char *b)
@@ -85,7 +88,7 @@ static int store_scan_root(const char *root, const char *dbpath, int *buckets, c
 			(*buckets)++;
 			continue;
 		}
-		if (!strcmp(n, KVB_UBSIO_JOURNAL))
+		if (!strcmp(n, KVB_UBSIO_JOURNAL) || !strcmp(n, OFS_BATCH_EPOCH_NAME))
 			continue;
 		if (dbbase && !strncmp(n, dbbase, bl) &&
 		    (!n[bl] || !strcmp(n + bl, "-wal") || !strcmp(n + bl, "-shm") ||
@@ -153,7 +156,9 @@ static int store_set_modes(struct ofs_store *s, const struct ofs_config *cfg, ch
 	}
 	rewinddir(d);
 	while (!ret && (de = readdir(d))) {
-		int bucket = store_is_bucket_name(de->d_name);
+		/* The epoch table is read by the clients that read the buckets. */
+		int bucket = store_is_bucket_name(de->d_name) ||
+			     !strcmp(de->d_name, OFS_BATCH_EPOCH_NAME);
 
 		fd = openat(s->lock_fd, de->d_name,
 			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -415,6 +420,11 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 		snprintf(err, errlen, "%s: %s", s->meta_path, meta_errmsg(s->meta));
 		goto out;
 	}
+	/* Before recovery changes any record: descriptors taken before are stale from here. */
+	if (cfg->epochs && !strcmp(s->backend, "pages") && ofs_epochs_open(s, cfg, err, errlen))
+		ofs_log("no epoch table: batch clients look every key up and check what they "
+			"read (%s)", err);
+	err[0] = '\0';
 	ret = store_set_modes(s, cfg, err, errlen);
 	if (ret)
 		goto out;
@@ -512,6 +522,10 @@ out:
 /* Everything let go, nothing saved: the end of a failed open, or a simulated crash. */
 void ofs_store_crash(struct ofs_store *s)
 {
+	/* Left live, as a crash leaves it: the next mount makes it new. */
+	if (s->epochs)
+		munmap(s->epochs, sizeof(*s->epochs));
+	s->epochs = NULL;
 	meta_close(s->meta);
 	s->meta = NULL;
 	kvb_release(&s->kvb);
@@ -563,6 +577,7 @@ int ofs_store_close(struct ofs_store *s)
 	/* Held again if there is room: the next mount's recovery and snapshot may need it. */
 	if (s->reserve_fd >= 0 && !s->reserve_held)
 		store_reserve_arm(s);
+	ofs_epochs_close(s);
 	ofs_store_crash(s);
 	return ret;
 }

@@ -48,6 +48,8 @@ struct ofs_config {
 	/* Reading: check every byte read against its page checksum; the DRAM tier's size (0: off). */
 	int verify;
 	uint64_t dram_capacity;
+	/* Keep the epoch table batch clients check their descriptors with (the daemon). */
+	int epochs;
 };
 
 /* Defaults of the ubsio backend's options. */
@@ -129,6 +131,7 @@ struct ofs_store {
 	struct ofs_metrics metrics; /* atomics */
 	unsigned long promote_claims; /* the promotion worker's own (promote.c) */
 	struct ofs_evict evict;       /* recency and eviction (evict.h) */
+	struct ofs_batch_epochs *epochs; /* epoch.h; NULL: none kept */
 };
 
 #define OFS_RESERVE_SUFFIX "-reserve"

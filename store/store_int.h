@@ -6,6 +6,7 @@
 #define OFFLOADFS_STORE_INT_H
 
 #include "store.h"
+#include "epoch.h"
 
 /* prev_bucket of a durable previous version that was empty (no pages). */
 #define STORE_PREV_EMPTY (-2)

@@ -110,8 +110,10 @@ int ofs_store_commit(struct ofs_store *s, pthread_mutex_t *meta_lock, struct met
 	m.gen = s->gen;
 	ret = meta_commit_object(s->meta, &m, pcsums, map.bucket >= 0 ? map.npages : 0,
 				 map.bucket >= 0 ? map.skey : NULL, op);
-	if (!ret)
+	if (!ret) {
 		*cur = m;
+		ofs_epochs_bump(s, m.ino); /* before the pages it leaves can be reused */
+	}
 	if (meta_lock)
 		pthread_mutex_unlock(meta_lock);
 	kvb_obj_commit_done(&s->kvb, obj, ret == 0);

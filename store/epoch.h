@@ -1,0 +1,26 @@
+/*
+ * epoch.h: the epoch table batch clients validate their descriptors with
+ * (ROOT/batch-epochs; layout in lib/offloadfs_batch_proto.h, use in
+ * docs/batch.md, "Descriptors a client keeps").  Only the daemon keeps it:
+ * s->epochs is NULL in tools and when the table could not be made.
+ */
+#ifndef OFS_STORE_EPOCH_H
+#define OFS_STORE_EPOCH_H
+
+#include <stdint.h>
+
+struct ofs_store;
+struct ofs_config;
+
+/* Map (or make) the table, gen + 1, live.  Failing leaves s->epochs NULL: not fatal. */
+int ofs_epochs_open(struct ofs_store *s, const struct ofs_config *cfg, char *err, size_t errlen);
+/* Not live, gen + 1, unmapped. */
+void ofs_epochs_close(struct ofs_store *s);
+/* ino's names or content changed: descriptors of it are stale.  Under s->lock. */
+void ofs_epochs_bump(struct ofs_store *s, uint64_t ino);
+/* Every descriptor is stale (a directory moved).  Under s->lock. */
+void ofs_epochs_bump_all(struct ofs_store *s);
+/* ino's (gen, epoch) now, for a descriptor; zeros without a table.  Under s->lock. */
+void ofs_epochs_get(const struct ofs_store *s, uint64_t ino, uint64_t *gen, uint64_t *epoch);
+
+#endif

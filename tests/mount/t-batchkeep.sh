@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# t-batchkeep.sh: descriptors a batch client keeps (docs/batch.md,
+# "Descriptors a client keeps"), with -o verify and -o noverify (where no
+# checksum stands behind a stale descriptor).  One client process keeps the
+# descriptors of its puts and lookups; then a POSIX unlink, an overwrite,
+# a rename of the key or of its directory, a delete_many from another
+# process, and a delete whose pages a later put reuses must each make its
+# next get_many and exists_many answer for the key as it is now, never with
+# the bytes it had.  The epoch table (ROOT/batch-epochs): live while
+# mounted, not after an unmount, a new generation at every mount and after
+# a kill -9; a table of the wrong size or magic is made new; fsck is clean
+# with it in ROOT.
+set -u
+. "$(dirname "$0")/lib.sh"
+
+PYLIB="$OFS_TESTS_DIR/../../lib/python"
+export OFFLOADFS_BATCH_LIB=${OFFLOADFS_BATCH_LIB:-"$OFS_BUILD/liboffloadfs_batch.so"}
+[ "$OFS_BACKEND" == pages ] || {
+	skip "kept descriptors" "the batch interface is pages-only"
+	ofs_done
+}
+
+# table FIELD: live or gen of ROOT/batch-epochs (struct ofs_batch_epochs).
+table() {
+	python3 -c '
+import struct, sys
+magic, live, gen = struct.unpack_from("<QQQ", open(sys.argv[1], "rb").read(24))
+print({"live": live, "gen": gen, "magic": "%x" % magic}[sys.argv[2]])
+' "$ROOT/batch-epochs" "$1"
+}
+
+# The client: prints "NAME<TAB>EXPECTED<TAB>GOT" per check.
+cat >"$TESTDIR/keep.py" <<'EOF'
+import os, subprocess, sys
+sys.path.insert(0, sys.argv[2])
+import offloadfs_batch as ob
+
+mnt, t = sys.argv[1], sys.argv[1] + "/t1"
+tn = ob.Tenant(t)
+S = 131072
+
+def block(tag, i):
+    return (tag * (S // len(tag) + 1))[:S] if i is None else bytes([i % 251]) * S
+
+def get(key, size=S):
+    buf = [bytearray(size)]
+    sizes, errs = tn.get_many_errs([key], buf)
+    if errs[0]:
+        return "errno %d" % -errs[0]
+    return "bytes %s" % bytes(buf[0][:sizes[0]])[:8].hex()
+
+def show(name, want, got):
+    print("%s\t%s\t%s" % (name, want, got), flush=True)
+
+def barrier():
+    fd = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
+    os.fsync(fd)
+    os.close(fd)
+
+A, B, C, N = block(b"aaaa", None), block(b"bbbb", None), block(b"cccc", None), block(b"nnnn", None)
+tn.put_many(["a", "b", "c", "d/x"], [A, B, C, A])
+# The daemon stopped: what get_many and exists_many answer comes from the kept descriptors.
+import signal, threading, time
+os.kill(int(sys.argv[3]), signal.SIGSTOP)
+threading.Timer(3, os.kill, (int(sys.argv[3]), signal.SIGCONT)).start()
+t0 = time.monotonic()
+got = get("a"), tn.exists_many(["b", "c", "d/x"])
+fast = time.monotonic() - t0 < 2
+os.kill(int(sys.argv[3]), signal.SIGCONT)
+show("get_many with the descriptors its put kept, the daemon stopped", "bytes " + A[:8].hex(),
+     got[0])
+show("exists_many with them", "[True, True, True]", str(got[1]))
+show("neither asked the daemon", "True", str(fast))
+
+os.remove(t + "/a")
+show("after a POSIX unlink, get_many of the key", "errno 2", get("a"))
+show("after a POSIX unlink, exists_many of the key", "[False]", str(tn.exists_many(["a"])))
+
+with open(t + "/b", "wb") as f:
+    f.write(N[:S // 2])
+show("after a POSIX overwrite, get_many gives the new content", "bytes " + N[:8].hex(),
+     get("b"))
+buf = [bytearray(S)]
+show("... and its new size", str(S // 2), str(tn.get_many_errs(["b"], buf)[0][0]))
+
+os.rename(t + "/c", t + "/c2")
+show("after a rename, the old key is missing", "errno 2", get("c"))
+show("after a rename, the new key has the bytes", "bytes " + C[:8].hex(), get("c2"))
+
+os.rename(t + "/d", t + "/e")
+show("after a rename of its directory, the old key is missing", "errno 2", get("d/x"))
+show("the key under the new directory has the bytes", "bytes " + A[:8].hex(), get("e/x"))
+
+tn.put_many(["o"], [C])
+get("o")
+subprocess.run([sys.executable, "-c", """
+import sys
+sys.path.insert(0, sys.argv[2])
+import offloadfs_batch as ob
+ob.Tenant(sys.argv[1]).delete_many(["o"])
+""", t, sys.argv[2]], check=True)
+show("after a delete_many by another process, get_many of the key", "errno 2", get("o"))
+
+# Pages freed and used again: descriptors of the old key must not read the new bytes.
+tn.put_many(["p"], [A])
+get("p")
+old = os.getxattr(t + "/p", "user.offload.descriptor")
+os.remove(t + "/p")
+barrier()
+keys = ["q%d" % i for i in range(16)]
+tn.put_many(keys, [block(None, i + 1) for i in range(16)])
+reused = sum(os.getxattr(t + "/" + k, "user.offload.descriptor").split(b" ")[0:2] ==
+             old.split(b" ")[0:2] for k in keys)
+show("a later put reuses the deleted key's pages", "True", str(reused > 0))
+show("after its pages were reused, get_many of the deleted key", "errno 2", get("p"))
+EOF
+
+run_client() {
+	local line name want got
+	while IFS=$'\t' read -r name want got; do
+		check_eq "$1: $name" "$want" "$got"
+	done < <(python3 "$TESTDIR/keep.py" "$MNT" "$PYLIB" "$OFS_PID" 2>"$TESTDIR/keep.err"
+		echo "the client ran to its end	0	$?")
+	[ -s "$TESTDIR/keep.err" ] && echo "# $(head -c 600 "$TESTDIR/keep.err")"
+}
+
+for mode in verify noverify; do
+	ROOT="$TESTDIR/root-$mode"
+	mkdir -p "$ROOT"
+	ofs_mount "bucket_count=1,bucket_size=64M,$mode" || ofs_bail "cannot mount"
+	mkdir "$MNT/t1"
+	check_eq "$mode: the table is live while mounted" 1 "$(table live)"
+	run_client "$mode"
+	G0=$(table gen)
+	ofs_umount || ofs_bail "cannot unmount"
+	check_eq "$mode: not live after an unmount" 0 "$(table live)"
+	check "$mode: a new generation at unmount" test "$(table gen)" -gt "$G0"
+	check_fsck_clean "$mode: fsck with the table in ROOT"
+done
+
+# ---- generations across mounts and kills; a damaged table ----
+ROOT="$TESTDIR/root-gen"
+mkdir -p "$ROOT"
+ofs_mount || ofs_bail "cannot mount"
+G1=$(table gen)
+ofs_kill9 || ofs_bail "cannot kill the daemon"
+check_eq "after kill -9 the table still says live" 1 "$(table live)"
+ofs_mount "$OFS_LAST_OPTS" || ofs_bail "cannot mount after kill -9"
+check "a mount after kill -9 starts a new generation" test "$(table gen)" -gt "$G1"
+ofs_umount || ofs_bail "cannot unmount"
+head -c 100 /dev/urandom >"$ROOT/batch-epochs"
+ofs_mount "$OFS_LAST_OPTS" || ofs_bail "cannot mount over a damaged table"
+check_eq "a table of the wrong size is made new" 32832 "$(stat -c %s "$ROOT/batch-epochs")"
+check_eq "... with its magic" 6f66626570636873 "$(table magic)"
+check_eq "... and live" 1 "$(table live)"
+ofs_umount || ofs_bail "cannot unmount"
+ofs_done
