@@ -10,6 +10,9 @@
  *   taken TENANT [rmdir]      a name created (or the key's directory removed) through the
  *                             mount between reserve and commit
  *   race TENANT ROUNDS        commits racing unlinks of the same key
+ *   stale TENANT              a looked-up descriptor is valid, and not once its key was
+ *                             deleted and its pages put again: prints "VALID_BEFORE
+ *                             VALID_AFTER reused|kept" (what the old descriptor read)
  *   bench TENANT N SIZE ROUNDS SCRATCH   put_many/get_many against raw pwrite/pread and per-key files
  */
 #include <errno.h>
@@ -579,6 +582,52 @@ static int cmd_bench(const char *t, size_t n, size_t size, unsigned rounds, cons
 	return 0;
 }
 
+static int cmd_stale(const char *t)
+{
+	const size_t size = 131072;
+	char *keys[17], *bufs[17], *want = malloc(size), *got = malloc(size), path[4200];
+	size_t lens[17], i;
+	int errs[17], before, after, fd, ret;
+	struct offloadfs_batch *b = offloadfs_batch_open(t);
+	struct offloadfs_desc d;
+
+	if (!b || !want || !got)
+		die("open", -errno);
+	for (i = 0; i < 17; i++) {
+		keys[i] = malloc(16);
+		snprintf(keys[i], 16, "s%zu", i);
+		bufs[i] = malloc(size);
+		fill(bufs[i], size, i ? 8 : 7, i);
+		lens[i] = size;
+	}
+	memcpy(want, bufs[0], size);
+	ret = offloadfs_put_many(t, (const char *const *)keys, (const void *const *)bufs, lens, 1,
+				 0, errs);
+	if (!ret)
+		ret = offloadfs_batch_lookup(b, (const char *const *)keys, 1, &d);
+	if (ret)
+		die("put and lookup", ret);
+	before = offloadfs_batch_valid(b, &d);
+	/* Deleted, its pages freed by a barrier (fsync of a directory), then put again. */
+	snprintf(path, sizeof(path), "%s/%s", t, keys[0]);
+	if (unlink(path))
+		die("unlink", -errno);
+	fd = open(t, O_RDONLY | O_DIRECTORY);
+	if (fd < 0 || fsync(fd))
+		die("fsync", -errno);
+	close(fd);
+	ret = offloadfs_put_many(t, (const char *const *)keys + 1, (const void *const *)bufs + 1,
+				 lens + 1, 16, 0, errs);
+	if (ret)
+		die("put again", ret);
+	if (pread(d.fd, got, size, (off_t)d.offset) != (ssize_t)size)
+		die("pread", -errno);
+	after = offloadfs_batch_valid(b, &d);
+	printf("%d %d %s\n", before, after, memcmp(got, want, size) ? "reused" : "kept");
+	offloadfs_batch_close(b);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -599,6 +648,8 @@ int main(int argc, char **argv)
 		return cmd_badsum(argv[2]);
 	if (!strcmp(argv[1], "taken"))
 		return cmd_taken(argv[2], argc > 3 && !strcmp(argv[3], "rmdir"));
+	if (!strcmp(argv[1], "stale"))
+		return cmd_stale(argv[2]);
 	if (!strcmp(argv[1], "race") && argc > 3)
 		return cmd_race(argv[2], (unsigned)strtoul(argv[3], NULL, 0));
 	if (!strcmp(argv[1], "bench") && argc > 6)

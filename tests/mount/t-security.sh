@@ -63,6 +63,8 @@ check_eq "data_group: ROOT 0750 in the group" "750 $GID" "$(stat -c '%a %g' "$RO
 check_eq "data_group: bucket files 0640 in the group" "640 $GID 640 $GID" \
 	"$(stat -c '%a %g' "$ROOT/bucket_00.data" "$ROOT/bucket_02.data" | tr '\n' ' ' | sed 's/ $//')"
 check_eq "data_group: the database stays 0600" 600 "$(stat -c %a "$ROOT/offloadfs.db")"
+check_eq "data_group: the batch epoch table 0640 in the group, as the buckets" "640 $GID" \
+	"$(stat -c '%a %g' "$ROOT/batch-epochs")"
 GROUPS_OF_NOBODY=$GID
 d=$(desc "$MNT/t/f")
 bf=$(sed -n 's/^file_path=//p' <<<"$d")
@@ -76,8 +78,8 @@ check_fails "data_group: others cannot read a bucket file" "Permission denied" \
 	nobody cat "$ROOT/bucket_00.data"
 ofs_umount
 ofs_mount || ofs_bail "cannot remount without data_group"
-check_eq "without data_group again: 0700 and 0600" "700 bucket_00.data 600" \
-	"$(stat -c %a "$ROOT") $(modes bucket_00.data)"
+check_eq "without data_group again: 0700 and 0600" "700 bucket_00.data 600 batch-epochs 600" \
+	"$(stat -c %a "$ROOT") $(modes bucket_00.data batch-epochs)"
 ofs_umount
 refuse_mount "data_group of an unknown group is refused" "invalid data_group" \
 	"data_group=no-such-group-ofs"
