@@ -24,12 +24,13 @@
 #define BATCH_KEYS 1024u /* per request */
 #define BATCH_BUCKETS 256u
 /*
- * Descriptors kept per tenant (direct-mapped by the key's hash), and for
- * how long: a kept descriptor is used without asking the daemon, which
- * then does not see the use; looked up again after this long, a key read
- * often stays recent for eviction.
+ * Descriptors kept per tenant (in sets of BATCH_KEEP_WAYS by the key's
+ * hash, the oldest replaced), and for how long: a kept descriptor is used
+ * without asking the daemon, which then does not see the use; looked up
+ * again after this long, a key read often stays recent for eviction.
  */
 #define BATCH_KEEP_SLOTS 16384u
+#define BATCH_KEEP_WAYS 8u
 #define BATCH_KEEP_NS (5ull * 1000000000ull)
 
 struct batch_kept {
@@ -238,10 +239,22 @@ int offloadfs_batch_valid(const struct offloadfs_batch *b, const struct offloadf
 		       d->epoch;
 }
 
+/* key's entry in its set when kept, else the slot to keep it in (empty, or the oldest). */
 static struct batch_kept *kept_slot(struct offloadfs_batch *b, const char *key, uint64_t *hash)
 {
+	struct batch_kept *set, *victim;
+	unsigned w;
+
 	*hash = XXH3_64bits(key, strlen(key));
-	return &b->kept[*hash % BATCH_KEEP_SLOTS];
+	set = &b->kept[(*hash % (BATCH_KEEP_SLOTS / BATCH_KEEP_WAYS)) * BATCH_KEEP_WAYS];
+	victim = set;
+	for (w = 0; w < BATCH_KEEP_WAYS; w++) {
+		if (set[w].key && set[w].hash == *hash && !strcmp(set[w].key, key))
+			return &set[w];
+		if (victim->key && (!set[w].key || set[w].taken < victim->taken))
+			victim = &set[w];
+	}
+	return victim;
 }
 
 /* A descriptor of key kept and still valid: 1 and *d. */
@@ -255,8 +268,8 @@ static int kept_get(struct offloadfs_batch *b, const char *key, uint64_t now,
 
 	if (!b->kept)
 		return 0;
-	k = kept_slot(b, key, &h);
 	pthread_mutex_lock(&b->keeplock);
+	k = kept_slot(b, key, &h);
 	hit = k->key && k->hash == h && now - k->taken < BATCH_KEEP_NS && !strcmp(k->key, key);
 	if (hit) {
 		*d = k->d;
@@ -278,11 +291,11 @@ static void kept_put(struct offloadfs_batch *b, const char *key, int32_t bucket,
 
 	if (!b->kept || !d->gen || d->err)
 		return;
-	k = kept_slot(b, key, &h);
 	copy = strdup(key);
 	if (!copy)
 		return;
 	pthread_mutex_lock(&b->keeplock);
+	k = kept_slot(b, key, &h);
 	free(k->key);
 	k->key = copy;
 	k->hash = h;
@@ -299,8 +312,8 @@ static void kept_drop(struct offloadfs_batch *b, const char *key)
 
 	if (!b->kept)
 		return;
-	k = kept_slot(b, key, &h);
 	pthread_mutex_lock(&b->keeplock);
+	k = kept_slot(b, key, &h);
 	if (k->key && k->hash == h && !strcmp(k->key, key)) {
 		free(k->key);
 		k->key = NULL;
