@@ -1,7 +1,8 @@
 /*
  * offloadfs_batch: put, get, test and delete many keys of an offloadfs
  * tenant at once (pages backend).  Each call costs two FUSE round trips
- * per batch of up to 1,024 keys, whatever their number; the bytes move
+ * per batch of up to 1,024 keys, whatever their number, and gets and
+ * tests of keys whose descriptors the process kept none; the bytes move
  * with pwrite/pread on the bucket files, which the process opens once.
  *
  * Keys are paths below the tenant directory ("Qwen/Qwen3-32B/abc_0_k").
