@@ -149,11 +149,27 @@ static ssize_t evict_queue(struct ofs_evict *e, uint64_t ino, int64_t atime)
 	return (ssize_t)e->ndirty++;
 }
 
+/* ino's slot in e->loose_slot, or NULL when out of memory. */
+static struct ofs_evict_loose *evict_loose_of(struct ofs_evict *e, uint64_t ino)
+{
+	return e->loose_slot ? &e->loose_slot[(ino * 0x9E3779B97F4A7C15ULL) >> (64 - EVICT_LOOSE_BITS)]
+			     : NULL;
+}
+
 void ofs_evict_forget(struct ofs_store *s, const struct ofs_object *o)
 {
 	struct ofs_evict *e = &s->evict;
+	struct ofs_evict_loose *l = evict_loose_of(e, o->m.ino);
 	size_t i;
 
+	/*
+	 * A use from now on is queued after the object's uses, not into a
+	 * slot queued before it was loaded: the last queued of an ino is its
+	 * last use (evict_dedup), and a slot before a utimens takes the time
+	 * set (evict_apply_sets).
+	 */
+	if (l && l->ino == o->m.ino)
+		l->round = 0;
 	/*
 	 * Its queued uses would be written as they were, over a utimens
 	 * made since: the time it was set to goes in their place, at the
@@ -252,7 +268,7 @@ int ofs_evict_touch_ino(struct ofs_store *s, uint64_t ino, int64_t now)
 	if (o)
 		return evict_touch_at(s, o, now);
 	/* No object: nothing the kernel caches to drop; the record takes the time. */
-	l = e->loose_slot ? &e->loose_slot[(ino * 0x9E3779B97F4A7C15ULL) >> (64 - EVICT_LOOSE_BITS)] : NULL;
+	l = evict_loose_of(e, ino);
 	if (l && l->round == e->round + 1 && l->ino == ino && l->slot < e->ndirty &&
 	    e->dirty[l->slot] == ino) {
 		e->dirty_atime[l->slot] = now;
@@ -273,6 +289,7 @@ int ofs_evict_touch_ino(struct ofs_store *s, uint64_t ino, int64_t now)
 struct evict_dirty {
 	uint64_t ino;
 	int64_t atime;
+	size_t at; /* its slot: the order of the uses */
 };
 
 static int evict_dirty_cmp(const void *a, const void *b)
@@ -281,12 +298,14 @@ static int evict_dirty_cmp(const void *a, const void *b)
 
 	if (x->ino != y->ino)
 		return x->ino < y->ino ? -1 : 1;
-	return (x->atime < y->atime) - (x->atime > y->atime); /* the newest first */
+	return (x->at < y->at) - (x->at > y->at); /* the last queued first */
 }
 
 /*
  * Objects used without being in memory (batch lookups) may be queued many
- * times a tick: keep each ino once, at its last use.  Under s->lock.
+ * times a tick: keep each ino once, at its last use.  That is the last
+ * queued, not the largest time: a use after a utimens to the future ends
+ * at the use's time, as an open would.  Under s->lock.
  */
 static void evict_dedup(struct ofs_evict *e)
 {
@@ -298,6 +317,7 @@ static void evict_dedup(struct ofs_evict *e)
 	for (i = 0; i < e->ndirty; i++) {
 		v[i].ino = e->dirty[i];
 		v[i].atime = e->dirty_atime[i];
+		v[i].at = i;
 	}
 	qsort(v, e->ndirty, sizeof(*v), evict_dirty_cmp);
 	for (i = 0; i < e->ndirty; i++) {
@@ -358,9 +378,11 @@ int ofs_evict_flush(struct ofs_store *s)
 	if (e->ndirty) {
 		/*
 		 * The object's own atime wins: a utimens may have set it since.
-		 * An object queued by a use that found it out of memory and
-		 * loaded since holds the record's older time: the later wins,
-		 * unless a utimens has set it since the use.
+		 * An object queued by a use that found it out of memory, or by
+		 * an earlier object of its ino, and loaded since holds the
+		 * record's time from before those uses: the uses win, the last
+		 * queued last, whatever the times (the record's may be a
+		 * utimens to the future), unless a utimens has set it since.
 		 */
 		for (i = 0; i < e->ndirty; i++) {
 			struct ofs_object *o = ofs_object_find(s, e->dirty[i]);
@@ -368,7 +390,7 @@ int ofs_evict_flush(struct ofs_store *s)
 			if (!o)
 				continue;
 			if (o->atime_round != e->round + 1 && o->atime_set_round != e->round + 1 &&
-			    o->m.atime < e->dirty_atime[i]) {
+			    o->m.atime != e->dirty_atime[i]) {
 				o->m.atime = e->dirty_atime[i];
 				if (e->moved)
 					e->moved(e->gone_arg, o->m.ino);

@@ -922,6 +922,85 @@ START_TEST(test_atime_set_then_forgotten_kept)
 }
 END_TEST
 
+/*
+ * A use that comes after a utimens wins whatever time was set, in the
+ * future or the past: the object opened after touch -a -d.  b: opened, set
+ * to the future, forgotten, then used by a batch lookup.  c: used by a
+ * batch lookup before it was loaded (its loose slot), set to the past,
+ * forgotten, then used again.  d: used while out of memory, loaded, set
+ * to the future, forgotten, no use since: the time set stays.  e: as b,
+ * then loaded again before the write of atimes, from the record that
+ * holds the future time.
+ */
+START_TEST(test_atime_use_after_set_wins)
+{
+	struct ofs_object b = { 0 }, c = { 0 }, d = { 0 }, e = { 0 }, e2 = { 0 };
+	struct meta_inode bm, cm, dm, em, m, got;
+	int64_t future = ofs_now() + 365 * 86400LL * 1000000000LL, later;
+	struct ofs_store s;
+
+	open_store(&s);
+	ofs_evict_init(&s, 1, 90, 80, 10);
+	bm = create(&s, "b", 100, 2);
+	cm = create(&s, "c", 100, 3);
+	dm = create(&s, "d", 100, 4);
+	em = create(&s, "e", 100, 5);
+	pthread_mutex_lock(&s.lock);
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, cm.ino, ofs_now()), 0);
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, dm.ino, ofs_now()), 0);
+	b.m = bm;
+	c.m = cm;
+	d.m = dm;
+	e.m = em;
+	ck_assert_int_eq(ofs_object_insert(&s, &b), 0);
+	ck_assert_int_eq(ofs_object_insert(&s, &c), 0);
+	ck_assert_int_eq(ofs_object_insert(&s, &d), 0);
+	ck_assert_int_eq(ofs_object_insert(&s, &e), 0);
+	(void)ofs_evict_touch(&s, &b);
+	(void)ofs_evict_touch(&s, &e);
+	m = b.m;
+	m.atime = future;
+	ck_assert_int_eq(ofs_object_update(&s, &b, &m), 0);
+	m = c.m;
+	m.atime = 1000000000LL;
+	ck_assert_int_eq(ofs_object_update(&s, &c, &m), 0);
+	m = d.m;
+	m.atime = future;
+	ck_assert_int_eq(ofs_object_update(&s, &d, &m), 0);
+	m = e.m;
+	m.atime = future;
+	ck_assert_int_eq(ofs_object_update(&s, &e, &m), 0);
+	ofs_object_remove(&s, &b);
+	ofs_object_remove(&s, &c);
+	ofs_object_remove(&s, &d);
+	ofs_object_remove(&s, &e);
+	usleep(1000);
+	later = ofs_now();
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, bm.ino, later), 0);
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, cm.ino, later), 0);
+	ck_assert_int_eq(ofs_evict_touch_ino(&s, em.ino, later), 0);
+	ck_assert_int_eq(meta_get(s.meta, em.ino, &e2.m), 0);
+	ck_assert_int_eq(e2.m.atime, future);
+	ck_assert_int_eq(ofs_object_insert(&s, &e2), 0);
+	pthread_mutex_unlock(&s.lock);
+	ck_assert_int_eq(ofs_evict_flush(&s), 0);
+	ck_assert_int_eq(meta_get(s.meta, bm.ino, &got), 0);
+	ck_assert_int_eq(got.atime, later);
+	ck_assert_int_eq(meta_get(s.meta, cm.ino, &got), 0);
+	ck_assert_int_eq(got.atime, later);
+	ck_assert_int_eq(meta_get(s.meta, dm.ino, &got), 0);
+	ck_assert_int_eq(got.atime, future);
+	ck_assert_int_eq(meta_get(s.meta, em.ino, &got), 0);
+	ck_assert_int_eq(got.atime, later);
+	ck_assert_int_eq(e2.m.atime, later);
+	pthread_mutex_lock(&s.lock);
+	ofs_object_remove(&s, &e2);
+	pthread_mutex_unlock(&s.lock);
+	ofs_evict_fini(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
 static int count_rows(void *ctx, uint64_t tenant, uint64_t count, uint64_t bytes)
 {
 	(void)tenant;
@@ -1276,6 +1355,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_atime_without_object);
 	tcase_add_test(tc, test_atime_set_after_use_kept);
 	tcase_add_test(tc, test_atime_set_then_forgotten_kept);
+	tcase_add_test(tc, test_atime_use_after_set_wins);
 	tcase_add_test(tc, test_tenant_counts_kept);
 	tcase_add_test(tc, test_writer_waits_for_the_eviction_worker);
 	tcase_add_test(tc, test_failed_write_in_the_middle);
