@@ -270,7 +270,9 @@ static int kept_get(struct offloadfs_batch *b, const char *key, uint64_t now,
 		return 0;
 	pthread_mutex_lock(&b->keeplock);
 	k = kept_slot(b, key, &h);
-	hit = k->key && k->hash == h && now - k->taken < BATCH_KEEP_NS && !strcmp(k->key, key);
+	/* Signed: another thread may have kept it after this call read the clock. */
+	hit = k->key && k->hash == h && (int64_t)(now - k->taken) < (int64_t)BATCH_KEEP_NS &&
+	      !strcmp(k->key, key);
 	if (hit) {
 		*d = k->d;
 		bucket = k->bucket;
@@ -775,7 +777,7 @@ int offloadfs_get_many(const char *tenant_dir, const char *const *keys, void *co
 			if (d[i].err)
 				continue;
 			valid = offloadfs_batch_valid(b, &d[i]);
-			if (!valid && d[i].gen && round < 2) {
+			if (!valid && b->ep && d[i].gen && round < 2) {
 				kept_drop(b, keys[i]);
 				idx[nstale++] = i;
 				continue;

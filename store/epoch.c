@@ -11,47 +11,135 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
 #include <unistd.h>
+
+/*
+ * Filesystems where a write into blocks a file already has may still need
+ * space (copy-on-write): a store into the mapping would raise SIGBUS there
+ * on a full disk, so no table is kept on them.
+ */
+static int epoch_cow_fs(int fd)
+{
+	struct statfs f;
+
+	if (fstatfs(fd, &f))
+		return 1;
+	switch ((unsigned long)f.f_type) {
+	case 0x9123683eUL: /* btrfs */
+	case 0x2fc12fc1UL: /* zfs */
+	case 0xca451a4eUL: /* bcachefs */
+		return 1;
+	}
+	return 0;
+}
+
+/* Through fd: not live, a new generation (no kept descriptor holds). */
+static void epoch_retire_fd(int fd)
+{
+	uint64_t h[3];
+
+	if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) || h[0] != OFS_BATCH_EPOCH_MAGIC)
+		return;
+	h[1] = 0;
+	h[2]++;
+	if (pwrite(fd, &h[1], 2 * sizeof(h[1]), sizeof(h[0])) != (ssize_t)(2 * sizeof(h[1])))
+		ofs_log("%s: cannot retire it: %s", OFS_BATCH_EPOCH_NAME, strerror(errno));
+}
+
+void ofs_epochs_retire(int root_fd)
+{
+	int fd = openat(root_fd, OFS_BATCH_EPOCH_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd >= 0) {
+		epoch_retire_fd(fd);
+		close(fd);
+	}
+}
+
+/* A new table, every block written (a store into it never needs space later). */
+static int epoch_format(int fd, uint64_t gen)
+{
+	struct ofs_batch_epochs *t = calloc(1, sizeof(*t));
+	ssize_t n;
+
+	if (!t)
+		return -ENOMEM;
+	t->magic = OFS_BATCH_EPOCH_MAGIC;
+	t->gen = gen;
+	n = pwrite(fd, t, sizeof(*t), 0);
+	free(t);
+	if (n == (ssize_t)sizeof(*t) && ftruncate(fd, sizeof(*t)) == 0)
+		return 0;
+	n = n < 0 ? -errno : -ENOSPC;
+	/* Too short for a client to map. */
+	if (ftruncate(fd, 0))
+		ofs_log("%s: cannot empty it: %s", OFS_BATCH_EPOCH_NAME, strerror(errno));
+	return (int)n;
+}
 
 int ofs_epochs_open(struct ofs_store *s, const struct ofs_config *cfg, char *err, size_t errlen)
 {
 	struct ofs_batch_epochs *t;
+	uint64_t h[3] = { 0, 0, 0 };
 	struct stat st;
-	int fd, ret;
+	int fd, ret = 0;
 
 	(void)cfg; /* its mode is set with the bucket files' (store_set_modes) */
 	s->epochs = NULL;
 	fd = openat(s->lock_fd, OFS_BATCH_EPOCH_NAME, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
 		    0600);
-	if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) ||
-	    ((size_t)st.st_size != sizeof(*t) && ftruncate(fd, sizeof(*t)))) {
+	if (fd < 0 || fstat(fd, &st)) {
 		ret = -errno;
-		snprintf(err, errlen, "%s/%s: %s", s->root, OFS_BATCH_EPOCH_NAME,
-			 fd < 0 || errno ? strerror(errno) : "not a regular file");
-		if (fd >= 0)
-			close(fd);
-		return ret ? ret : -EINVAL;
+		snprintf(err, errlen, "%s/%s: %s", s->root, OFS_BATCH_EPOCH_NAME, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		ret = -EINVAL;
+		snprintf(err, errlen, "%s/%s: not a regular file", s->root, OFS_BATCH_EPOCH_NAME);
+		goto out;
+	}
+	/* First of all: whatever follows, descriptors of the last mount no longer hold. */
+	epoch_retire_fd(fd);
+	if (epoch_cow_fs(fd)) {
+		ret = -EOPNOTSUPP;
+		snprintf(err, errlen, "%s: a copy-on-write filesystem (a store into the table "
+			 "could fail on a full disk)", s->root);
+		goto out;
+	}
+	if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h))
+		h[0] = 0;
+	if ((size_t)st.st_size != sizeof(*t) || h[0] != OFS_BATCH_EPOCH_MAGIC) {
+		struct timespec now;
+
+		/* A generation no client of an earlier table of this file can hold. */
+		clock_gettime(CLOCK_REALTIME, &now);
+		ret = epoch_format(fd, (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
+		if (ret) {
+			snprintf(err, errlen, "%s/%s: cannot write it: %s", s->root,
+				 OFS_BATCH_EPOCH_NAME, strerror(-ret));
+			goto out;
+		}
 	}
 	t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	ret = t == MAP_FAILED ? -errno : 0;
-	close(fd);
-	if (ret) {
+	if (t == MAP_FAILED) {
+		ret = -errno;
 		snprintf(err, errlen, "%s/%s: cannot map it: %s", s->root, OFS_BATCH_EPOCH_NAME,
-			 strerror(-ret));
-		return ret;
-	}
-	/* New, or not ours: every slot starts again; gen too, bumped past anything seen. */
-	if (t->magic != OFS_BATCH_EPOCH_MAGIC) {
-		memset(t, 0, sizeof(*t));
-		t->magic = OFS_BATCH_EPOCH_MAGIC;
+			 strerror(errno));
+		goto out;
 	}
 	__atomic_add_fetch(&t->gen, 1, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&t->live, 1, __ATOMIC_SEQ_CST);
 	s->epochs = t;
-	return 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	return ret;
 }
 
 void ofs_epochs_close(struct ofs_store *s)

@@ -16,6 +16,12 @@ struct ofs_config;
 int ofs_epochs_open(struct ofs_store *s, const struct ofs_config *cfg, char *err, size_t errlen);
 /* Not live, gen + 1, unmapped. */
 void ofs_epochs_close(struct ofs_store *s);
+/*
+ * A table left in ROOT (root_fd): not live, gen + 1, through its file.
+ * For whoever changes a store without keeping the table (fsck --repair,
+ * a store opened without one).
+ */
+void ofs_epochs_retire(int root_fd);
 /* ino's names or content changed: descriptors of it are stale.  Under s->lock. */
 void ofs_epochs_bump(struct ofs_store *s, uint64_t ino);
 /* Every descriptor is stale (a directory moved).  Under s->lock. */

@@ -8,6 +8,7 @@
  * transaction; restored bucket files only after it.
  */
 #include "fsck_int.h"
+#include "epoch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -164,6 +165,9 @@ static int fsck_open(const char *root, const char *meta_path, int repair, struct
 			ret == -EBUSY ? "; unmount it first" : "");
 		return 2;
 	}
+	/* A repair may change what a batch client's kept descriptors name. */
+	if (repair)
+		ofs_epochs_retire(*lock_fd);
 	if (!meta_path) {
 		snprintf(path, sizeof(path), "%s/%s", root, OFS_DB_NAME);
 		meta_path = path;

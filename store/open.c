@@ -421,7 +421,9 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 		goto out;
 	}
 	/* Before recovery changes any record: descriptors taken before are stale from here. */
-	if (cfg->epochs && !strcmp(s->backend, "pages") && ofs_epochs_open(s, cfg, err, errlen))
+	if (!cfg->epochs || strcmp(s->backend, "pages"))
+		ofs_epochs_retire(s->lock_fd);
+	else if (ofs_epochs_open(s, cfg, err, errlen))
 		ofs_log("no epoch table: batch clients look every key up and check what they "
 			"read (%s)", err);
 	err[0] = '\0';

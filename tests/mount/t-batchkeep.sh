@@ -10,12 +10,16 @@
 # its pages put again is no longer valid; readers racing a writer that
 # moves runs from key to key never get another key's bytes.  The epoch
 # table (ROOT/batch-epochs): live while mounted, not after an unmount, a
-# new generation at every mount and after a kill -9; a table of the wrong
-# size or magic is made new; fsck is clean with it in ROOT.
+# new generation at every mount and after a kill -9, and after an
+# offloadctl fsck --repair of the store a kill left; a table of the wrong size or
+# magic is made new; fsck is clean with it in ROOT.  A client that cannot
+# map the table looks each key up once; a full ROOT without a table
+# mounts without one.
 set -u
 . "$(dirname "$0")/lib.sh"
 
 PYLIB="$OFS_TESTS_DIR/../../lib/python"
+BT=${OFS_BATCH_TOOL:-"$OFS_BUILD/tests/batch_tool"}
 export OFFLOADFS_BATCH_LIB=${OFFLOADFS_BATCH_LIB:-"$OFS_BUILD/liboffloadfs_batch.so"}
 [ "$OFS_BACKEND" == pages ] || {
 	skip "kept descriptors" "the batch interface is pages-only"
@@ -170,7 +174,7 @@ for mode in verify noverify; do
 	mkdir "$MNT/t1"
 	check_eq "$mode: the table is live while mounted" 1 "$(table live)"
 	run_client "$mode"
-	run "$OFS_BUILD/tests/batch_tool" stale "$MNT/t1"
+	run "$BT" stale "$MNT/t1"
 	check_eq "$mode: a descriptor read after its key was deleted and its pages put again is no longer valid" \
 		"1 0 reused" "$OUT${ERR:+ $ERR}"
 	G0=$(table gen)
@@ -195,5 +199,43 @@ ofs_mount "$OFS_LAST_OPTS" || ofs_bail "cannot mount over a damaged table"
 check_eq "a table of the wrong size is made new" 32832 "$(stat -c %s "$ROOT/batch-epochs")"
 check_eq "... with its magic" 6f66626570636873 "$(table magic)"
 check_eq "... and live" 1 "$(table live)"
+ofs_kill9 || ofs_bail "cannot kill the daemon"
+G2=$(table gen)
+run "$OFSCTL" fsck "$ROOT"
+check_eq "a read-only fsck writes nothing, the table neither" "$G2 1" "$(table gen) $(table live)"
+check "fsck --repair of the store a kill left says no descriptor holds any more" \
+	"$OFSCTL" fsck "$ROOT" --repair
+check_eq "... the table is not live after it" 0 "$(table live)"
+check "... with a new generation" test "$(table gen)" -gt "$G2"
+
+# ---- a client that cannot map the table: one lookup per key, every read checked ----
+ofs_mount "$OFS_LAST_OPTS" -d || ofs_bail "cannot mount with -d"
+mkdir -p "$MNT/t1"
+check "put 8 keys" "$BT" put "$MNT/t1" 8 4096
+before=$(grep -a -c 'opcode: WRITE' "$LOG")
+run unshare -m sh -c "mount --bind /dev/null '$ROOT/batch-epochs' && exec '$BT' get '$MNT/t1' 8 4096"
+check_eq "a client without the table gets every key" 0 "$RC"
+check_eq "... with one INFO and one LOOKUP, as a client with the table looks keys up" 2 \
+	"$(($(grep -a -c 'opcode: WRITE' "$LOG") - before))"
 ofs_umount || ofs_bail "cannot unmount"
+
+# ---- a full ROOT without a table: the store mounts, without one ----
+FS="$TESTDIR/fs"
+mkdir -p "$FS"
+mount -t tmpfs -o size=16M tmpfs "$FS" || ofs_bail "cannot mount a tmpfs"
+ofs_track_mnt "$FS"
+ROOT="$FS/root"
+mkdir "$ROOT"
+ofs_mount "bucket_count=2,bucket_size=64M,meta=$TESTDIR/full-meta.db" || ofs_bail "cannot mount"
+mkdir "$MNT/t1"
+check "put 2 keys" "$BT" put "$MNT/t1" 2 4096
+ofs_umount || ofs_bail "cannot unmount"
+rm -f "$ROOT/batch-epochs"
+dd if=/dev/zero of="$FS/filler" bs=4k 2>/dev/null
+check "a full ROOT without the table: the store mounts" \
+	ofs_mount "bucket_count=2,bucket_size=64M,meta=$TESTDIR/full-meta.db"
+check_grep_log "... and says it keeps no table" "no epoch table"
+check "... get_many looks the keys up and checks them" "$BT" get "$MNT/t1" 2 4096
+ofs_umount || ofs_bail "cannot unmount"
+umount "$FS"
 ofs_done
