@@ -26,7 +26,7 @@ def _load():
     global _lib
     if _lib is not None:
         return _lib
-    names = [os.environ.get("OFFLOADFS_BATCH_LIB"), "liboffloadfs_batch.so.0",
+    names = [os.environ.get("OFFLOADFS_BATCH_LIB"), "liboffloadfs_batch.so.1",
              ctypes.util.find_library("offloadfs_batch")]
     last = None
     for name in names:
