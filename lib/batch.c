@@ -31,7 +31,7 @@
  */
 #define BATCH_KEEP_SLOTS 16384u
 #define BATCH_KEEP_WAYS 8u
-#define BATCH_KEEP_NS (5ull * 1000000000ull)
+#define BATCH_KEEP_NS ((uint64_t)OFS_BATCH_KEEP_S * 1000000000ull)
 
 struct batch_kept {
 	char *key;        /* NULL: empty slot */

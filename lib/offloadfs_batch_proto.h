@@ -108,6 +108,8 @@ struct ofs_batch_info {
 #define OFS_BATCH_EPOCH_NAME "batch-epochs"
 #define OFS_BATCH_EPOCH_MAGIC 0x6f66626570636873ull /* "ofbepchs" */
 #define OFS_BATCH_EPOCH_SLOTS 4096u
+/* How long a client uses a descriptor it kept, from the reply that gave it. */
+#define OFS_BATCH_KEEP_S 5
 
 struct ofs_batch_epochs {
 	uint64_t magic;

@@ -20,73 +20,119 @@
 #include <unistd.h>
 
 /*
- * Filesystems where a write into blocks a file already has may still need
- * space (copy-on-write): a store into the mapping would raise SIGBUS there
- * on a full disk, so no table is kept on them.
+ * Filesystems where a store into a file's own, written blocks needs no
+ * space: the table is written whole at every mount, so the daemon's
+ * stores into its mapping cannot fail on a full disk there (on
+ * copy-on-write ones, and overlays of them, they could: SIGBUS).  FUSE
+ * (a 3FS ROOT): its page_mkwrite allocates nothing.
  */
-static int epoch_cow_fs(int fd)
+static int epoch_fs_ok(int fd)
 {
 	struct statfs f;
 
 	if (fstatfs(fd, &f))
-		return 1;
+		return 0;
 	switch ((unsigned long)f.f_type) {
-	case 0x9123683eUL: /* btrfs */
-	case 0x2fc12fc1UL: /* zfs */
-	case 0xca451a4eUL: /* bcachefs */
+	case 0xef53UL:     /* ext2, ext3, ext4 */
+	case 0x58465342UL: /* xfs */
+	case 0x01021994UL: /* tmpfs */
+	case 0x65735546UL: /* fuse */
 		return 1;
 	}
 	return 0;
 }
 
-/* Through fd: not live, a new generation (no kept descriptor holds). */
-static void epoch_retire_fd(int fd)
+/*
+ * Through fd: not live, a new generation, so no kept descriptor holds.
+ * 0, or -errno when a live table could not be retired.
+ */
+static int epoch_retire_fd(int fd)
 {
 	uint64_t h[3];
 
 	if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) || h[0] != OFS_BATCH_EPOCH_MAGIC)
-		return;
+		return 0; /* not a table a client maps */
+	if (!h[1])
+		return 0; /* not live: its descriptors hold no more */
 	h[1] = 0;
 	h[2]++;
-	if (pwrite(fd, &h[1], 2 * sizeof(h[1]), sizeof(h[0])) != (ssize_t)(2 * sizeof(h[1])))
-		ofs_log("%s: cannot retire it: %s", OFS_BATCH_EPOCH_NAME, strerror(errno));
+	if (pwrite(fd, &h[1], 2 * sizeof(h[1]), sizeof(h[0])) == (ssize_t)(2 * sizeof(h[1])))
+		return 0;
+	return errno ? -errno : -EIO;
 }
 
-void ofs_epochs_retire(int root_fd)
+/*
+ * A live table that cannot be retired (a full copy-on-write disk, a file
+ * the daemon may not write): whatever clients kept from the last daemon
+ * is used for at most OFS_BATCH_KEEP_S seconds after it took it, so that
+ * long after the last daemon's end nothing kept holds.
+ */
+static void epoch_retire_or_wait(int fd, const char *root)
+{
+	int ret = epoch_retire_fd(fd);
+
+	if (!ret)
+		return;
+	ofs_log("%s/%s: cannot retire it (%s); waiting %d s for the descriptors batch clients "
+		"kept to expire", root, OFS_BATCH_EPOCH_NAME, strerror(-ret), OFS_BATCH_KEEP_S);
+	sleep(OFS_BATCH_KEEP_S);
+}
+
+void ofs_epochs_retire(int root_fd, const char *root)
 {
 	int fd = openat(root_fd, OFS_BATCH_EPOCH_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 
 	if (fd >= 0) {
-		epoch_retire_fd(fd);
+		epoch_retire_or_wait(fd, root);
 		close(fd);
+	} else if (errno != ENOENT) {
+		ofs_log("%s/%s: %s; waiting %d s for the descriptors batch clients kept to expire",
+			root, OFS_BATCH_EPOCH_NAME, strerror(errno), OFS_BATCH_KEEP_S);
+		sleep(OFS_BATCH_KEEP_S);
 	}
 }
 
-/* A new table, every block written (a store into it never needs space later). */
-static int epoch_format(int fd, uint64_t gen)
+/*
+ * The whole table written (its content kept when it is one, else a new
+ * one): holes filled and shared blocks unshared, so that no store into
+ * the mapping needs space later.  On failure a file that was not a table
+ * is left too short for a client to map; a table stays as it was
+ * (retired: a client of the last daemon may still map it).
+ */
+static int epoch_write_whole(int fd, const struct stat *st)
 {
 	struct ofs_batch_epochs *t = calloc(1, sizeof(*t));
+	int is_table = 0, ret = 0;
 	ssize_t n;
 
 	if (!t)
 		return -ENOMEM;
-	t->magic = OFS_BATCH_EPOCH_MAGIC;
-	t->gen = gen;
+	if ((size_t)st->st_size == sizeof(*t) && pread(fd, t, sizeof(*t), 0) == (ssize_t)sizeof(*t))
+		is_table = t->magic == OFS_BATCH_EPOCH_MAGIC;
+	if (!is_table) {
+		struct timespec now;
+		uint64_t gen = t->magic == OFS_BATCH_EPOCH_MAGIC ? t->gen + 1 : 0;
+
+		/* A generation no client of an earlier table of this file can hold. */
+		clock_gettime(CLOCK_REALTIME, &now);
+		memset(t, 0, sizeof(*t));
+		t->magic = OFS_BATCH_EPOCH_MAGIC;
+		t->gen = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+		if (t->gen < gen)
+			t->gen = gen;
+	}
 	n = pwrite(fd, t, sizeof(*t), 0);
-	free(t);
-	if (n == (ssize_t)sizeof(*t) && ftruncate(fd, sizeof(*t)) == 0)
-		return 0;
-	n = n < 0 ? -errno : -ENOSPC;
-	/* Too short for a client to map. */
-	if (ftruncate(fd, 0))
+	if (n != (ssize_t)sizeof(*t) || ftruncate(fd, sizeof(*t)))
+		ret = n < 0 || n == (ssize_t)sizeof(*t) ? -errno : -ENOSPC;
+	if (ret && !is_table && ftruncate(fd, 0))
 		ofs_log("%s: cannot empty it: %s", OFS_BATCH_EPOCH_NAME, strerror(errno));
-	return (int)n;
+	free(t);
+	return ret ? ret : 0;
 }
 
 int ofs_epochs_open(struct ofs_store *s, const struct ofs_config *cfg, char *err, size_t errlen)
 {
 	struct ofs_batch_epochs *t;
-	uint64_t h[3] = { 0, 0, 0 };
 	struct stat st;
 	int fd, ret = 0;
 
@@ -97,6 +143,8 @@ int ofs_epochs_open(struct ofs_store *s, const struct ofs_config *cfg, char *err
 	if (fd < 0 || fstat(fd, &st)) {
 		ret = -errno;
 		snprintf(err, errlen, "%s/%s: %s", s->root, OFS_BATCH_EPOCH_NAME, strerror(errno));
+		if (fd < 0)
+			ofs_epochs_retire(s->lock_fd, s->root);
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode)) {
@@ -105,26 +153,18 @@ int ofs_epochs_open(struct ofs_store *s, const struct ofs_config *cfg, char *err
 		goto out;
 	}
 	/* First of all: whatever follows, descriptors of the last mount no longer hold. */
-	epoch_retire_fd(fd);
-	if (epoch_cow_fs(fd)) {
+	epoch_retire_or_wait(fd, s->root);
+	if (!epoch_fs_ok(fd)) {
 		ret = -EOPNOTSUPP;
-		snprintf(err, errlen, "%s: a copy-on-write filesystem (a store into the table "
+		snprintf(err, errlen, "%s: not on ext4, xfs, tmpfs or FUSE (a store into the table "
 			 "could fail on a full disk)", s->root);
 		goto out;
 	}
-	if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h))
-		h[0] = 0;
-	if ((size_t)st.st_size != sizeof(*t) || h[0] != OFS_BATCH_EPOCH_MAGIC) {
-		struct timespec now;
-
-		/* A generation no client of an earlier table of this file can hold. */
-		clock_gettime(CLOCK_REALTIME, &now);
-		ret = epoch_format(fd, (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
-		if (ret) {
-			snprintf(err, errlen, "%s/%s: cannot write it: %s", s->root,
-				 OFS_BATCH_EPOCH_NAME, strerror(-ret));
-			goto out;
-		}
+	ret = epoch_write_whole(fd, &st);
+	if (ret) {
+		snprintf(err, errlen, "%s/%s: cannot write it: %s", s->root, OFS_BATCH_EPOCH_NAME,
+			 strerror(-ret));
+		goto out;
 	}
 	t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (t == MAP_FAILED) {

@@ -19,9 +19,10 @@ void ofs_epochs_close(struct ofs_store *s);
 /*
  * A table left in ROOT (root_fd): not live, gen + 1, through its file.
  * For whoever changes a store without keeping the table (fsck --repair,
- * a store opened without one).
+ * a store opened without one).  A live table that cannot be changed
+ * makes it wait until whatever clients kept has expired.
  */
-void ofs_epochs_retire(int root_fd);
+void ofs_epochs_retire(int root_fd, const char *root);
 /* ino's names or content changed: descriptors of it are stale.  Under s->lock. */
 void ofs_epochs_bump(struct ofs_store *s, uint64_t ino);
 /* Every descriptor is stale (a directory moved).  Under s->lock. */

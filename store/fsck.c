@@ -167,7 +167,7 @@ static int fsck_open(const char *root, const char *meta_path, int repair, struct
 	}
 	/* A repair may change what a batch client's kept descriptors name. */
 	if (repair)
-		ofs_epochs_retire(*lock_fd);
+		ofs_epochs_retire(*lock_fd, root);
 	if (!meta_path) {
 		snprintf(path, sizeof(path), "%s/%s", root, OFS_DB_NAME);
 		meta_path = path;

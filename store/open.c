@@ -422,7 +422,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	}
 	/* Before recovery changes any record: descriptors taken before are stale from here. */
 	if (!cfg->epochs || strcmp(s->backend, "pages"))
-		ofs_epochs_retire(s->lock_fd);
+		ofs_epochs_retire(s->lock_fd, s->root);
 	else if (ofs_epochs_open(s, cfg, err, errlen))
 		ofs_log("no epoch table: batch clients look every key up and check what they "
 			"read (%s)", err);
@@ -495,6 +495,8 @@ out:
 		if (asprintf(&journal, "%s/%s", s->root, KVB_UBSIO_JOURNAL) < 0)
 			journal = NULL;
 	}
+	/* Live only while a daemon serves the store. */
+	ofs_epochs_close(s);
 	ofs_store_crash(s);
 	/*
 	 * A store this call set out to create and could not (a missing
@@ -514,6 +516,8 @@ out:
 		unlink(aux);
 		if (journal)
 			unlink(journal);
+		snprintf(aux, sizeof(aux), "%s/%s", s_root, OFS_BATCH_EPOCH_NAME);
+		unlink(aux);
 	}
 	free(db);
 	free(journal);

@@ -13,8 +13,8 @@
 # new generation at every mount and after a kill -9, and after an
 # offloadctl fsck --repair of the store a kill left; a table of the wrong size or
 # magic is made new; fsck is clean with it in ROOT.  A client that cannot
-# map the table looks each key up once; a full ROOT without a table
-# mounts without one.
+# map the table looks each key up once; a full ROOT without a table, or
+# with one full of holes, mounts without one.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -235,6 +235,22 @@ dd if=/dev/zero of="$FS/filler" bs=4k 2>/dev/null
 check "a full ROOT without the table: the store mounts" \
 	ofs_mount "bucket_count=2,bucket_size=64M,meta=$TESTDIR/full-meta.db"
 check_grep_log "... and says it keeps no table" "no epoch table"
+check "... get_many looks the keys up and checks them" "$BT" get "$MNT/t1" 2 4096
+ofs_umount || ofs_bail "cannot unmount"
+# A table with holes (a sparse copy or restore of ROOT), live, on a full disk.
+rm -f "$FS/filler" "$ROOT/batch-epochs"
+python3 -c '
+import struct, sys
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<QQQ", 0x6f66626570636873, 1, 7))
+    f.truncate(32832)
+' "$ROOT/batch-epochs"
+dd if=/dev/zero of="$FS/filler" bs=4k 2>/dev/null
+check "a full ROOT with a sparse table: the store mounts" \
+	ofs_mount "bucket_count=2,bucket_size=64M,meta=$TESTDIR/full-meta.db"
+check_grep_log "... and keeps no table" "no epoch table"
+check_eq "... which it retired: not live, a new generation" "0 8" "$(table live) $(table gen)"
+check_eq "... and lists its keys" "k0000 k0001" "$(ls "$MNT/t1" | tr '\n' ' ' | sed 's/ $//')"
 check "... get_many looks the keys up and checks them" "$BT" get "$MNT/t1" 2 4096
 ofs_umount || ofs_bail "cannot unmount"
 umount "$FS"
