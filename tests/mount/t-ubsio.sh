@@ -40,6 +40,27 @@ except OSError as e:
 ' "$1" "$2"
 }
 loglines() { wc -l <"$UBSIO_STUB_LOG" 2>/dev/null || echo 0; }
+# put_together SIZE PATH...: one thread per file, each opened first, then
+# written and closed together (a barrier): processes forked one by one can
+# reach the daemon one by one on a slow machine, and never share a batch.
+put_together() {
+	python3 -c '
+import os, sys, threading
+size, paths = int(sys.argv[1]), sys.argv[2:]
+go = threading.Barrier(len(paths))
+def put(path):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    data = os.urandom(size)
+    go.wait()
+    os.write(fd, data)
+    os.close(fd)
+threads = [threading.Thread(target=put, args=(p,)) for p in paths]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+' "$@"
+}
 
 # ---- loading the library ----
 run "$OFS" "$ROOT" "$MNT" -f -o "$BASE,ubsio_lib=$TESTDIR/nope.so"
@@ -234,12 +255,7 @@ ofs_umount
 ofs_mount "$U,sync_interval=0" || ofs_bail "cannot mount"
 mkdir "$MNT/p"
 n0=$(loglines)
-pids=()
-for i in $(seq 1 48); do
-	head -c 40000 /dev/urandom >"$MNT/p/f$i" &
-	pids+=($!)
-done
-wait "${pids[@]}" # not a bare wait: the watchdog is a child too
+put_together 40000 $(for i in $(seq 1 48); do echo "$MNT/p/f$i"; done)
 check_eq "48 parallel writers: 48 values put" 48 "$(log_since "$n0" | awk '$1 == "BatchPut" {s += $2} END {print s + 0}')"
 check "puts arriving together are grouped (some BatchPut carries several keys)" \
 	test "$(log_since "$n0" | awk '$1 == "BatchPut" && $2 > 1' | wc -l)" -gt 0
@@ -283,14 +299,7 @@ UBSIO_STUB_FAIL_BATCH_KEYS=wb ofs_mount "$U,sync_interval=0" ||
 	ofs_bail "cannot mount with failing batches"
 mkdir -p "$MNT/wb"
 n0=$(loglines)
-pids=()
-for i in $(seq 1 24); do
-	head -c 20000 /dev/urandom >"$MNT/wb/wb$i" &
-	pids+=($!)
-	head -c 20000 /dev/urandom >"$MNT/wb/ok$i" &
-	pids+=($!)
-done
-wait "${pids[@]}"
+put_together 20000 $(for i in $(seq 1 24); do echo "$MNT/wb/wb$i" "$MNT/wb/ok$i"; done)
 check "some batch calls failed as a whole" \
 	test "$(log_since "$n0" | grep -cE '^Batch(Put|Delete) [0-9]+ 1$')" -gt 0
 check_eq "every file of those batches is committed all the same" 48 \
