@@ -67,7 +67,8 @@ struct ofs_batch_desc {
 	/*
 	 * COMMIT, LOOKUP: the file's inode number, and the epoch table's
 	 * generation and the file's slot as they were when this descriptor
-	 * was taken (struct ofs_batch_epochs); 0 when the daemon has no table.
+	 * was taken (struct ofs_batch_epochs); gen and epoch are 0 when the
+	 * daemon has no table.
 	 */
 	uint64_t ino;
 	uint64_t gen;

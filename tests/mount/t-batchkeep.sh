@@ -159,7 +159,7 @@ show("... over many rounds and reads", "True", str(rounds > 10 and good > 100))
 EOF
 
 run_client() {
-	local line name want got
+	local name want got
 	while IFS=$'\t' read -r name want got; do
 		check_eq "$1: $name" "$want" "$got"
 	done < <(python3 "$TESTDIR/keep.py" "$MNT" "$PYLIB" "$OFS_PID" 2>"$TESTDIR/keep.err"
@@ -199,6 +199,11 @@ ofs_mount "$OFS_LAST_OPTS" || ofs_bail "cannot mount over a damaged table"
 check_eq "a table of the wrong size is made new" 32832 "$(stat -c %s "$ROOT/batch-epochs")"
 check_eq "... with its magic" 6f66626570636873 "$(table magic)"
 check_eq "... and live" 1 "$(table live)"
+ofs_umount || ofs_bail "cannot unmount"
+head -c 32832 /dev/zero >"$ROOT/batch-epochs"
+ofs_mount "$OFS_LAST_OPTS" || ofs_bail "cannot mount over a table without its magic"
+check_eq "a table of the right size without the magic is made new" \
+	"6f66626570636873 1" "$(table magic) $(table live)"
 ofs_kill9 || ofs_bail "cannot kill the daemon"
 G2=$(table gen)
 run "$OFSCTL" fsck "$ROOT"
@@ -212,11 +217,27 @@ check "... with a new generation" test "$(table gen)" -gt "$G2"
 ofs_mount "$OFS_LAST_OPTS" -d || ofs_bail "cannot mount with -d"
 mkdir -p "$MNT/t1"
 check "put 8 keys" "$BT" put "$MNT/t1" 8 4096
-before=$(grep -a -c 'opcode: WRITE' "$LOG")
-run unshare -m sh -c "mount --bind /dev/null '$ROOT/batch-epochs' && exec '$BT' get '$MNT/t1' 8 4096"
-check_eq "a client without the table gets every key" 0 "$RC"
-check_eq "... with one INFO and one LOOKUP, as a client with the table looks keys up" 2 \
-	"$(($(grep -a -c 'opcode: WRITE' "$LOG") - before))"
+# Two get_many of the same keys in one process: with the table the second
+# uses the descriptors the first kept.
+cat >"$TESTDIR/twice.py" <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[2])
+import offloadfs_batch as ob
+t = ob.Tenant(sys.argv[1])
+keys = ["k%04d" % i for i in range(8)]
+for _ in range(2):
+    t.get_many(keys, [bytearray(4096) for _ in keys])
+EOF
+writes() { grep -a -c 'opcode: WRITE' "$LOG"; }
+before=$(writes)
+run python3 "$TESTDIR/twice.py" "$MNT/t1" "$PYLIB"
+check_eq "a client with the table: two gets of 8 keys, one INFO and one LOOKUP" "0 2" \
+	"$RC $(($(writes) - before))"
+before=$(writes)
+run unshare -m sh -c "mount --bind /dev/null '$ROOT/batch-epochs' &&
+	exec python3 '$TESTDIR/twice.py' '$MNT/t1' '$PYLIB'"
+check_eq "a client that cannot map it: one INFO and one LOOKUP per get, no more" "0 3" \
+	"$RC $(($(writes) - before))"
 ofs_umount || ofs_bail "cannot unmount"
 
 # ---- a full ROOT without a table: the store mounts, without one ----

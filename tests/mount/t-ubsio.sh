@@ -47,18 +47,28 @@ put_together() {
 	python3 -c '
 import os, sys, threading
 size, paths = int(sys.argv[1]), sys.argv[2:]
-go = threading.Barrier(len(paths))
+go = threading.Barrier(len(paths), timeout=60)
+failed = []
 def put(path):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    data = os.urandom(size)
-    go.wait()
-    os.write(fd, data)
-    os.close(fd)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except OSError as e:
+        failed.append("%s: %s" % (path, e))
+        go.abort()
+        return
+    try:
+        data = os.urandom(size)
+        go.wait()
+        os.write(fd, data)
+        os.close(fd)
+    except (OSError, threading.BrokenBarrierError) as e:
+        failed.append("%s: %s" % (path, e))
 threads = [threading.Thread(target=put, args=(p,)) for p in paths]
 for t in threads:
     t.start()
 for t in threads:
     t.join()
+sys.exit("\n".join(failed) if failed else 0)
 ' "$@"
 }
 
@@ -255,7 +265,8 @@ ofs_umount
 ofs_mount "$U,sync_interval=0" || ofs_bail "cannot mount"
 mkdir "$MNT/p"
 n0=$(loglines)
-put_together 40000 $(for i in $(seq 1 48); do echo "$MNT/p/f$i"; done)
+check "48 writers open, write and close together" \
+	put_together 40000 $(for i in $(seq 1 48); do echo "$MNT/p/f$i"; done)
 check_eq "48 parallel writers: 48 values put" 48 "$(log_since "$n0" | awk '$1 == "BatchPut" {s += $2} END {print s + 0}')"
 check "puts arriving together are grouped (some BatchPut carries several keys)" \
 	test "$(log_since "$n0" | awk '$1 == "BatchPut" && $2 > 1' | wc -l)" -gt 0
@@ -299,7 +310,8 @@ UBSIO_STUB_FAIL_BATCH_KEYS=wb ofs_mount "$U,sync_interval=0" ||
 	ofs_bail "cannot mount with failing batches"
 mkdir -p "$MNT/wb"
 n0=$(loglines)
-put_together 20000 $(for i in $(seq 1 24); do echo "$MNT/wb/wb$i" "$MNT/wb/ok$i"; done)
+check "48 writers of failing and good keys open, write and close together" \
+	put_together 20000 $(for i in $(seq 1 24); do echo "$MNT/wb/wb$i" "$MNT/wb/ok$i"; done)
 check "some batch calls failed as a whole" \
 	test "$(log_since "$n0" | grep -cE '^Batch(Put|Delete) [0-9]+ 1$')" -gt 0
 check_eq "every file of those batches is committed all the same" 48 \
