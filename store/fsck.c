@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <xxhash.h>
+#include "kvb_hash.h"
 
 #include "alloc.h"
 #include "store.h"

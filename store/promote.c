@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <xxhash.h>
+#include "kvb_hash.h"
 
 /* Every PROMOTE_PRUNE_EVERY tasks claimed, finished ones beyond PROMOTE_TASKS_KEPT go. */
 #define PROMOTE_PRUNE_EVERY 256

@@ -27,11 +27,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
-#include <xxhash.h>
-#ifdef OFS_XXH_DISPATCH
-#include <xxh_x86dispatch.h> /* XXH3 on AVX2 or AVX-512 where the CPU has them */
-#endif
+#include "kvb_hash.h"
 
 #include "alloc.h"
 #include "kvb.h"

@@ -32,7 +32,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include <xxhash.h>
+#include "kvb_hash.h"
 
 #include "meta.h"
 

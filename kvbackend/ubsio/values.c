@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
+#include "kvb_hash.h"
 
 #include "meta.h"
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
+#include "kvb_hash.h"
 
 int ubs_obj_open(void *arg, const struct kvb_map *c, const char *key, size_t klen,
 		 struct kvb_obj **out)
