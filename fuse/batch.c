@@ -713,6 +713,18 @@ static int batch_reserve(struct ofs *ofs, struct batch_handle *h, const struct b
 	return 0;
 }
 
+/* A committed file's descriptor, with what a client checks it by.  Under store.lock. */
+static void batch_desc_of(const struct ofs_store *s, struct ofs_batch_desc *d, uint64_t ino,
+			  const struct kvb_map *map, uint64_t csum)
+{
+	d->bucket = map->bucket;
+	d->offset = map->bucket >= 0 ? map->page * s->geom.page_size : 0;
+	d->size = map->size;
+	d->csum = csum;
+	d->ino = ino;
+	ofs_epochs_get(s, ino, &d->gen, &d->epoch);
+}
+
 struct batch_commit_ent {
 	ssize_t resv;
 	struct kvb_map map;
@@ -800,12 +812,7 @@ static int batch_commit_records(struct ofs *ofs, struct batch_handle *h, const s
 			continue;
 		(*ncommitted)++;
 		/* The new file's descriptor, which the client may keep. */
-		st[i].bucket = ce[i].map.bucket;
-		st[i].offset = ce[i].map.bucket >= 0 ? ce[i].map.page * s->geom.page_size : 0;
-		st[i].size = ce[i].map.size;
-		st[i].csum = ce[i].csum;
-		st[i].ino = ce[i].ino;
-		ofs_epochs_get(s, ce[i].ino, &st[i].gen, &st[i].epoch);
+		batch_desc_of(s, &st[i], ce[i].ino, &ce[i].map, ce[i].csum);
 		d = ofs_object_find(s, ce[i].dir);
 		if (d)
 			d->m.mtime = d->m.ctime = now;
@@ -927,6 +934,7 @@ static int batch_lookup(struct ofs *ofs, struct batch_handle *h, const struct ba
 	struct batch_dircache dc = { 0 };
 	char name[META_NAME_MAX + 1];
 	struct meta_inode m;
+	struct kvb_map map;
 	uint64_t dir;
 	uint32_t i;
 	int64_t now = ofs_now();
@@ -957,12 +965,8 @@ static int batch_lookup(struct ofs *ofs, struct batch_handle *h, const struct ba
 		/* A use, as an OPEN is: batch-read keys are kept by eviction. */
 		if (ofs_evict_touch_ino(&ofs->store, m.ino, now))
 			ofs_queue_inval_attr(ofs, m.ino);
-		d[i].bucket = m.bucket;
-		d[i].offset = m.bucket >= 0 ? m.page * ofs->store.geom.page_size : 0;
-		d[i].size = m.size;
-		d[i].csum = m.csum;
-		d[i].ino = m.ino;
-		ofs_epochs_get(&ofs->store, m.ino, &d[i].gen, &d[i].epoch);
+		map = ofs_committed(&m);
+		batch_desc_of(&ofs->store, &d[i], m.ino, &map, m.csum);
 	}
 	if (rd)
 		meta_read_end(ofs->store.meta);

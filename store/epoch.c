@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <linux/magic.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,10 +34,10 @@ static int epoch_fs_ok(int fd)
 	if (fstatfs(fd, &f))
 		return 0;
 	switch ((unsigned long)f.f_type) {
-	case 0xef53UL:     /* ext2, ext3, ext4 */
-	case 0x58465342UL: /* xfs */
-	case 0x01021994UL: /* tmpfs */
-	case 0x65735546UL: /* fuse */
+	case EXT4_SUPER_MAGIC: /* ext2 and ext3 too */
+	case XFS_SUPER_MAGIC:
+	case TMPFS_MAGIC:
+	case FUSE_SUPER_MAGIC:
 		return 1;
 	}
 	return 0;
@@ -122,21 +123,23 @@ static int epoch_write_whole(int fd, const struct stat *st)
 			t->gen = gen;
 	}
 	n = pwrite(fd, t, sizeof(*t), 0);
-	if (n != (ssize_t)sizeof(*t) || ftruncate(fd, sizeof(*t)))
-		ret = n < 0 || n == (ssize_t)sizeof(*t) ? -errno : -ENOSPC;
+	if (n >= 0 && n != (ssize_t)sizeof(*t))
+		ret = -ENOSPC; /* a short write: the disk filled */
+	else if (n < 0 || ftruncate(fd, sizeof(*t)))
+		ret = -errno;
 	if (ret && !is_table && ftruncate(fd, 0))
 		ofs_log("%s: cannot empty it: %s", OFS_BATCH_EPOCH_NAME, strerror(errno));
 	free(t);
-	return ret ? ret : 0;
+	return ret;
 }
 
-int ofs_epochs_open(struct ofs_store *s, const struct ofs_config *cfg, char *err, size_t errlen)
+int ofs_epochs_open(struct ofs_store *s, char *err, size_t errlen)
 {
 	struct ofs_batch_epochs *t;
 	struct stat st;
 	int fd, ret = 0;
 
-	(void)cfg; /* its mode is set with the bucket files' (store_set_modes) */
+	/* Made 0600; store_set_modes gives it the bucket files' mode and group. */
 	s->epochs = NULL;
 	fd = openat(s->lock_fd, OFS_BATCH_EPOCH_NAME, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
 		    0600);
@@ -190,7 +193,13 @@ void ofs_epochs_close(struct ofs_store *s)
 		return;
 	__atomic_store_n(&t->live, 0, __ATOMIC_SEQ_CST);
 	__atomic_add_fetch(&t->gen, 1, __ATOMIC_SEQ_CST);
-	munmap(t, sizeof(*t));
+	ofs_epochs_forget(s);
+}
+
+void ofs_epochs_forget(struct ofs_store *s)
+{
+	if (s->epochs)
+		munmap(s->epochs, sizeof(*s->epochs));
 	s->epochs = NULL;
 }
 

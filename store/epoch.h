@@ -10,12 +10,13 @@
 #include <stdint.h>
 
 struct ofs_store;
-struct ofs_config;
 
 /* Map (or make) the table, gen + 1, live.  Failing leaves s->epochs NULL: not fatal. */
-int ofs_epochs_open(struct ofs_store *s, const struct ofs_config *cfg, char *err, size_t errlen);
+int ofs_epochs_open(struct ofs_store *s, char *err, size_t errlen);
 /* Not live, gen + 1, unmapped. */
 void ofs_epochs_close(struct ofs_store *s);
+/* Unmapped, left as it is (live): what a crash leaves; the next mount retires it. */
+void ofs_epochs_forget(struct ofs_store *s);
 /*
  * A table left in ROOT (root_fd): not live, gen + 1, through its file.
  * For whoever changes a store without keeping the table (fsck --repair,

@@ -20,7 +20,6 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 
 /* a and b (paths that exist, or their directories) are on one filesystem. */
 static int store_same_fs(const char *a, const char *b)
@@ -423,7 +422,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	/* Before recovery changes any record: descriptors taken before are stale from here. */
 	if (!cfg->epochs || strcmp(s->backend, "pages"))
 		ofs_epochs_retire(s->lock_fd, s->root);
-	else if (ofs_epochs_open(s, cfg, err, errlen))
+	else if (ofs_epochs_open(s, err, errlen))
 		ofs_log("no epoch table: batch clients look every key up and check what they "
 			"read (%s)", err);
 	err[0] = '\0';
@@ -528,10 +527,7 @@ out:
 /* Everything let go, nothing saved: the end of a failed open, or a simulated crash. */
 void ofs_store_crash(struct ofs_store *s)
 {
-	/* Left live, as a crash leaves it: the next mount makes it new. */
-	if (s->epochs)
-		munmap(s->epochs, sizeof(*s->epochs));
-	s->epochs = NULL;
+	ofs_epochs_forget(s);
 	meta_close(s->meta);
 	s->meta = NULL;
 	kvb_release(&s->kvb);
