@@ -12,7 +12,8 @@
 # table (ROOT/batch-epochs): live while mounted, not after an unmount, a
 # new generation at every mount and after a kill -9, and after an
 # offloadctl fsck --repair of the store a kill left; a table of the wrong size or
-# magic is made new; fsck is clean with it in ROOT.  A client that cannot
+# magic is made new; a live table the daemon cannot write makes the mount
+# wait out what clients kept; fsck is clean with it in ROOT.  A client that cannot
 # map the table looks each key up once; a full ROOT without a table, or
 # with one full of holes, mounts without one.
 set -u
@@ -193,6 +194,21 @@ ofs_kill9 || ofs_bail "cannot kill the daemon"
 check_eq "after kill -9 the table still says live" 1 "$(table live)"
 ofs_mount "$OFS_LAST_OPTS" || ofs_bail "cannot mount after kill -9"
 check "a mount after kill -9 starts a new generation" test "$(table gen)" -gt "$G1"
+# A live table the daemon cannot write (immutable): the mount waits out
+# what clients kept (OFS_BATCH_KEEP_S, 5 s) before it changes anything.
+ofs_kill9 || ofs_bail "cannot kill the daemon"
+if chattr +i "$ROOT/batch-epochs" 2>/dev/null; then
+	t0=$(date +%s.%N)
+	ofs_mount "$OFS_LAST_OPTS" || ofs_bail "cannot mount beside an immutable table"
+	t1=$(date +%s.%N)
+	chattr -i "$ROOT/batch-epochs"
+	check_grep_log "a live table it cannot retire: the mount says it waits" "waiting 5 s"
+	check "... and waits 5 s before serving" python3 -c "import sys; sys.exit($t1 - $t0 < 5)"
+	check_eq "... and keeps no table" 1 "$(grep -c 'no epoch table' "$LOG")"
+else
+	skip "a live table it cannot retire" "chattr +i does not work under $ROOT"
+	ofs_mount "$OFS_LAST_OPTS" || ofs_bail "cannot mount"
+fi
 ofs_umount || ofs_bail "cannot unmount"
 head -c 100 /dev/urandom >"$ROOT/batch-epochs"
 ofs_mount "$OFS_LAST_OPTS" || ofs_bail "cannot mount over a damaged table"
