@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # t-cli.sh: the command line and the store's guard rails: --help/--version,
 # bad options, geometry mismatch, foreign ROOT contents (left untouched),
-# environment defaults, WAL mode, one daemon per store, fsck of a mounted
-# store, meta=PATH, mount -t fuse.offloadfs; messages that name the cause
-# (an unreadable, read-only or full ROOT, a corrupt geometry value) and a
-# remount right after fusermount3 -u.
+# a MOUNTPOINT that is a file, environment defaults, WAL mode, one daemon
+# per store, fsck of a mounted store, meta=PATH, mount -t fuse.offloadfs;
+# messages that name the cause (an unreadable, read-only or full ROOT, a
+# corrupt geometry value) and a remount right after fusermount3 -u.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -68,6 +68,10 @@ for bad in page_size=abc page_size=1000 page_size=0 bucket_count=0 bucket_count=
 	refuse "-o $bad: refused, names $opt" "$opt" "$ROOT" "$MNT" -o "$bad"
 	check_eq "-o $bad: nothing created in ROOT" "" "$(ls -A "$ROOT")"
 done
+: >"$TESTDIR/afile"
+refuse "a MOUNTPOINT that is a file: refused" "MOUNTPOINT $TESTDIR/afile: not a directory" \
+	"$ROOT" "$TESTDIR/afile"
+check_eq "a MOUNTPOINT that is a file: nothing created in ROOT" "" "$(ls -A "$ROOT")"
 MOONCAKE_DISTRIBUTED_BUCKET_COUNT=abc refuse "env BUCKET_COUNT=abc: refused, named" \
 	"MOONCAKE_DISTRIBUTED_BUCKET_COUNT" "$ROOT" "$MNT"
 check_eq "bad env: nothing created in ROOT" "" "$(ls -A "$ROOT")"
