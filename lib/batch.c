@@ -413,12 +413,16 @@ uint64_t offloadfs_batch_page_size(const struct offloadfs_batch *b)
 	return b->page_size;
 }
 
+static int batch_statuses(struct offloadfs_batch *b, int op, int flags, const char *const *keys,
+			  const size_t *sizes, const uint64_t *const *pcs, size_t n, int *errs);
+
 /* A request with a struct ofs_batch_desc reply per key, over every key in chunks. */
 static int batch_descs(struct offloadfs_batch *b, int op, const char *const *keys,
 		       const size_t *sizes, size_t n, struct offloadfs_desc *d)
 {
-	size_t i = 0, k, taken, len;
+	size_t i = 0, k, taken, len, nundo = 0;
 	uint64_t now = now_ns();
+	const char **undo = NULL;
 	int ret = 0, st;
 
 	pthread_mutex_lock(&b->lock);
@@ -449,6 +453,18 @@ static int batch_descs(struct offloadfs_batch *b, int op, const char *const *key
 					o->fd = bucket_fd(b, rd[k].bucket);
 					if (o->fd < 0)
 						o->err = o->fd;
+					/*
+					 * Reserved, but this process cannot write it (no
+					 * access to ROOT): given back below rather than at
+					 * the description's close, which for the tenants
+					 * the process keeps open is its exit.
+					 */
+					if (o->fd < 0 && op == OFS_BATCH_RESERVE) {
+						if (!undo)
+							undo = calloc(n, sizeof(*undo));
+						if (undo)
+							undo[nundo++] = keys[i + k];
+					}
 				}
 				if (op == OFS_BATCH_LOOKUP)
 					kept_put(b, keys[i + k], rd[k].bucket, o, now);
@@ -467,6 +483,9 @@ static int batch_descs(struct offloadfs_batch *b, int op, const char *const *key
 		d[i].err = ret;
 	}
 	pthread_mutex_unlock(&b->lock);
+	if (nundo)
+		batch_statuses(b, OFS_BATCH_ABORT, 0, undo, NULL, NULL, nundo, NULL);
+	free(undo);
 	return ret;
 }
 
