@@ -101,6 +101,11 @@ check "the first mount still works after the refused second one" \
 ofs_fsck
 check_eq "fsck of a mounted store exits non-zero" 1 "$([ "$RC" -ne 0 ] && echo 1 || echo 0)"
 check_contains "fsck of a mounted store says it is in use" "in use" "$ERR"
+EMPTY=$(newroot empty)
+run "$OFSCTL" fsck "$EMPTY" --repair
+check_eq "fsck of a directory with no store: exit 2, one plain message" \
+	"2 offloadctl: $EMPTY/offloadfs.db does not exist: no store to check; not touched" "$RC $ERR"
+check_eq "and nothing made there" "" "$(ls -A "$EMPTY")"
 ofs_umount
 check_eq "clean unmount: exit 0" 0 "$OFS_RC"
 run sqlite3 "$ROOT/offloadfs.db" "pragma journal_mode"
