@@ -35,7 +35,9 @@ int ctl_evict(int argc, char **argv)
 		fprintf(stderr, "offloadctl evict: --bytes N (a size such as 64M) is needed\n");
 		return 2;
 	}
-	if (tenant && (!*tenant || strchr(tenant, '/'))) {
+	/* "." would evict from every tenant, ".." ask the directory above the mount. */
+	if (tenant && (!*tenant || strchr(tenant, '/') || !strcmp(tenant, ".") ||
+		       !strcmp(tenant, ".."))) {
 		fprintf(stderr, "offloadctl evict: --tenant takes a tenant directory's name\n");
 		return 2;
 	}

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/xattr.h>
 
@@ -307,11 +308,22 @@ static int stats_show(const char *mnt, int json, int buckets)
 
 static int promote(const char *mnt, int nfiles, char **files)
 {
+	struct stat ms, fs;
 	int i, bad = 0;
 
 	if (ctl_check_mount(mnt))
 		return 2;
+	if (stat(mnt, &ms)) {
+		fprintf(stderr, "offloadctl: %s: %s\n", mnt, strerror(errno));
+		return 2;
+	}
 	for (i = 0; i < nfiles; i++) {
+		/* Elsewhere the xattr would only be set on the file, and nothing promoted. */
+		if (stat(files[i], &fs) == 0 && fs.st_dev != ms.st_dev) {
+			fprintf(stderr, "offloadctl: %s: not a file of the mount %s\n", files[i], mnt);
+			bad++;
+			continue;
+		}
 		if (setxattr(files[i], "user.offload.promote", "1", 1, 0)) {
 			fprintf(stderr, "offloadctl: %s: %s\n", files[i],
 				errno == EOPNOTSUPP ? "the mount has no DRAM tier (-o dram=SIZE)"

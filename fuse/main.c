@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 struct ofs_cli {
 	char *page_size, *bucket_size, *bucket_count, *meta, *timeout, *sync_ms;
@@ -405,6 +406,22 @@ static int ofs_root_outside(const char *root, const char *mnt)
 	return 0;
 }
 
+/*
+ * The mount's root is a directory: over a file the kernel takes the file's
+ * type for it and every access through the mount fails (EIO).  Refused
+ * before the store is opened, so nothing in ROOT is made.
+ */
+static int ofs_mnt_is_dir(const char *mnt)
+{
+	struct stat st;
+
+	if (stat(mnt, &st) == 0 && !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "offloadfs: MOUNTPOINT %s: not a directory\n", mnt);
+		return 0;
+	}
+	return 1; /* a directory, or the mount says what is wrong */
+}
+
 /* -ofsname=ROOT,...: a ',' or '\\' in ROOT is escaped, or libfuse would split there. */
 static char *ofs_fsname_opt(const char *root)
 {
@@ -701,7 +718,7 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "offloadfs: no MOUNTPOINT given (see --help)\n");
 		goto out_args;
 	}
-	if (ofs_root_outside(cli.root, opts.mountpoint))
+	if (!ofs_mnt_is_dir(opts.mountpoint) || ofs_root_outside(cli.root, opts.mountpoint))
 		goto out_args;
 	ofs.foreground = opts.foreground;
 	pthread_cond_init(&ofs.kcond, NULL);

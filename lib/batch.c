@@ -54,6 +54,7 @@ struct offloadfs_batch {
 	char *req;              /* request buffer, OFS_BATCH_REQ_MAX bytes; lock */
 	char *reply;            /* reply buffer; lock */
 	size_t replycap;
+	size_t rlen;            /* bytes of reply the last call received; 0 when it failed */
 	int verify;             /* the store checks what it reads: get_many too */
 	const struct ofs_batch_epochs *ep; /* mapped read-only; NULL: none */
 	pthread_mutex_t keeplock; /* kept */
@@ -103,6 +104,8 @@ static int batch_call(struct offloadfs_batch *b, size_t len, size_t replylen)
 	struct ofs_batch_hdr *hdr;
 	ssize_t n;
 
+	/* A reply that failed whole has no entries: nothing of an earlier one may stand for them. */
+	b->rlen = 0;
 	if (replylen > b->replycap) {
 		char *r = realloc(b->reply, replylen);
 
@@ -122,7 +125,14 @@ static int batch_call(struct offloadfs_batch *b, size_t len, size_t replylen)
 	hdr = (void *)b->reply;
 	if ((size_t)n < sizeof(*hdr) || hdr->magic != OFS_BATCH_MAGIC || hdr->len != (size_t)n)
 		return -EIO;
+	b->rlen = (size_t)n;
 	return hdr->status;
+}
+
+/* 1 when the last reply holds entry k of entsize bytes. */
+static int reply_has(const struct offloadfs_batch *b, size_t k, size_t entsize)
+{
+	return sizeof(struct ofs_batch_hdr) + (k + 1) * entsize <= b->rlen;
 }
 
 /*
@@ -403,12 +413,16 @@ uint64_t offloadfs_batch_page_size(const struct offloadfs_batch *b)
 	return b->page_size;
 }
 
+static int batch_statuses(struct offloadfs_batch *b, int op, int flags, const char *const *keys,
+			  const size_t *sizes, const uint64_t *const *pcs, size_t n, int *errs);
+
 /* A request with a struct ofs_batch_desc reply per key, over every key in chunks. */
 static int batch_descs(struct offloadfs_batch *b, int op, const char *const *keys,
 		       const size_t *sizes, size_t n, struct offloadfs_desc *d)
 {
-	size_t i = 0, k, taken, len;
+	size_t i = 0, k, taken, len, nundo = 0;
 	uint64_t now = now_ns();
+	const char **undo = NULL;
 	int ret = 0, st;
 
 	pthread_mutex_lock(&b->lock);
@@ -427,7 +441,7 @@ static int batch_descs(struct offloadfs_batch *b, int op, const char *const *key
 
 			memset(o, 0, sizeof(*o));
 			o->fd = -1;
-			o->err = st ? st : rd[k].err;
+			o->err = st ? st : reply_has(b, k, sizeof(*rd)) ? rd[k].err : -EIO;
 			if (!o->err) {
 				o->offset = rd[k].offset;
 				o->size = rd[k].size;
@@ -439,6 +453,18 @@ static int batch_descs(struct offloadfs_batch *b, int op, const char *const *key
 					o->fd = bucket_fd(b, rd[k].bucket);
 					if (o->fd < 0)
 						o->err = o->fd;
+					/*
+					 * Reserved, but this process cannot write it (no
+					 * access to ROOT): given back below rather than at
+					 * the description's close, which for the tenants
+					 * the process keeps open is its exit.
+					 */
+					if (o->fd < 0 && op == OFS_BATCH_RESERVE) {
+						if (!undo)
+							undo = calloc(n, sizeof(*undo));
+						if (undo)
+							undo[nundo++] = keys[i + k];
+					}
 				}
 				if (op == OFS_BATCH_LOOKUP)
 					kept_put(b, keys[i + k], rd[k].bucket, o, now);
@@ -457,6 +483,9 @@ static int batch_descs(struct offloadfs_batch *b, int op, const char *const *key
 		d[i].err = ret;
 	}
 	pthread_mutex_unlock(&b->lock);
+	if (nundo)
+		batch_statuses(b, OFS_BATCH_ABORT, 0, undo, NULL, NULL, nundo, NULL);
+	free(undo);
 	return ret;
 }
 
@@ -501,7 +530,8 @@ static int batch_statuses(struct offloadfs_batch *b, int op, int flags, const ch
 			 * A failed commit names the entries that failed; the
 			 * others were not committed either (ECANCELED).
 			 */
-			int e = ((const struct ofs_batch_status *)(const void *)(rs + k * entsize))->err;
+			int e = !reply_has(b, k, entsize) ? (st ? 0 : -EIO) :
+				((const struct ofs_batch_status *)(const void *)(rs + k * entsize))->err;
 
 			if (!st && !e && op == OFS_BATCH_COMMIT) {
 				const struct ofs_batch_desc *rd = (const void *)(rs + k * entsize);
@@ -572,14 +602,44 @@ static int fail_all(int *errs, size_t n, int err)
 	return err;
 }
 
-/* Make the directories of key below dir (mkdir -p), as the mount allows. */
+/*
+ * 1 when key can name a file below a tenant: at most 4,095 bytes of
+ * components of 1 to 255 bytes, none "." or "..".  The daemon answers
+ * the others (EINVAL, ENAMETOOLONG).
+ */
+static int key_ok(const char *key)
+{
+	size_t len = 0, klen = strlen(key);
+	const char *p;
+
+	if (klen > 4095)
+		return 0;
+	for (p = key;; p++) {
+		if (*p && *p != '/') {
+			len++;
+			continue;
+		}
+		if (len == 0 || len > 255 || (len == 1 && p[-1] == '.') ||
+		    (len == 2 && p[-1] == '.' && p[-2] == '.'))
+			return 0;
+		if (!*p)
+			return 1;
+		len = 0;
+	}
+}
+
+/*
+ * Make the directories of key below dir (mkdir -p), as the mount allows;
+ * none for a key the daemon will refuse, so that a refused key leaves
+ * nothing behind (a ".." would even reach another tenant).
+ */
 static int make_dirs(const char *dir, const char *key, char *last, size_t lastcap)
 {
 	const char *slash = strrchr(key, '/');
 	char path[8192];
 	size_t dlen, plen, i;
 
-	if (!slash)
+	if (!slash || !key_ok(key))
 		return 0;
 	plen = (size_t)(slash - key);
 	if (plen < lastcap && !strncmp(last, key, plen) && last[plen] == '\0')
@@ -789,8 +849,9 @@ int offloadfs_get_many(const char *tenant_dir, const char *const *keys, void *co
 		ni = nstale;
 	}
 	for (i = 0; i < n; i++) {
+		/* EOVERFLOW: the size a buffer needs. */
 		if (lens)
-			lens[i] = e[i] ? 0 : d[i].size;
+			lens[i] = !e[i] || e[i] == -EOVERFLOW ? d[i].size : 0;
 		if (errs)
 			errs[i] = e[i];
 		if (e[i] && !ret)

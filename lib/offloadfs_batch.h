@@ -1,11 +1,14 @@
 /*
  * offloadfs_batch: put, get, test and delete many keys of an offloadfs
- * tenant at once (pages backend).  Each call costs two FUSE round trips
- * per batch of up to 1,024 keys, whatever their number, and gets and
- * tests of keys whose descriptors the process kept none; the bytes move
+ * tenant at once (pages backend).  A get, test or delete costs two FUSE
+ * round trips (a write and a read) per batch of up to 1,024 keys,
+ * whatever their number, a put four (reserve, commit), and gets and tests
+ * of keys whose descriptors the process kept none; the bytes move
  * with pwrite/pread on the bucket files, which the process opens once.
  *
- * Keys are paths below the tenant directory ("Qwen/Qwen3-32B/abc_0_k").
+ * tenant_dir is a top-level directory of the mount; keys are paths below
+ * it ("Qwen/Qwen3-32B/abc_0_k"): -EINVAL for an empty name, "." or "..",
+ * -ENAMETOOLONG past 4,095 bytes or for a name past 255.
  * Functions return 0 when every key succeeded, a negative errno for the
  * first failure otherwise; errs (may be NULL) gets 0 or a negative errno
  * per key.  The calling process needs the daemon's access to ROOT (its
@@ -34,8 +37,9 @@ int offloadfs_put_many(const char *tenant_dir, const char *const *keys, const vo
 		       const size_t *lens, size_t n, int flags, int *errs);
 /*
  * Read n objects into bufs (caps: their sizes); lens gets each object's
- * size.  -ENOENT: missing, -EOVERFLOW: larger than its buffer, -EIO:
- * the bytes read do not match the object's checksum.
+ * size.  -ENOENT: missing, -EOVERFLOW: larger than its buffer (lens
+ * gets the size it needs), -EIO: the bytes read do not match the
+ * object's checksum.
  */
 int offloadfs_get_many(const char *tenant_dir, const char *const *keys, void *const *bufs,
 		       const size_t *caps, size_t n, size_t *lens, int *errs);

@@ -75,7 +75,8 @@ static int batch_parse(const char *buf, size_t size, struct batch_req *r)
 		if (size - pos < sizeof(*e))
 			return -EINVAL;
 		pos += sizeof(*e);
-		if (e->klen == 0 || e->klen > META_KEY_MAX || size - pos < ofs_batch_pad8(e->klen))
+		/* A key too long or empty is that key's error (batch_resolve), not the batch's. */
+		if (e->klen > OFS_BATCH_REQ_MAX || size - pos < ofs_batch_pad8(e->klen))
 			return -EINVAL;
 		r->ent[i] = e;
 		r->key[i] = buf + pos;
@@ -129,6 +130,33 @@ struct batch_dircache {
 };
 
 /*
+ * The whole key before any of it is walked, so that a missing directory
+ * does not hide what is wrong further on.  As through the mount: a key
+ * past 4,095 bytes or a name past 255 is ENAMETOOLONG; an empty name, "."
+ * or "..", or a NUL: EINVAL.
+ */
+static int batch_key_check(const char *key, uint32_t klen)
+{
+	uint32_t pos = 0;
+
+	if (klen > META_KEY_MAX)
+		return -ENAMETOOLONG;
+	for (;;) {
+		const char *slash = memchr(key + pos, '/', klen - pos);
+		uint32_t len = slash ? (uint32_t)(slash - (key + pos)) : klen - pos;
+
+		if (len > META_NAME_MAX)
+			return -ENAMETOOLONG;
+		if (len == 0 || memchr(key + pos, '\0', len) || (len == 1 && key[pos] == '.') ||
+		    (len == 2 && key[pos] == '.' && key[pos + 1] == '.'))
+			return -EINVAL;
+		if (!slash)
+			return 0;
+		pos += len + 1;
+	}
+}
+
+/*
  * Walk key's directories below the tenant: *dir the last one, *name its
  * last component (NUL-terminated, in namebuf), *m the entry when it exists
  * (0; the fields meta_lookup_brief fills) or -ENOENT.  Other errors: the key cannot name a file.  With m
@@ -150,14 +178,13 @@ static int batch_resolve(struct ofs_store *s, uint64_t tenant, const char *key, 
 		cur = dc->ino;
 		pos = dlen + 1;
 	}
+	ret = batch_key_check(key, klen);
+	if (ret)
+		return ret;
 	for (;;) {
 		const char *slash = memchr(key + pos, '/', klen - pos);
 		uint32_t len = slash ? (uint32_t)(slash - (key + pos)) : klen - pos;
 
-		if (len == 0 || len > META_NAME_MAX || memchr(key + pos, '\0', len) ||
-		    (len == 1 && key[pos] == '.') ||
-		    (len == 2 && key[pos] == '.' && key[pos + 1] == '.'))
-			return -EINVAL;
 		if (!slash) {
 			memcpy(namebuf, key + pos, len);
 			namebuf[len] = '\0';

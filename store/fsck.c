@@ -174,6 +174,10 @@ static int fsck_open(const char *root, const char *meta_path, int repair, struct
 	}
 	/* Without --repair nothing is written: not even a schema upgrade. */
 	/* On a full disk, the reserve is what lets sqlite replay its log and a repair write. */
+	if (access(meta_path, F_OK) && errno == ENOENT) {
+		fsck_err(f, "%s does not exist: no store to check; not touched\n", meta_path);
+		return 2;
+	}
 	ofs_reserve_give_back(meta_path);
 	ret = meta_open(meta_path, repair ? 0 : META_OPEN_NO_MIGRATE, &f->meta, err, sizeof(err));
 	if (ret < 0) {

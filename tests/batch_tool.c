@@ -180,6 +180,8 @@ static int reserve_commit(struct offloadfs_batch *b, const char *const *keys, si
 	char *buf = malloc(size);
 	int ret;
 
+	*commit_ret = -EIO; /* until a commit answers */
+
 	for (i = 0; i < n; i++)
 		lens[i] = size;
 	ret = offloadfs_batch_reserve(b, keys, lens, n, d);

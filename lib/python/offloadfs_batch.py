@@ -75,6 +75,12 @@ def _addr(buf, writable):
     return ctypes.addressof((ctypes.c_char * mv.nbytes).from_buffer(mv)) if mv.nbytes else None
 
 
+def _same_len(keys, bufs):
+    # A missing buffer would be a NULL of length 0: an empty object put, an object not read.
+    if len(keys) != len(bufs):
+        raise ValueError("%d keys but %d buffers" % (len(keys), len(bufs)))
+
+
 def _raise(errs, keys):
     for k, e in zip(keys, errs):
         if e:
@@ -87,6 +93,8 @@ class Tenant:
         self.lib = _load()
 
     def put_many_errs(self, keys, bufs, flags=0):
+        bufs = list(bufs)
+        _same_len(keys, bufs)
         n = len(keys)
         keep = [bytes(b) if not isinstance(b, (bytes, bytearray)) else b for b in bufs]
         ptrs = (ctypes.c_void_p * max(n, 1))(*[_addr(b, False) for b in keep])
@@ -99,7 +107,10 @@ class Tenant:
         _raise(self.put_many_errs(keys, bufs, flags), keys)
 
     def get_many_errs(self, keys, bufs):
-        """bufs: writable buffers (bytearray); returns (sizes, errs)."""
+        """bufs: writable buffers (bytearray); returns (sizes, errs).  A key
+        whose buffer is too small gets -EOVERFLOW and the size it needs."""
+        bufs = list(bufs)
+        _same_len(keys, bufs)
         n = len(keys)
         ptrs = (ctypes.c_void_p * max(n, 1))(*[_addr(b, True) for b in bufs])
         caps = (ctypes.c_size_t * max(n, 1))(*[len(b) for b in bufs])

@@ -11,7 +11,11 @@
 # each key its result, and a kill -9 right after it loses none of its
 # deletes; keys read by get_many count as used, so eviction keeps them;
 # with evict=off, keys past the tenant's quota get EDQUOT, the others are
-# put.  On the ubsio backend: every batch is EOPNOTSUPP.
+# put; bad keys get their own error (EINVAL, ENAMETOOLONG) and make no
+# directory; EOVERFLOW gives the size needed; a batch that fails whole
+# gives each key its error; a client that cannot write the bucket files
+# gets EACCES and holds no page.  On the ubsio backend: every batch is
+# EOPNOTSUPP.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -144,6 +148,51 @@ check_eq "only the committed keys are visible" "dupa dupb" "$(cd "$MNT/t1" && ec
 rm -f "$MNT/t1"/dup*
 wait_free "$FREE0"
 check_eq "the refused batch's run is freed at close" "$FREE0" "$(ofs_free)"
+
+# ---- keys that cannot name a file: that key's error, nothing made, the others done ----
+run python3 -c '
+import errno, os, sys
+sys.path.insert(0, sys.argv[2])
+import offloadfs_batch as ob
+t = ob.Tenant(sys.argv[1])
+long_key = ("d" * 200 + "/") * 20 + "k" * 76 # 4,096 bytes
+keys = ["../tbad/k", "bk/trail/", "bk/" + "n" * 256, "bk/x/../y", long_key, "bk/ok"]
+errs = t.put_many_errs(keys, [b"v"] * len(keys))
+print(" ".join(errno.errorcode[-e] if e else "ok" for e in errs))
+print(" ".join(errno.errorcode[-e] if e else "ok" for e in
+               t.get_many_errs([long_key, "bk/ok"], [bytearray(1), bytearray(1)])[1]))
+t.get_many_errs(["bk/none"], [bytearray(1)]) # a lookup the long key below does not fail
+print(" ".join(errno.errorcode[-e] if e else "ok" for e in t.delete_many_errs(["bk/ok", long_key])))
+try:
+    t.put_many(["bk/a", "bk/b"], [b"1"])
+    print("mismatch taken")
+except ValueError:
+    print("mismatch refused")
+' "$MNT/t1" "$PYLIB"
+check_eq "put_many: bad keys EINVAL or ENAMETOOLONG (as through the mount), the good key put" \
+	"EINVAL EINVAL ENAMETOOLONG EINVAL ENAMETOOLONG ok" "$(sed -n 1p <<<"$OUT")${ERR:+ $ERR}"
+check_eq "get_many: a key past 4,095 bytes is that key's ENAMETOOLONG, not the batch's" \
+	"ENAMETOOLONG ok" "$(sed -n 2p <<<"$OUT")"
+check_eq "delete_many: the good key deleted, the long one ENAMETOOLONG" \
+	"ok ENAMETOOLONG" "$(sed -n 3p <<<"$OUT")"
+check_eq "Python: fewer buffers than keys are refused (ValueError), not put empty" \
+	"mismatch refused" "$(sed -n 4p <<<"$OUT")"
+check_eq "refused keys made no directory (no tenant through '..')" "bk: " \
+	"$(cd "$MNT" && ls -d tbad 2>/dev/null; cd "$MNT/t1" && echo "bk: $(ls -A bk)")"
+rm -rf "$MNT/t1/bk"
+
+# ---- a get_many buffer too small: EOVERFLOW and the size it needs ----
+run python3 -c '
+import sys
+sys.path.insert(0, sys.argv[2])
+import offloadfs_batch as ob
+t = ob.Tenant(sys.argv[1])
+t.put_many(["ov"], [b"x" * 5000])
+sizes, errs = t.get_many_errs(["ov"], [bytearray(100)])
+print(sizes[0], errs[0])
+t.delete_many(["ov"])
+' "$MNT/t1" "$PYLIB"
+check_eq "EOVERFLOW with lens = the object's size" "5000 -75" "$OUT${ERR:+ $ERR}"
 
 # ---- bad checksums ----
 run "$BT" badsum "$MNT/t1"
@@ -321,5 +370,52 @@ put_errs "$MNT/q" g
 check_eq "below its quota again, the tenant puts" "ok" "$OUT${ERR:+ $ERR}"
 ofs_umount
 check_fsck_clean "after puts refused for the quota"
+
+# ---- a client without access to ROOT: EACCES, its reservations given back at once ----
+rm -rf "$ROOT" && mkdir "$ROOT"
+ofs_mount "$OFS_OPTS_DEFAULT,allow_other" || ofs_bail "cannot mount"
+chmod 0755 "$TESTDIR" # nobody reaches the mount; ROOT stays 0700
+mkdir "$MNT/nb" && chown 65534 "$MNT/nb"
+mkdir "$TESTDIR/py" && cp "$PYLIB/offloadfs_batch.py" "$TESTDIR/py/" &&
+	cp -L "$OFFLOADFS_BATCH_LIB" "$TESTDIR/py/liboffloadfs_batch.so.1" && chmod -R a+rX "$TESTDIR/py"
+FREE3=$(ofs_free_nosync)
+run setpriv --reuid=65534 --regid=65534 --clear-groups \
+	env OFFLOADFS_BATCH_LIB="$TESTDIR/py/liboffloadfs_batch.so.1" python3 -c '
+import os, sys
+sys.path.insert(0, sys.argv[2])
+import offloadfs_batch as ob
+errs = ob.Tenant(sys.argv[1]).put_many_errs(["a", "b"], [b"x" * 200000, b"y" * 200000])
+print(errs, os.statvfs(sys.argv[1]).f_bfree) # while the process, and its description, live
+' "$MNT/nb" "$TESTDIR/py"
+check_eq "put_many without access to the bucket files: EACCES, no page held while the client lives" \
+	"[-13, -13] $FREE3" "$OUT${ERR:+ $ERR}"
+ofs_umount
+
+# ---- a batch that fails whole (the daemon gone) gives each key that error ----
+rm -rf "$ROOT" && mkdir "$ROOT"
+ofs_mount || ofs_bail "cannot mount"
+mkdir -p "$MNT/t1"
+run python3 -c '
+import errno, os, signal, sys, time
+sys.path.insert(0, sys.argv[2])
+import offloadfs_batch as ob
+t = ob.Tenant(sys.argv[1])
+t.get_many_errs(["none/a", "none/b"], [bytearray(1), bytearray(1)]) # a reply of ENOENTs
+pid = int(sys.argv[3])
+os.kill(pid, signal.SIGKILL)
+def alive(pid):
+    try:
+        return open("/proc/%d/stat" % pid).read().split(")")[1].split()[0] != "Z"
+    except FileNotFoundError: # reaped already
+        return False
+while alive(pid):
+    time.sleep(0.01)
+errs = t.delete_many_errs(["none/a", "none/b"])
+gone = (-errno.ENOTCONN, -errno.ECONNABORTED) # the connection aborted, or being aborted
+print(" ".join("gone" if e in gone else errno.errorcode.get(-e, str(e)) for e in errs))
+' "$MNT/t1" "$PYLIB" "$OFS_PID"
+check_eq "delete_many after the daemon died: every key ENOTCONN, none an earlier reply's ENOENT" \
+	"gone gone" "$OUT${ERR:+ $ERR}"
+ofs_kill9
 
 ofs_done

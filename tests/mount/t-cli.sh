@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # t-cli.sh: the command line and the store's guard rails: --help/--version,
 # bad options, geometry mismatch, foreign ROOT contents (left untouched),
-# environment defaults, WAL mode, one daemon per store, fsck of a mounted
-# store, meta=PATH, mount -t fuse.offloadfs; messages that name the cause
-# (an unreadable, read-only or full ROOT, a corrupt geometry value) and a
-# remount right after fusermount3 -u.
+# a MOUNTPOINT that is a file, environment defaults, WAL mode, one daemon
+# per store, fsck of a mounted store, meta=PATH, mount -t fuse.offloadfs;
+# messages that name the cause (an unreadable, read-only or full ROOT, a
+# corrupt geometry value) and a remount right after fusermount3 -u.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -68,6 +68,10 @@ for bad in page_size=abc page_size=1000 page_size=0 bucket_count=0 bucket_count=
 	refuse "-o $bad: refused, names $opt" "$opt" "$ROOT" "$MNT" -o "$bad"
 	check_eq "-o $bad: nothing created in ROOT" "" "$(ls -A "$ROOT")"
 done
+: >"$TESTDIR/afile"
+refuse "a MOUNTPOINT that is a file: refused" "MOUNTPOINT $TESTDIR/afile: not a directory" \
+	"$ROOT" "$TESTDIR/afile"
+check_eq "a MOUNTPOINT that is a file: nothing created in ROOT" "" "$(ls -A "$ROOT")"
 MOONCAKE_DISTRIBUTED_BUCKET_COUNT=abc refuse "env BUCKET_COUNT=abc: refused, named" \
 	"MOONCAKE_DISTRIBUTED_BUCKET_COUNT" "$ROOT" "$MNT"
 check_eq "bad env: nothing created in ROOT" "" "$(ls -A "$ROOT")"
@@ -97,6 +101,11 @@ check "the first mount still works after the refused second one" \
 ofs_fsck
 check_eq "fsck of a mounted store exits non-zero" 1 "$([ "$RC" -ne 0 ] && echo 1 || echo 0)"
 check_contains "fsck of a mounted store says it is in use" "in use" "$ERR"
+EMPTY=$(newroot empty)
+run "$OFSCTL" fsck "$EMPTY" --repair
+check_eq "fsck of a directory with no store: exit 2, one plain message" \
+	"2 offloadctl: $EMPTY/offloadfs.db does not exist: no store to check; not touched" "$RC $ERR"
+check_eq "and nothing made there" "" "$(ls -A "$EMPTY")"
 ofs_umount
 check_eq "clean unmount: exit 0" 0 "$OFS_RC"
 run sqlite3 "$ROOT/offloadfs.db" "pragma journal_mode"

@@ -2,7 +2,8 @@
 # t-dram.sh: the DRAM tier and its persisted promotion tasks.  Promotion by
 # policy and by request, reads served from DRAM while the bucket file is
 # made useless underneath, tasks surviving kill -9 and clean unmount
-# (warm-up), a deleted or overwritten object's task dropped, LRU eviction.
+# (warm-up), a deleted or overwritten object's task dropped, LRU eviction;
+# offloadctl promote refuses a file that is not on the mount.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -70,6 +71,10 @@ check_eq "offloadctl promote exits 0" 0 "$RC"
 check_contains "offloadctl promote says queued" "queued $MNT/t/c" "$OUT"
 check_fails "a bad promote value is refused" "Invalid argument" \
 	setfattr -n user.offload.promote -v 2 "$MNT/t/c"
+mkrand "$REF/outside" 4096
+check_fails "offloadctl promote of a file not on the mount is refused" "not a file of the mount" \
+	"$OFSCTL" promote "$MNT" "$REF/outside"
+check_eq "and sets nothing on it" "" "$(getfattr -d --absolute-names "$REF/outside" 2>&1)"
 wait_metric offloadfs_dram_bytes $((1000 + 200000 + 100000)) || true
 spoil "$MNT/t/b"
 spoil "$MNT/t/c"

@@ -6,7 +6,7 @@
 # a tenant over its quota (user.offload.quota) is evicted first and never
 # pushes out another tenant's objects (with evict=off: EDQUOT for its new
 # files and its writes, truncates and fallocates past the quota);
-# offloadctl evict frees on demand;
+# offloadctl evict frees on demand (and refuses --tenant . and ..);
 # the metrics and offloadctl stats count it, per tenant too, and the
 # per-tenant counts survive a remount and a kill -9 (never more than the
 # evictions on record); the eviction worker evicts as soon as a commit
@@ -103,6 +103,12 @@ n1=$(ls "$MNT/t" | wc -l)
 check_eq "it evicted 4 objects" $((n0 - 4)) "$n1"
 check "counted as manual" [ "$(metric 'offloadfs_evictions_total{reason="manual"}')" -eq 4 ]
 check_cmp "not the pinned one" "$REF/pin" "$MNT/t/pin"
+for bad in . ..; do
+	check_fails "offloadctl evict --tenant $bad is refused" "takes a tenant directory's name" \
+		"$OFSCTL" evict "$MNT" --tenant "$bad" --bytes $((4 * OBJ))
+done
+check_eq "nothing evicted by them" $((n0 - 4)) "$(ls "$MNT/t" | wc -l)"
+check_eq "nor any xattr set above the mount" "" "$(getfattr -d --absolute-names "$TESTDIR" 2>&1)"
 ofs_umount
 check_fsck_clean "after eviction"
 fresh
