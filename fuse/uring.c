@@ -329,7 +329,7 @@ static int uring_thread_init(struct ofs_uring *u, struct uring_thread *t, unsign
 		return ret;
 	t->ring_ok = 1;
 	e->t = t;
-	e->hdr = aligned_alloc(64, sizeof(*e->hdr));
+	e->hdr = calloc(1, sizeof(*e->hdr));
 	e->buf = malloc(URING_HDR_ROOM + u->payload_sz);
 	if (!e->hdr || !e->buf)
 		return -ENOMEM;
