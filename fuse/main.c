@@ -5,6 +5,7 @@
  * mount helper: mount -t fuse.offloadfs ROOT MOUNTPOINT -o ...
  */
 #include "ofs.h"
+#include "uring.h"
 #include "ll.h"
 
 #include <errno.h>
@@ -29,6 +30,7 @@ struct ofs_cli {
 	char ubsio_lib_abs[4096];
 	int ubsio_old_init;
 	int verify;
+	int uring;
 	const char *root;
 	int npos;
 	int help, version;
@@ -77,6 +79,8 @@ static const struct fuse_opt ofs_opts[] = {
 	CLI_OPT("kv_cache=%s", kv_cache),
 	{ "verify", offsetof(struct ofs_cli, verify), 1 },
 	{ "noverify", offsetof(struct ofs_cli, verify), 2 },
+	{ "uring", offsetof(struct ofs_cli, uring), 1 },
+	{ "nouring", offsetof(struct ofs_cli, uring), 2 },
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -129,6 +133,9 @@ static void ofs_usage(const char *prog)
 	       "    sync_interval=MS  group commit: make closed files durable against power\n"
 	       "                      loss every MS milliseconds (default 1000; 0: only fsync)\n"
 	       "    verify|noverify   check every read against per-page checksums (default verify)\n"
+	       "    uring|nouring     requests over io_uring, served on the caller's CPU (Linux\n"
+	       "                      6.14+; needs the fuse module's enable_uring=1; default: used\n"
+	       "                      when /sys/module/fuse/parameters/enable_uring is Y)\n"
 	       "    prefill=SIZE      the first open of an object up to SIZE after the kernel\n"
 	       "                      looked it up puts it all in the kernel's page cache, so\n"
 	       "                      its reads need no round trip (default 512K, at most\n"
@@ -632,6 +639,7 @@ static int ofs_serve(struct ofs *ofs, struct fuse_session *se,
 	/* Ended by SIGTERM, SIGINT or SIGHUP: a normal stop, not a failure. */
 	if (ret == SIGTERM || ret == SIGINT || ret == SIGHUP)
 		ret = 0;
+	ofs_uring_stop(ofs);
 	ofs_evictor_stop(ofs);
 	ofs_promoter_stop(ofs);
 	ofs_syncer_stop(ofs);
@@ -747,6 +755,13 @@ int main(int argc, char *argv[])
 		mnt_real[0] = '\0';
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_signals;
+	/*
+	 * Only when it may be used: uring.c under libfuse's I/O costs libfuse
+	 * its splice of read replies, also for requests on /dev/fuse.
+	 */
+	if ((cli.uring == 1 || (cli.uring == 0 && ofs_uring_enabled())) &&
+	    ofs_uring_attach(&ofs, se))
+		ofs_log("uring: cannot set up; requests stay on /dev/fuse");
 	if (mnt_real[0])
 		ofs_mount_readahead(mnt_real);
 	ret = ofs_serve(&ofs, se, &opts);
@@ -757,6 +772,7 @@ out_store:
 	/* destroy() drops unclosed writers before the snapshot is taken. */
 	fuse_session_destroy(se);
 	se = NULL;
+	ofs_uring_free(&ofs);
 	ofs_table_release(&ofs);
 	ofs_evict_fini(&ofs.store);
 	if (ofs_store_close(&ofs.store)) {

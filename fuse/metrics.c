@@ -3,6 +3,7 @@
  * HELP and TYPE lines; names and meanings are listed in README.md.
  */
 #include "metrics.h"
+#include "uring.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -252,6 +253,9 @@ char *ofs_metrics_render(struct ofs *ofs, size_t *len)
 		  (unsigned long long)ld(&m->copies_backend));
 	mb_printf(&b, "offloadfs_copies_total{how=\"memory\"} %llu\n",
 		  (unsigned long long)ld(&m->copies_memory));
+	mb_one(&b, "offloadfs_uring_requests_total", "counter",
+	       "Requests that came over io_uring (-o uring); the others came through /dev/fuse.",
+	       ofs_uring_served(ofs));
 	ofs_metrics_evict(ofs, &b);
 	mb_hist(&b, "offloadfs_read_latency_seconds", "Daemon time per read request.",
 		&m->read_lat);

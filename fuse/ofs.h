@@ -90,6 +90,7 @@ struct ofs {
 	 * request, as libfuse requires.  Under slock.
 	 */
 	struct fuse_session *se;
+	struct ofs_uring *uring; /* -o uring: uring.c; NULL: /dev/fuse only */
 	uint64_t inval[OFS_INVAL_MAX];
 	unsigned ninval;
 	/* Inodes whose cached attributes only (a moved atime) the kernel must drop.  Under slock. */

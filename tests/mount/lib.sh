@@ -260,6 +260,8 @@ ofs_mount() {
 		args+=(-o "$OFS_BACKEND_OPTS,kv_max_bytes=$((bc * bs))")
 	fi
 	[ -n "$opts" ] && args+=(-o "$opts")
+	# OFS_TRANSPORT=uring: requests over io_uring (ofs_uring_param turned it on).
+	[ "${OFS_TRANSPORT:-}" = uring ] && args+=(-o uring)
 	# Tests of a full store expect ENOSPC: eviction only where a test asks for it.
 	case ",$opts,$*," in *,evict=*) ;; *) args+=(-o evict=off) ;; esac
 	if [ -n "$OFS_PID" ]; then
@@ -306,6 +308,17 @@ is_mounted() {
 	return 1
 }
 
+# The fuse module's enable_uring, which makes the kernel offer io_uring to
+# new mounts: ofs_uring_param Y|N sets it (1 when the module has none) and
+# the EXIT trap puts it back as it was.
+OFS_URING_PARAM=/sys/module/fuse/parameters/enable_uring
+OFS_URING_WAS=""
+ofs_uring_param() {
+	[ -w "$OFS_URING_PARAM" ] || return 1
+	[ -n "$OFS_URING_WAS" ] || OFS_URING_WAS=$(cat "$OFS_URING_PARAM")
+	echo "$1" >"$OFS_URING_PARAM"
+}
+
 ofs_track_mnt() {
 	local m
 	for m in "${OFS_MNTS[@]}"; do
@@ -348,6 +361,10 @@ ofs_umount() {
 	ofs_reap "$OFS_PID"
 	if [ "$OFS_RC" -gt 128 ]; then
 		not_ok "daemon $OFS_PID" "died of signal $((OFS_RC - 128)) (exit status $OFS_RC)"
+	fi
+	# The suite over io_uring must have run over it.
+	if [ "${OFS_TRANSPORT:-}" = uring ] && ! grep -q "uring: requests over io_uring" "$LOG"; then
+		not_ok "daemon $OFS_PID served over io_uring" "$(grep uring "$LOG" | tail -n 2)"
 	fi
 	OFS_PID=""
 	return "$OFS_RC"
@@ -586,6 +603,7 @@ ofs_cleanup() {
 		fi
 		{ wait "$p"; } 2>/dev/null
 	done
+	[ -n "$OFS_URING_WAS" ] && echo "$OFS_URING_WAS" >"$OFS_URING_PARAM"
 	# Never recurse into a mount that is still there.
 	while read -r _ m _; do
 		case "$m" in
@@ -604,6 +622,11 @@ ofs_cleanup() {
 trap ofs_cleanup EXIT
 trap 'not_ok "interrupted" "SIGINT"; ofs_done' INT
 trap 'not_ok "interrupted" "SIGTERM"; ofs_done' TERM
+# OFS_TRANSPORT=uring: the suite over io_uring; the kernel offers it from here on.
+if [ "${OFS_TRANSPORT:-}" = uring ] && ! ofs_uring_param Y; then
+	skip "the io_uring transport" "the fuse module has no enable_uring"
+	ofs_done
+fi
 
 # The watchdog: a hung daemon would hang the script in a system call that no
 # signal to the script can interrupt.  After OFS_TEST_TIMEOUT seconds it
