@@ -543,8 +543,10 @@ static int batch_statuses(struct offloadfs_batch *b, int op, int flags, const ch
 				kept_put(b, keys[i + k], rd->bucket, &o, now);
 			}
 
+			/* A commit refused whole (a bad sum, a directory gone): the others were fine. */
 			if (st && !e)
-				e = st == -EBADMSG || st == -ENOENT ? -ECANCELED : st;
+				e = op == OFS_BATCH_COMMIT && (st == -EBADMSG || st == -ENOENT) ? -ECANCELED
+											   : st;
 			if (errs)
 				errs[i + k] = e;
 			if (e && !ret)
