@@ -109,7 +109,8 @@ struct ofs_uring {
 	int offered, on;         /* the kernel offered it; the INIT reply took it */
 	uint64_t init_unique;
 	size_t payload_sz;
-	unsigned nq, nthreads, nserving;
+	unsigned nq, nthreads, nserving; /* nserving: the threads whose entry is registered */
+	int start_err;           /* why the others are not */
 	uint64_t served;         /* requests that came over a ring; atomic */
 	struct uring_thread *t;
 	pthread_mutex_t slock;   /* the start: threads report their setup */
@@ -418,10 +419,8 @@ static int uring_start(struct ofs_uring *u)
 			return ret ? ret : -EIO;
 		}
 	}
-	if (started < u->nthreads)
-		ofs_log("uring: %u of %u ring threads started: %s", started, u->nthreads,
-			strerror(-ret));
 	u->nserving = started;
+	u->start_err = ret;
 	free(ok);
 	return 0;
 }
@@ -480,7 +479,8 @@ static ssize_t uring_writev(int fd, struct iovec *iov, int count, void *userdata
 				ofs_log("uring: requests over io_uring, %u queues of %u threads", u->nq,
 					u->nthreads / u->nq);
 				if (u->nserving < u->nthreads)
-					ofs_log("uring: %u ring threads serve", u->nserving);
+					ofs_log("uring: %u of %u ring threads serve: %s", u->nserving,
+						u->nthreads, strerror(-u->start_err));
 			} else if (!u->offered) {
 				ofs_log("uring: the kernel does not offer it (fuse.enable_uring?); "
 					"requests stay on /dev/fuse");

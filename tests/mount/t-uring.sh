@@ -112,6 +112,7 @@ else
 	if wait_until 10 test -s "$TESTDIR/fd-probe"; then
 		ok "one ring short of its file descriptors: requests are answered"
 		check_grep_log "one ring short: it says so" "ring threads serve"
+		note "$(grep -h 'ring threads serve' "$LOG")"
 		ofs_umount
 	else
 		not_ok "one ring short of its file descriptors: requests are answered" \
