@@ -96,6 +96,7 @@ struct uring_thread {
 	pthread_mutex_t lock; /* the SQ, for a reply sent from another thread */
 	pthread_t tid;
 	int started, ring_ok;
+	int init_ret;         /* its setup: 0, or -errno (under u->slock, once reported) */
 	int queued;           /* its entry's reply is queued, to submit with the next wait */
 	unsigned qid;
 	struct uring_ent ent;
@@ -108,9 +109,13 @@ struct ofs_uring {
 	int offered, on;         /* the kernel offered it; the INIT reply took it */
 	uint64_t init_unique;
 	size_t payload_sz;
-	unsigned nq, nthreads;
+	unsigned nq, nthreads, nserving; /* nserving: the threads whose entry is registered */
+	int start_err;           /* why the others are not */
 	uint64_t served;         /* requests that came over a ring; atomic */
 	struct uring_thread *t;
+	pthread_mutex_t slock;   /* the start: threads report their setup */
+	pthread_cond_t scond;
+	unsigned reported;
 	pthread_mutex_t mlock;   /* map */
 	struct uring_ent *map[1u << URING_MAP_BITS]; /* unique -> entry serving it */
 };
@@ -254,17 +259,34 @@ refuse:
 	uring_commit(ent);
 }
 
+static int uring_thread_init(struct ofs_uring *u, struct uring_thread *t);
+
 static void *uring_thread_main(void *arg)
 {
 	struct uring_thread *t = arg;
 	struct ofs_uring *u = t->u;
 	cpu_set_t set;
+	int ret;
 
 	CPU_ZERO(&set);
 	CPU_SET(t->qid, &set);
 	/* Where the kernel queues this CPU's requests: run there. */
 	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 	uring_self = t;
+	/*
+	 * The thread that serves the entry registers it: an entry is never
+	 * registered without a thread to serve it (once every queue has one,
+	 * the kernel sends it requests), and the kernel completes an entry's
+	 * commands in the task that submitted them, which must outlive them.
+	 */
+	ret = uring_thread_init(u, t);
+	pthread_mutex_lock(&u->slock);
+	t->init_ret = ret;
+	u->reported++;
+	pthread_cond_broadcast(&u->scond);
+	pthread_mutex_unlock(&u->slock);
+	if (ret)
+		return NULL;
 	for (;;) {
 		struct io_uring_cqe *cqe;
 		struct uring_ent *ent;
@@ -314,16 +336,13 @@ static unsigned uring_nqueues(void)
 }
 
 /* Its ring with its one entry registered, and a poll of the stop eventfd. */
-static int uring_thread_init(struct ofs_uring *u, struct uring_thread *t, unsigned qid)
+static int uring_thread_init(struct ofs_uring *u, struct uring_thread *t)
 {
 	struct io_uring_params p = { .flags = IORING_SETUP_SQE128 };
 	struct uring_ent *e = &t->ent;
 	struct io_uring_sqe *sqe;
 	int ret;
 
-	t->u = u;
-	t->qid = qid;
-	pthread_mutex_init(&t->lock, NULL);
 	ret = io_uring_queue_init_params(4, &t->ring, &p);
 	if (ret)
 		return ret;
@@ -347,32 +366,62 @@ static int uring_thread_init(struct ofs_uring *u, struct uring_thread *t, unsign
 }
 
 /*
- * INIT is answered: set up and start the rings.  0, or -errno.  Requests
- * keep coming through /dev/fuse until every queue has an entry, so a
- * failure half-way leaves the mount working as without the rings.
+ * INIT is answered: start the ring threads, each of which sets up and
+ * registers its entry.  0 when every queue has a thread serving it (the
+ * kernel sends requests over the rings from then on), or -errno: some
+ * queue has none, so the kernel keeps to /dev/fuse.  The threads that did
+ * start keep their entries and are joined by ofs_uring_stop.
  */
 static int uring_start(struct ofs_uring *u)
 {
-	unsigned i, per;
-	int ret;
+	unsigned i, q, per, started = 0, *ok;
+	int ret = 0;
 
 	u->nq = uring_nqueues();
 	per = URING_THREADS_MAX / u->nq;
 	per = per < 1 ? 1 : per > URING_THREADS_PER_QUEUE ? URING_THREADS_PER_QUEUE : per;
 	u->t = calloc((size_t)u->nq * per, sizeof(*u->t));
-	if (!u->t)
+	ok = calloc(u->nq, sizeof(*ok));
+	if (!u->t || !ok) {
+		free(ok);
 		return -ENOMEM;
+	}
 	u->nthreads = u->nq * per;
 	for (i = 0; i < u->nthreads; i++) {
-		ret = uring_thread_init(u, &u->t[i], i / per);
-		if (ret)
-			return ret;
+		u->t[i].u = u;
+		u->t[i].qid = i / per;
+		pthread_mutex_init(&u->t[i].lock, NULL);
 	}
 	for (i = 0; i < u->nthreads; i++) {
-		if (pthread_create(&u->t[i].tid, NULL, uring_thread_main, &u->t[i]))
-			return -EAGAIN;
+		if (pthread_create(&u->t[i].tid, NULL, uring_thread_main, &u->t[i])) {
+			ret = -EAGAIN;
+			break;
+		}
 		u->t[i].started = 1;
+		started++;
 	}
+	pthread_mutex_lock(&u->slock);
+	while (u->reported < started)
+		pthread_cond_wait(&u->scond, &u->slock);
+	pthread_mutex_unlock(&u->slock);
+	for (i = 0, started = 0; i < u->nthreads; i++) {
+		if (u->t[i].started && !u->t[i].init_ret) {
+			ok[u->t[i].qid]++;
+			started++;
+		} else if (u->t[i].started && !ret) {
+			ret = u->t[i].init_ret;
+		}
+	}
+	for (q = 0; q < u->nq; q++) {
+		if (!ok[q]) {
+			ofs_log("uring: queue %u has no thread: %s", q, strerror(ret ? -ret : EIO));
+			free(ok);
+			return ret ? ret : -EIO;
+		}
+	}
+	u->nserving = started;
+	u->start_err = ret;
+	free(ok);
 	return 0;
 }
 
@@ -407,11 +456,13 @@ static ssize_t uring_writev(int fd, struct iovec *iov, int count, void *userdata
 	    iov[1].iov_len >= sizeof(struct fuse_init_out)) {
 		struct fuse_init_out *arg = iov[1].iov_base;
 		size_t pages = arg->max_pages ? arg->max_pages : 32;
+		size_t page = (size_t)sysconf(_SC_PAGESIZE);
 
 		if (arg->flags & FUSE_INIT_EXT) {
 			arg->flags2 |= (uint32_t)(FUSE_OVER_IO_URING >> 32);
 			u->on = 1;
-			u->payload_sz = arg->max_write > pages * 4096 ? arg->max_write : pages * 4096;
+			/* As the kernel sizes its ring payloads: it refuses entries smaller. */
+			u->payload_sz = arg->max_write > pages * page ? arg->max_write : pages * page;
 			if (u->payload_sz < 8192)
 				u->payload_sz = 8192;
 		}
@@ -427,6 +478,9 @@ static ssize_t uring_writev(int fd, struct iovec *iov, int count, void *userdata
 			} else if (u->on) {
 				ofs_log("uring: requests over io_uring, %u queues of %u threads", u->nq,
 					u->nthreads / u->nq);
+				if (u->nserving < u->nthreads)
+					ofs_log("uring: %u of %u ring threads serve: %s", u->nserving,
+						u->nthreads, strerror(-u->start_err));
 			} else if (!u->offered) {
 				ofs_log("uring: the kernel does not offer it (fuse.enable_uring?); "
 					"requests stay on /dev/fuse");
@@ -476,9 +530,16 @@ int ofs_uring_attach(struct ofs *ofs, struct fuse_session *se)
 	u->fd = fuse_session_fd(se);
 	u->evfd = eventfd(0, EFD_CLOEXEC);
 	pthread_mutex_init(&u->mlock, NULL);
+	pthread_mutex_init(&u->slock, NULL);
+	pthread_cond_init(&u->scond, NULL);
 	ofs->uring = u;
 	if (u->evfd < 0 || fuse_session_custom_io(se, &uring_io, u->fd)) {
 		ofs->uring = NULL;
+		if (u->evfd >= 0)
+			close(u->evfd);
+		pthread_mutex_destroy(&u->mlock);
+		pthread_mutex_destroy(&u->slock);
+		pthread_cond_destroy(&u->scond);
 		free(u);
 		return -EIO;
 	}
@@ -521,6 +582,8 @@ void ofs_uring_free(struct ofs *ofs)
 	free(u->t);
 	close(u->evfd);
 	pthread_mutex_destroy(&u->mlock);
+	pthread_mutex_destroy(&u->slock);
+	pthread_cond_destroy(&u->scond);
 	free(u);
 	ofs->uring = NULL;
 }

@@ -80,6 +80,49 @@ check "and the fsync'd ones" cmp <(head -c 16384 "$MNT/t/w3_0") <(python3 -c "im
 ofs_umount
 check_eq "a clean unmount over the rings" 0 "$OFS_RC"
 
+# A start that fails half-way (no file descriptor left for the last ring):
+# the kernel sends requests over the rings once every CPU queue has an
+# entry, so each entry must have its thread serving it; the mount serves
+# over the threads that did start.  A store of its own, whose daemon may
+# lack descriptors for its snapshot.
+ROOT_MAIN=$ROOT
+ROOT="$TESTDIR/root-fd"
+mkdir "$ROOT"
+ofs_mount || ofs_bail "cannot mount the second store"
+mkdir "$MNT/t"
+ring_fds=$(find /proc/"$OFS_PID"/fd -lname 'anon_inode:\[io_uring\]' -printf '%f\n' | sort -n)
+nrings=$(echo "$ring_fds" | grep -c .)
+per=$(sed -n 's/.*queues of \([0-9]*\) threads.*/\1/p' "$LOG")
+ofs_umount
+libgcc=$(ldconfig -p | awk '$1 == "libgcc_s.so.1" {print $NF; exit}')
+if [ "${per:-0}" -lt 2 ] || [ -z "$libgcc" ]; then
+	skip "a start that fails half-way" "one ring thread per queue, or no libgcc_s"
+else
+	# pthread_cancel loads libgcc_s at the end, when no descriptor is left.
+	printf '#!/bin/sh\nulimit -n %s\nLD_PRELOAD=%s exec "%s" "$@"\n' \
+		"$(($(echo "$ring_fds" | head -n 1) + nrings - 1))" "$libgcc" "$OFS" >"$TESTDIR/ofs-fdlimit"
+	chmod +x "$TESTDIR/ofs-fdlimit"
+	OFS_REAL=$OFS
+	OFS="$TESTDIR/ofs-fdlimit"
+	ofs_mount || ofs_bail "cannot mount with a file descriptor limit"
+	OFS=$OFS_REAL
+	rm -f "$TESTDIR/fd-probe"
+	(stat "$MNT/t" >/dev/null 2>&1 && echo x >"$MNT/t/f" && cat "$MNT/t/f" >"$TESTDIR/fd-probe") &
+	probe=$!
+	if wait_until 10 test -s "$TESTDIR/fd-probe"; then
+		ok "one ring short of its file descriptors: requests are answered"
+		check_grep_log "one ring short: it says so" "ring threads serve"
+		note "$(grep -h 'ring threads serve' "$LOG")"
+		ofs_umount
+	else
+		not_ok "one ring short of its file descriptors: requests are answered" \
+			"no answer in 10 s; $(grep uring "$LOG" | tr '\n' ' ')"
+		ofs_kill9 # ends the requests that wait
+	fi
+	wait "$probe"
+fi
+ROOT=$ROOT_MAIN
+
 # -o nouring: /dev/fuse, nothing over a ring.
 ofs_mount "$OFS_OPTS_DEFAULT,nouring" || ofs_bail "cannot mount with nouring"
 check "nouring: the files read back" cmp "$MNT/t/big" "$TESTDIR/big"
