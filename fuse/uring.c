@@ -290,7 +290,6 @@ static void *uring_thread_main(void *arg)
 	for (;;) {
 		struct io_uring_cqe *cqe;
 		struct uring_ent *ent;
-		int ret;
 
 		if (t->queued) {
 			t->queued = 0;
@@ -299,7 +298,6 @@ static void *uring_thread_main(void *arg)
 				break;
 		}
 		ret = io_uring_wait_cqe(&t->ring, &cqe);
-
 		if (ret == -EINTR)
 			continue;
 		if (ret)
