@@ -348,11 +348,8 @@ static void batch_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size
 {
 	struct ofs *ofs = ofs_of(req);
 	struct batch_handle *h = (struct batch_handle *)(uintptr_t)fi->fh;
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	struct ofs_batch_caller c = {
-		.uid = ctx->uid, .gid = ctx->gid, .umask = ctx->umask,
-		.added = batch_added, .removed = batch_removed, .used = batch_used, .arg = ofs,
-	};
+	const struct fuse_ctx *ctx;
+	struct ofs_batch_caller c;
 	int ret;
 
 	if (!batch_ino(ino)) {
@@ -363,6 +360,11 @@ static void batch_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size
 		fuse_reply_err(req, EBADF);
 		return;
 	}
+	ctx = fuse_req_ctx(req);
+	c = (struct ofs_batch_caller){
+		.uid = ctx->uid, .gid = ctx->gid, .umask = ctx->umask,
+		.added = batch_added, .removed = batch_removed, .used = batch_used, .arg = ofs,
+	};
 	/* A write elsewhere than at 0 is no request: refused, as a malformed one is. */
 	ret = ofs_batch_request(&ofs->store, h->b, off ? NULL : buf, off ? 0 : size, &c);
 	if (ret)
