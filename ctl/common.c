@@ -17,8 +17,8 @@ void ctl_usage(FILE *out)
 {
 	fprintf(out, "usage: offloadctl fsck ROOT [--meta PATH] [--repair] [--ubsio-lib PATH]\n"
 		     "                        [--ubsio-ssd-size N | --ubsio-old-init] [--ubsio-device N]\n"
-		     "       offloadctl scrub MOUNTPOINT [--ubsio-lib PATH] [--ubsio-ssd-size N]\n"
-		     "                        [--ubsio-device N]\n"
+		     "       offloadctl scrub MOUNTPOINT [--ubsio-lib PATH]\n"
+		     "                        [--ubsio-ssd-size N | --ubsio-old-init] [--ubsio-device N]\n"
 		     "       offloadctl stats MOUNTPOINT [--buckets] [--json]\n"
 		     "       offloadctl promote MOUNTPOINT FILE...\n"
 		     "       offloadctl evict MOUNTPOINT [--tenant T] --bytes N\n"

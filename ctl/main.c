@@ -2,7 +2,7 @@
  * offloadctl: operator commands for an offloadfs store.
  *
  *   offloadctl fsck ROOT [--meta PATH] [--repair] [--ubsio-lib PATH]
- *                   [--ubsio-ssd-size N] [--ubsio-device N]
+ *                   [--ubsio-ssd-size N | --ubsio-old-init] [--ubsio-device N]
  *                                                    check an unmounted store
  *   offloadctl scrub MOUNTPOINT [--ubsio-*]          checksum pass on a mounted store
  *   offloadctl stats MOUNTPOINT [--buckets] [--json] live metrics of a mounted store

@@ -117,9 +117,12 @@ static int ofs_opt_proc(void *data, const char *arg, int key, struct fuse_args *
 	}
 }
 
+/* The one usage line, for --help and for a command line without ROOT and MOUNTPOINT. */
+#define OFS_USAGE "usage: %s ROOT MOUNTPOINT [-f] [-d] [-s] [-o opt,...]"
+
 static void ofs_usage(const char *prog)
 {
-	printf("usage: %s ROOT MOUNTPOINT [-f] [-d] [-o opt,...]\n"
+	printf(OFS_USAGE "\n"
 	       "       mount -t fuse.offloadfs ROOT MOUNTPOINT -o opt,...\n\n"
 	       "ROOT holds the bucket files (a 3FS or other shared POSIX mount in production);\n"
 	       "MOUNTPOINT shows one directory per tenant and one file per KV block.\n\n"
@@ -708,8 +711,7 @@ int main(int argc, char *argv[])
 		cli.root = getenv("MOONCAKE_DISTRIBUTED_ROOT_DIR");
 	}
 	if (!cli.root || cli.npos < 1 || (cli.npos < 2 && !getenv("MOONCAKE_DISTRIBUTED_ROOT_DIR"))) {
-		fprintf(stderr, "usage: %s ROOT MOUNTPOINT [-f] [-d] [-o opt,...] (see --help)\n",
-			argv[0]);
+		fprintf(stderr, OFS_USAGE " (see --help)\n", argv[0]);
 		goto out_args;
 	}
 	if (ofs_config_from(&cli, &cfg))

@@ -46,6 +46,10 @@ run "$OFS" --help
 check_eq "--help exits 0" 0 "$RC"
 check_contains "--help prints a usage" "usage:" "$OUT"
 check_contains "--help documents bucket_count" "bucket_count" "$OUT"
+# README's usage line (Options), every flag in it: -f, -d, -s, -o.
+USAGE=$(sed -n 's/^`offloadfs \(ROOT MOUNTPOINT [^`]*\)`$/\1/p' "$OFS_TESTS_DIR/../../README.md")
+check_eq "--help's usage line is README's" "usage: $OFS ${USAGE:-(none in README)}" \
+	"$(sed -n 1p <<<"$OUT")"
 run "$OFS" --version
 check_eq "--version exits 0" 0 "$RC"
 check_contains "--version names offloadfs" "offloadfs" "$OUT"
@@ -56,6 +60,7 @@ check_eq "offloadctl --version exits 0" 0 "$RC"
 run "$OFS" "$ROOT"
 check_eq "no MOUNTPOINT: exits non-zero" 1 "$([ "$RC" -ne 0 ] && echo 1 || echo 0)"
 check_eq "no MOUNTPOINT: ROOT untouched" "" "$(ls -A "$ROOT")"
+check_eq "no MOUNTPOINT: the same usage line" "usage: $OFS $USAGE (see --help)" "$ERR"
 
 # ---- bad options: refused by name, nothing created ----
 refuse "unknown option -o bogus=1: refused, named" "bogus" "$ROOT" "$MNT" -o bogus=1
