@@ -19,6 +19,7 @@
  */
 #include "ofs.h"
 #include "uring.h"
+#include "cpulist.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -317,19 +318,32 @@ static void *uring_thread_main(void *arg)
 	return NULL;
 }
 
-/* The kernel's queues: one per possible CPU (/sys/devices/system/cpu/possible, "0-N"). */
+/*
+ * How many queues the kernel keeps: as many as there are possible CPUs,
+ * which is not the highest CPU number plus one where the numbers have
+ * gaps ("0-3,8-11": 8 queues).  The kernel's fs/fuse/dev_uring.c
+ * (torvalds/linux 03a3617f92c2): fuse_uring_create() sizes the ring with
+ * nr_queues = num_possible_cpus(); fuse_uring_register() refuses a qid at
+ * or past it (EINVAL); is_ring_ready() sends requests over the rings only
+ * once every qid below it has an entry; fuse_uring_task_to_queue() takes
+ * the caller's CPU number as its qid, and a CPU numbered past the last
+ * queue (9 above) gets queue 0, with a warning in the kernel's log.  So
+ * every qid below the count gets its threads, and no other: each pinned
+ * to the CPU of its number, where there is one.
+ */
 static unsigned uring_nqueues(void)
 {
 	FILE *f = fopen("/sys/devices/system/cpu/possible", "r");
-	unsigned a = 0, b = 0;
-	int n = f ? fscanf(f, "%u-%u", &a, &b) : 0;
+	char line[4096];
+	unsigned count, last;
+	/* The whole line (its newline read), not the first part of a longer one. */
+	int ok = f && fgets(line, sizeof(line), f) && strchr(line, '\n') &&
+		 cpulist_parse(line, &count, &last) == 0;
 
 	if (f)
 		fclose(f);
-	if (n == 2)
-		return b + 1;
-	if (n == 1)
-		return a + 1;
+	if (ok)
+		return count;
 	return (unsigned)sysconf(_SC_NPROCESSORS_CONF);
 }
 
