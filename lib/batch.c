@@ -664,6 +664,38 @@ static int make_dirs(const char *dir, const char *key, char *last, size_t lastca
 	return 0;
 }
 
+static int put_key_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * 0 when no key appears twice, else -EINVAL (-ENOMEM when it cannot
+ * tell).  The daemon refuses such a request too, but only within one
+ * request (up to 1,024 keys) and only after put_many made the keys'
+ * directories: checked here, before anything is made, over every key of
+ * the call.
+ */
+static int put_dup_check(const char *const *keys, size_t n)
+{
+	const char **sorted;
+	size_t i;
+	int ret = 0;
+
+	if (n < 2)
+		return 0;
+	sorted = malloc(n * sizeof(*sorted));
+	if (!sorted)
+		return -ENOMEM;
+	memcpy(sorted, keys, n * sizeof(*sorted));
+	qsort(sorted, n, sizeof(*sorted), put_key_cmp);
+	for (i = 1; i < n && !ret; i++)
+		if (!strcmp(sorted[i - 1], sorted[i]))
+			ret = -EINVAL;
+	free(sorted);
+	return ret;
+}
+
 int offloadfs_put_many(const char *tenant_dir, const char *const *keys, const void *const *bufs,
 		       const size_t *lens, size_t n, int flags, int *errs)
 {
@@ -677,6 +709,9 @@ int offloadfs_put_many(const char *tenant_dir, const char *const *keys, const vo
 
 	b = batch_get(tenant_dir, &ret);
 	if (!b)
+		return fail_all(errs, n, ret);
+	ret = put_dup_check(keys, n);
+	if (ret)
 		return fail_all(errs, n, ret);
 	for (i = 0; i < n; i++) {
 		int e = make_dirs(tenant_dir, keys[i], last, sizeof(last));

@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# t-batch.sh: the batch interface (TENANT/.offload-batch, liboffloadfs_batch,
-# docs/batch.md) on the pages backend: put_many/get_many of 64 keys of
-# 128 KiB, visible to POSIX readers at once; exists_many and delete_many;
-# 1,500 keys (more than one request) and empty objects;
-# the Python module; a client killed between reserve and commit gives its
-# runs back; duplicate keys refuse a batch; a commit with a wrong page sum
-# fails and shows nothing; commits racing unlinks of the same key leave
-# either the whole file or none; a daemon kill -9 between reserve and commit
-# leaves nothing visible and no leaked page (fsck clean); delete_many gives
-# each key its result, and a kill -9 right after it loses none of its
-# deletes; keys read by get_many count as used, so eviction keeps them;
-# with evict=off, keys past the tenant's quota get EDQUOT, the others are
-# put; bad keys get their own error (EINVAL, ENAMETOOLONG) and make no
-# directory; EOVERFLOW gives the size needed; a batch that fails whole
-# gives each key its error; a client that cannot write the bucket files
-# gets EACCES and holds no page.  On the ubsio backend: every batch is
-# EOPNOTSUPP.
+# t-batch.sh: the batch interface (TENANT/.offload-batch,
+# liboffloadfs_batch, docs/batch.md) on the pages backend: put_many/get_many
+# of 64 keys of 128 KiB, visible to POSIX readers at once; exists_many and
+# delete_many; 1,500 keys (more than one request) and empty objects; the
+# Python module; a client killed between reserve and commit gives its runs
+# back; duplicate keys refuse a batch (put_many: the whole call, before any
+# directory is made); a commit with a wrong page sum fails and shows
+# nothing; commits racing unlinks of the same key leave either the whole
+# file or none; a daemon kill -9 between reserve and commit leaves nothing
+# visible and no leaked page (fsck clean); delete_many gives each key its
+# result, and a kill -9 right after it loses none of its deletes; keys read
+# by get_many count as used, so eviction keeps them; with evict=off, keys
+# past the tenant's quota get EDQUOT, the others are put; bad keys get their
+# own error (EINVAL, ENAMETOOLONG) and make no directory; EOVERFLOW gives
+# the size needed; a batch that fails whole gives each key its error; a
+# client that cannot write the bucket files gets EACCES and holds no page.
+# On the ubsio backend: every batch is EOPNOTSUPP.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -148,6 +148,25 @@ check_eq "only the committed keys are visible" "dupa dupb" "$(cd "$MNT/t1" && ec
 rm -f "$MNT/t1"/dup*
 wait_free "$FREE0"
 check_eq "the refused batch's run is freed at close" "$FREE0" "$(ofs_free)"
+
+# ---- put_many with a key twice: refused whole, before any directory is made ----
+run python3 -c '
+import errno, sys
+sys.path.insert(0, sys.argv[2])
+import offloadfs_batch as ob
+t = ob.Tenant(sys.argv[1])
+def names(errs):
+    return " ".join(errno.errorcode[-e] if e else "ok" for e in errs)
+print(names(t.put_many_errs(["dd/a/k", "dd/b/k", "dd/a/k"], [b"1", b"2", b"3"])))
+# The same key in different requests of one call (1,024 keys each).
+keys = ["de/x/k%d" % i for i in range(1100)] + ["de/x/k3"]
+print(" ".join(sorted(set(names(t.put_many_errs(keys, [b""] * len(keys))).split()))))
+' "$MNT/t1" "$PYLIB"
+check_eq "put_many with a key twice: every key EINVAL" "EINVAL EINVAL EINVAL" \
+	"$(sed -n 1p <<<"$OUT")${ERR:+ $ERR}"
+check_eq "a key twice in different requests of one call: every key EINVAL" "EINVAL" \
+	"$(sed -n 2p <<<"$OUT")"
+check_eq "the refused puts made no directory" "" "$(cd "$MNT/t1" && ls -d dd de 2>/dev/null)"
 
 # ---- keys that cannot name a file: that key's error, nothing made, the others done ----
 run python3 -c '
