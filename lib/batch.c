@@ -633,13 +633,16 @@ static int key_ok(const char *key)
 /*
  * Make the directories of key below dir (mkdir -p), as the mount allows;
  * none for a key the daemon will refuse, so that a refused key leaves
- * nothing behind (a ".." would even reach another tenant).
+ * nothing behind (a ".." would even reach another tenant).  One that
+ * cannot be made (a file in the way: ENOTDIR) is the key's error, and
+ * the directories made for it before are removed again.
  */
 static int make_dirs(const char *dir, const char *key, char *last, size_t lastcap)
 {
 	const char *slash = strrchr(key, '/');
 	char path[8192];
-	size_t dlen, plen, i;
+	size_t dlen, plen, i, made = 0;
+	int ret = 0;
 
 	if (!slash || !key_ok(key))
 		return 0;
@@ -652,10 +655,26 @@ static int make_dirs(const char *dir, const char *key, char *last, size_t lastca
 	for (i = 0; i <= plen; i++) {
 		if (i == plen || key[i] == '/') {
 			path[dlen + i] = '\0';
-			if (mkdir(path, 0777) && errno != EEXIST)
-				return -errno;
+			if (mkdir(path, 0777) == 0) {
+				made++;
+			} else if (errno != EEXIST) {
+				ret = -errno;
+				break;
+			}
 		}
 		path[dlen + i] = key[i];
+	}
+	if (ret) {
+		/* Deepest first: path holds the key's directories up to the one that failed. */
+		while (made && i-- > 0) {
+			if (key[i] != '/')
+				continue;
+			path[dlen + i] = '\0';
+			if (rmdir(path))
+				break;
+			made--;
+		}
+		return ret;
 	}
 	if (plen < lastcap) {
 		memcpy(last, key, plen);
@@ -701,10 +720,11 @@ int offloadfs_put_many(const char *tenant_dir, const char *const *keys, const vo
 {
 	struct offloadfs_batch *b;
 	struct offloadfs_desc *d = NULL;
-	const char **ckeys = NULL;
-	size_t *clens = NULL, *idx = NULL, i, nc = 0, npcs = 0;
+	const char **ckeys = NULL, **rkeys = NULL;
+	size_t *clens = NULL, *idx = NULL, *rlens = NULL, *ridx = NULL, i, r, nr = 0, nc = 0,
+	       npcs = 0;
 	uint64_t **cpcs = NULL, *pcbuf = NULL;
-	int ret = 0, *cerr = NULL;
+	int ret = 0, *cerr = NULL, *kerr = NULL;
 	char last[4096] = "";
 
 	b = batch_get(tenant_dir, &ret);
@@ -713,40 +733,48 @@ int offloadfs_put_many(const char *tenant_dir, const char *const *keys, const vo
 	ret = put_dup_check(keys, n);
 	if (ret)
 		return fail_all(errs, n, ret);
-	for (i = 0; i < n; i++) {
-		int e = make_dirs(tenant_dir, keys[i], last, sizeof(last));
-
-		if (e)
-			return fail_all(errs, n, e);
-		npcs += (lens[i] + b->page_size - 1) / b->page_size;
-	}
 	d = calloc(n + 1, sizeof(*d));
 	ckeys = calloc(n + 1, sizeof(*ckeys));
 	clens = calloc(n + 1, sizeof(*clens));
 	cpcs = calloc(n + 1, sizeof(*cpcs));
 	idx = calloc(n + 1, sizeof(*idx));
 	cerr = calloc(n + 1, sizeof(*cerr));
+	kerr = calloc(n + 1, sizeof(*kerr));
+	rkeys = calloc(n + 1, sizeof(*rkeys));
+	rlens = calloc(n + 1, sizeof(*rlens));
+	ridx = calloc(n + 1, sizeof(*ridx));
+	for (i = 0; i < n; i++)
+		npcs += (lens[i] + b->page_size - 1) / b->page_size;
 	pcbuf = calloc(npcs + 1, sizeof(*pcbuf));
-	if (!d || !ckeys || !clens || !cpcs || !idx || !cerr || !pcbuf) {
+	if (!d || !ckeys || !clens || !cpcs || !idx || !cerr || !kerr || !rkeys || !rlens ||
+	    !ridx || !pcbuf) {
 		ret = fail_all(errs, n, -ENOMEM);
 		goto out;
 	}
-	ret = offloadfs_batch_reserve(b, keys, lens, n, d);
-	npcs = 0;
+	/* The keys whose directories are there go on to the reserve. */
 	for (i = 0; i < n; i++) {
-		uint64_t np = (lens[i] + b->page_size - 1) / b->page_size, p;
+		kerr[i] = make_dirs(tenant_dir, keys[i], last, sizeof(last));
+		if (kerr[i])
+			continue;
+		rkeys[nr] = keys[i];
+		rlens[nr] = lens[i];
+		ridx[nr++] = i;
+	}
+	ret = nr ? offloadfs_batch_reserve(b, rkeys, rlens, nr, d) : 0;
+	npcs = 0;
+	for (r = 0; r < nr; r++) {
+		uint64_t np = (rlens[r] + b->page_size - 1) / b->page_size, p;
 		ssize_t w = 0;
 
-		if (errs)
-			errs[i] = d[i].err;
-		if (d[i].err)
+		i = ridx[r];
+		kerr[i] = d[r].err;
+		if (d[r].err)
 			continue;
 		if (lens[i])
-			w = full_pwrite(d[i].fd, bufs[i], lens[i], (off_t)d[i].offset);
+			w = full_pwrite(d[r].fd, bufs[i], lens[i], (off_t)d[r].offset);
 		if (w < 0) {
 			/* Not committed; the reservation goes back with the others below. */
-			if (errs)
-				errs[i] = (int)w;
+			kerr[i] = (int)w;
 			if (!ret)
 				ret = (int)w;
 			batch_statuses(b, OFS_BATCH_ABORT, 0, &keys[i], NULL, NULL, 1, NULL);
@@ -772,10 +800,16 @@ int offloadfs_put_many(const char *tenant_dir, const char *const *keys, const vo
 			batch_statuses(b, OFS_BATCH_ABORT, 0, ckeys, NULL, NULL, nc, NULL);
 		}
 		for (i = 0; i < nc; i++)
-			if (errs && !errs[idx[i]])
-				errs[idx[i]] = cerr[i];
+			if (!kerr[idx[i]])
+				kerr[idx[i]] = cerr[i];
 		if (c && !ret)
 			ret = c;
+	}
+	for (i = 0; i < n; i++) {
+		if (errs)
+			errs[i] = kerr[i];
+		if (kerr[i] && !ret)
+			ret = kerr[i];
 	}
 out:
 	free(d);
@@ -784,6 +818,10 @@ out:
 	free(cpcs);
 	free(idx);
 	free(cerr);
+	free(kerr);
+	free(rkeys);
+	free(rlens);
+	free(ridx);
 	free(pcbuf);
 	return ret;
 }

@@ -5,17 +5,18 @@
 # delete_many; 1,500 keys (more than one request) and empty objects; the
 # Python module; a client killed between reserve and commit gives its runs
 # back; duplicate keys refuse a batch (put_many: the whole call, before any
-# directory is made); a commit with a wrong page sum fails and shows
-# nothing; commits racing unlinks of the same key leave either the whole
-# file or none; a daemon kill -9 between reserve and commit leaves nothing
-# visible and no leaked page (fsck clean); delete_many gives each key its
-# result, and a kill -9 right after it loses none of its deletes; keys read
-# by get_many count as used, so eviction keeps them; with evict=off, keys
-# past the tenant's quota get EDQUOT, the others are put; bad keys get their
-# own error (EINVAL, ENAMETOOLONG) and make no directory; EOVERFLOW gives
-# the size needed; a batch that fails whole gives each key its error; a
-# client that cannot write the bucket files gets EACCES and holds no page.
-# On the ubsio backend: every batch is EOPNOTSUPP.
+# directory is made; a file in the way of a key refuses only that key); a
+# commit with a wrong page sum fails and shows nothing; commits racing
+# unlinks of the same key leave either the whole file or none; a daemon
+# kill -9 between reserve and commit leaves nothing visible and no leaked
+# page (fsck clean); delete_many gives each key its result, and a kill -9
+# right after it loses none of its deletes; keys read by get_many count as
+# used, so eviction keeps them; with evict=off, keys past the tenant's quota
+# get EDQUOT, the others are put; bad keys get their own error (EINVAL,
+# ENAMETOOLONG) and make no directory; EOVERFLOW gives the size needed; a
+# batch that fails whole gives each key its error; a client that cannot
+# write the bucket files gets EACCES and holds no page.  On the ubsio
+# backend: every batch is EOPNOTSUPP.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -150,6 +151,7 @@ wait_free "$FREE0"
 check_eq "the refused batch's run is freed at close" "$FREE0" "$(ofs_free)"
 
 # ---- put_many with a key twice: refused whole, before any directory is made ----
+echo f >"$MNT/t1/nf"
 run python3 -c '
 import errno, sys
 sys.path.insert(0, sys.argv[2])
@@ -161,12 +163,19 @@ print(names(t.put_many_errs(["dd/a/k", "dd/b/k", "dd/a/k"], [b"1", b"2", b"3"]))
 # The same key in different requests of one call (1,024 keys each).
 keys = ["de/x/k%d" % i for i in range(1100)] + ["de/x/k3"]
 print(" ".join(sorted(set(names(t.put_many_errs(keys, [b""] * len(keys))).split()))))
+# A file where a key needs a directory: that key ENOTDIR, the others put.
+print(names(t.put_many_errs(["dn/x/k", "nf/y/k", "dn/k2"], [b"1", b"2", b"3"])))
 ' "$MNT/t1" "$PYLIB"
 check_eq "put_many with a key twice: every key EINVAL" "EINVAL EINVAL EINVAL" \
 	"$(sed -n 1p <<<"$OUT")${ERR:+ $ERR}"
 check_eq "a key twice in different requests of one call: every key EINVAL" "EINVAL" \
 	"$(sed -n 2p <<<"$OUT")"
 check_eq "the refused puts made no directory" "" "$(cd "$MNT/t1" && ls -d dd de 2>/dev/null)"
+check_eq "a key with a file in its way: ENOTDIR for it, the others put" "ok ENOTDIR ok" \
+	"$(sed -n 3p <<<"$OUT")"
+check_eq "... and only their files and directories are there" "dn/k2 dn/x/k nf" \
+	"$(cd "$MNT/t1" && echo dn/k2 dn/x/* nf*)"
+rm -rf "$MNT/t1/dn" "$MNT/t1/nf"
 
 # ---- keys that cannot name a file: that key's error, nothing made, the others done ----
 run python3 -c '
