@@ -386,19 +386,42 @@ static void batch_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t of
 					   len, flags);
 }
 
-/* A name that shadows the control file cannot be made in a tenant. */
+/*
+ * 1 when name in parent is a tenant's control file.  The name is special
+ * only there, as lookup answers it: below a tenant's top level (and at
+ * the root, among the tenants) it is an ordinary name, to make, rename
+ * and remove like any other, as a batch put of "sub/.offload-batch" does.
+ */
+static int batch_is_ctl(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct meta_inode t;
+
+	return strcmp(name, OFS_BATCH_NAME) == 0 &&
+	       ofs_batch_tenant(&ofs_of(req)->store, parent, &t) == 0;
+}
+
+/* A name that shadows the control file cannot be made in a tenant: it is there. */
 static void batch_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 			    struct fuse_file_info *fi)
 {
-	if (strcmp(name, OFS_BATCH_NAME) == 0)
+	if (batch_is_ctl(req, parent, name))
 		fuse_reply_err(req, EEXIST);
 	else
 		ofs_ll_ops.create(req, parent, name, mode, fi);
 }
 
+static void batch_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			   dev_t rdev)
+{
+	if (batch_is_ctl(req, parent, name))
+		fuse_reply_err(req, EEXIST);
+	else
+		ofs_ll_ops.mknod(req, parent, name, mode, rdev);
+}
+
 static void batch_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-	if (strcmp(name, OFS_BATCH_NAME) == 0)
+	if (batch_is_ctl(req, parent, name))
 		fuse_reply_err(req, EEXIST);
 	else
 		ofs_ll_ops.mkdir(req, parent, name, mode);
@@ -407,7 +430,7 @@ static void batch_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, 
 static void batch_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			    fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
-	if (strcmp(name, OFS_BATCH_NAME) == 0 || strcmp(newname, OFS_BATCH_NAME) == 0)
+	if (batch_is_ctl(req, parent, name) || batch_is_ctl(req, newparent, newname))
 		fuse_reply_err(req, EPERM);
 	else
 		ofs_ll_ops.rename(req, parent, name, newparent, newname, flags);
@@ -415,7 +438,7 @@ static void batch_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 static void batch_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	if (strcmp(name, OFS_BATCH_NAME) == 0)
+	if (batch_is_ctl(req, parent, name))
 		fuse_reply_err(req, EPERM);
 	else
 		ofs_ll_ops.unlink(req, parent, name);
@@ -439,6 +462,7 @@ const struct fuse_lowlevel_ops *ofs_batch_ops(void)
 	ops.flush = batch_op_flush;
 	ops.release = batch_op_release;
 	ops.create = batch_op_create;
+	ops.mknod = batch_op_mknod;
 	ops.mkdir = batch_op_mkdir;
 	ops.rename = batch_op_rename;
 	ops.unlink = batch_op_unlink;

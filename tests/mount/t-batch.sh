@@ -27,6 +27,31 @@ export OFFLOADFS_BATCH_LIB=${OFFLOADFS_BATCH_LIB:-"$OFS_BUILD/liboffloadfs_batch
 
 ofs_mount || ofs_bail "cannot mount"
 mkdir -p "$MNT/t1/held"
+
+# ---- the control file's name is special in a tenant's top level only ----
+C=.offload-batch
+check "TENANT/$C is there" stat "$MNT/t1/$C"
+check_fails "TENANT/$C cannot be made again (EEXIST)" "File exists" mkdir "$MNT/t1/$C"
+check_fails "... nor removed (EPERM)" "Operation not permitted" rm -f "$MNT/t1/$C"
+echo f >"$MNT/t1/rf"
+check_fails "... nor renamed onto (EPERM)" "Operation not permitted" mv "$MNT/t1/rf" "$MNT/t1/$C"
+rm -f "$MNT/t1/rf"
+mkdir "$MNT/t1/sub"
+check_fails "TENANT/sub/$C is not there (ENOENT)" "No such file" stat "$MNT/t1/sub/$C"
+check "... so a file of that name can be made there" sh -c "echo x >'$MNT/t1/sub/$C'"
+check_eq "... read back" x "$(cat "$MNT/t1/sub/$C" 2>&1)"
+check "... renamed" mv "$MNT/t1/sub/$C" "$MNT/t1/sub/other"
+check "... renamed back" mv "$MNT/t1/sub/other" "$MNT/t1/sub/$C"
+check "... removed" rm "$MNT/t1/sub/$C"
+check "... made by mknod (a regular file)" python3 -c \
+	'import os, stat, sys; os.mknod(sys.argv[1], stat.S_IFREG | 0o600)' "$MNT/t1/sub/$C"
+rm -f "$MNT/t1/sub/$C"
+check "... a directory of that name" mkdir "$MNT/t1/sub/$C"
+check "... removed" rmdir "$MNT/t1/sub/$C"
+check "at the root, among the tenants, it is a tenant's name like any" mkdir "$MNT/$C"
+check "... a tenant with its own control file" stat "$MNT/$C/$C"
+rmdir "$MNT/$C"
+rmdir "$MNT/t1/sub"
 if [ "$OFS_BACKEND" != pages ]; then
 	# Values live in the KV store: no bucket file for a client to write.
 	check_fails "batches are EOPNOTSUPP on $OFS_BACKEND" "Operation not supported" \
