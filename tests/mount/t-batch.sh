@@ -459,7 +459,7 @@ os.kill(pid, signal.SIGKILL)
 def alive(pid):
     try:
         return open("/proc/%d/stat" % pid).read().split(")")[1].split()[0] != "Z"
-    except FileNotFoundError: # reaped already
+    except (FileNotFoundError, ProcessLookupError): # reaped already (ENOENT, or ESRCH mid-read)
         return False
 while alive(pid):
     time.sleep(0.01)
