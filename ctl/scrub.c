@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -334,13 +335,22 @@ static void scrub_ubsio_defaults(const char *mnt, struct kvb_ubsio_config *uc, c
 static int scrub_run(const char *mnt, const struct kvb_ubsio_config *uc)
 {
 	struct scrub sc = { 0 };
+	struct statvfs vfs;
+	uint64_t total = 0;
 	char lib[PATH_MAX];
 
 	if (ctl_check_mount(mnt))
 		return 2;
 	sc.uc = *uc;
 	scrub_ubsio_defaults(mnt, &sc.uc, lib, sizeof(lib));
-	ofs_progress_start(&sc.prog, "scrub", 0, stderr, stdout);
+	/*
+	 * The total: the files the mount holds as the walk starts (statfs's
+	 * files in use).  Files made meanwhile are counted past it, which the
+	 * display shows as the count alone; 0 when the mount cannot tell.
+	 */
+	if (statvfs(mnt, &vfs) == 0 && vfs.f_files >= vfs.f_ffree)
+		total = vfs.f_files - vfs.f_ffree;
+	ofs_progress_start(&sc.prog, "scrub", total, stderr, stdout);
 	{
 		int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 

@@ -20,9 +20,14 @@ struct ofs_progress {
 	time_t last;
 };
 
+/* total: the steps the walk expects; 0 when it cannot tell (the count is shown alone). */
 void ofs_progress_start(struct ofs_progress *p, const char *what, uint64_t total, FILE *to,
 			FILE *report);
-/* Count is p->done (the caller steps it); final ends the display. */
+/*
+ * Count is p->done (the caller steps it); final ends the display.  Past
+ * the total (the walk found more than it expected) the count is shown
+ * alone, never as more than all.
+ */
 void ofs_progress_show(struct ofs_progress *p, int final);
 void ofs_progress_clear(struct ofs_progress *p);
 

@@ -33,6 +33,7 @@
 #include "evict.h"
 #include "ns.h"
 #include "object.h"
+#include "progress.h"
 #include "store.h"
 
 #define PS 4096u
@@ -1342,6 +1343,38 @@ START_TEST(test_object_copy)
 }
 END_TEST
 
+/* What the progress display wrote to a file (no terminal: a line a step), after steps done. */
+static char *progress_text(uint64_t total, uint64_t done)
+{
+	static char text[256];
+	struct ofs_progress p;
+	FILE *f = tmpfile();
+	size_t n;
+
+	ck_assert_ptr_nonnull(f);
+	ofs_progress_start(&p, "scrub", total, f, f);
+	p.done = done;
+	ofs_progress_show(&p, 1);
+	rewind(f);
+	n = fread(text, 1, sizeof(text) - 1, f);
+	text[n] = '\0';
+	fclose(f);
+	return text;
+}
+
+/* The display never claims more done than all, nor a total of 0. */
+START_TEST(test_progress_says_what_it_knows)
+{
+	ck_assert_str_eq(progress_text(4, 3), "scrub: 3/4\n");
+	ck_assert_str_eq(progress_text(4, 4), "scrub: 4/4\n");
+	/* No total (a walk that cannot tell): the count alone, not "1/0". */
+	ck_assert_str_eq(progress_text(0, 1), "scrub: 1\n");
+	ck_assert_str_eq(progress_text(0, 0), "scrub: 0\n");
+	/* Past the total (files made during the walk): the count alone, not "5/4". */
+	ck_assert_str_eq(progress_text(4, 5), "scrub: 5\n");
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -1372,6 +1405,9 @@ static Suite *store_suite(void)
 	tc = tcase_create("object");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_object_life);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("progress");
+	tcase_add_test(tc, test_progress_says_what_it_knows);
 	suite_add_tcase(s, tc);
 	return s;
 }

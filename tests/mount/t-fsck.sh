@@ -297,6 +297,8 @@ ofs_remount || ofs_bail "cannot remount"
 run "$OFSCTL" scrub "$MNT"
 check_eq "scrub: exits 0 when every object, the one past PATH_MAX too, checks" 0 "$RC"
 check_contains "scrub: counts all 4 objects, none left out" "4 files" "$OUT"
+check_eq "scrub's progress: the files checked of those the mount holds" "scrub: 4/4" \
+	"$(tail -n 1 <<<"$ERR")"
 ofs_umount
 
 run "$OFSCTL" fsck "$TESTDIR/no-such-root"
