@@ -65,6 +65,8 @@ static const char *const meta_sql[ST_N] = {
 		       "AND ino > ?2 ORDER BY ino",
 	[ST_MAPPINGS] = "SELECT " INODE_COLS " FROM inodes "
 			"WHERE npages > 0 AND state IN (0, 2) AND parent IS NOT NULL ORDER BY ino",
+	[ST_COUNT_MAPPINGS] = "SELECT count(*) FROM inodes "
+			      "WHERE npages > 0 AND state IN (0, 2) AND parent IS NOT NULL",
 	[ST_COUNT_FILES] = "SELECT count(*) FROM inodes WHERE (mode & 61440) = 32768 "
 			   "AND parent IS NOT NULL",
 	[ST_KV_GET] = "SELECT v FROM store WHERE k = ?1",

@@ -310,6 +310,8 @@ typedef int (*meta_ino_fn)(void *ctx, const struct meta_inode *in);
  * quarantined), in ino order, until fn returns non-zero (returned).
  */
 int meta_foreach_mapping(struct meta *m, meta_ino_fn fn, void *ctx);
+/* How many objects meta_foreach_mapping calls fn for. */
+int meta_count_mappings(struct meta *m, uint64_t *n);
 /*
  * Call fn for every object with a value in a KV backend, in ino order, with
  * the keys of its current and previous versions (either may be NULL), until

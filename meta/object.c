@@ -210,9 +210,8 @@ int meta_recover(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphan
 	return ret;
 }
 
-int meta_count_files(struct meta *m, uint64_t *n)
+static int meta_count(sqlite3_stmt *s, uint64_t *n)
 {
-	sqlite3_stmt *s = m->st[ST_COUNT_FILES];
 	int rc = sqlite3_step(s);
 
 	if (rc == SQLITE_ROW)
@@ -221,3 +220,12 @@ int meta_count_files(struct meta *m, uint64_t *n)
 	return rc == SQLITE_ROW ? 0 : meta_errno(rc);
 }
 
+int meta_count_files(struct meta *m, uint64_t *n)
+{
+	return meta_count(m->st[ST_COUNT_FILES], n);
+}
+
+int meta_count_mappings(struct meta *m, uint64_t *n)
+{
+	return meta_count(m->st[ST_COUNT_MAPPINGS], n);
+}

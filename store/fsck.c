@@ -277,7 +277,8 @@ int ofs_fsck(const struct ofs_config *cfg, int repair, FILE *out, FILE *err)
 		goto out;
 	meta_clean_get(f->meta, &clean);
 	meta_synced_gen(f->meta, &f->synced_gen);
-	meta_count_files(f->meta, &files);
+	/* The progress's total: what the walk below visits (no empty file, no unfinished write). */
+	meta_count_mappings(f->meta, &files);
 	if (!strcmp(f->backend, "ubsio"))
 		fprintf(f->out, "store %s: backend ubsio, page_size %" PRIu64 ", schema %d, %s\n", root,
 		       f->geom.page_size, META_SCHEMA_VERSION,

@@ -40,6 +40,8 @@ holder_kill
 ofs_fsck
 check_eq "unclean store: fsck exits 0" 0 "$RC"
 check_contains "unclean store: fsck says it was not cleanly unmounted" "not cleanly unmounted" "$OUT"
+check_eq "unclean store: fsck's progress ends at its total (the open writer has no pages)" \
+	"fsck: 3/3" "$(tail -n 1 <<<"$ERR")"
 ofs_mount "$GEOM" || ofs_bail "cannot remount after kill"
 check_cmp "after kill -9 and fsck: a reads back" "$REF/a" "$MNT/t/d/a"
 ofs_umount
