@@ -198,6 +198,30 @@ static int ofs_geom_value(const char *opt, const char *val, const char *env, uin
 	return 1;
 }
 
+/*
+ * *path made absolute against the working directory: the daemon runs in /
+ * once detached, where a relative path names another file (-1 after a
+ * message).
+ */
+static int ofs_abs_opt(const char *opt, char **path)
+{
+	char cwd[PATH_MAX], *abs;
+
+	if (!*path || (*path)[0] == '/')
+		return 0;
+	if (!(*path)[0]) {
+		fprintf(stderr, "offloadfs: %s= needs a path\n", opt);
+		return -1;
+	}
+	if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, *path) < 0) {
+		fprintf(stderr, "offloadfs: %s=%s: %s\n", opt, *path, strerror(errno));
+		return -1;
+	}
+	free(*path);
+	*path = abs;
+	return 0;
+}
+
 static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 {
 	char err[256];
@@ -206,6 +230,9 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->root = cli->root;
+	/* The statvfs of the metadata's disk, each tick, must find it from /. */
+	if (ofs_abs_opt("meta", &cli->meta))
+		return -1;
 	cfg->meta_path = cli->meta;
 	cfg->geom.page_size = OFS_DEFAULT_PAGE_SIZE;
 	cfg->geom.bucket_size = OFS_DEFAULT_BUCKET_SIZE;
@@ -524,17 +551,8 @@ static int ofs_daemon_opts(struct ofs_cli *cli, struct ofs *ofs, struct ofs_conf
 		fprintf(stderr, "offloadfs: promote_after needs a DRAM tier (-o dram=SIZE)\n");
 		return -1;
 	}
-	if (cli->metrics && cli->metrics[0] != '/') {
-		/* The daemon runs in / once detached: the directory meant is this one. */
-		char cwd[PATH_MAX], *abs;
-
-		if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, cli->metrics) < 0) {
-			fprintf(stderr, "offloadfs: metrics=%s: %s\n", cli->metrics, strerror(errno));
-			return -1;
-		}
-		free(cli->metrics);
-		cli->metrics = abs;
-	}
+	if (ofs_abs_opt("metrics", &cli->metrics))
+		return -1;
 	ofs->metrics_path = cli->metrics;
 	if (cli->metrics && ofs_metrics_path_check(cli->metrics))
 		return -1;

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# t-badinput.sh: an operator's mistakes get a clear error and lose nothing:
+# a relative meta= with a daemon that went to the background.
+set -u
+. "$(dirname "$0")/lib.sh"
+
+# ofs_find_daemon ROOT: the pid of the background daemon serving ROOT (by its
+# unique ROOT argument), added to those the cleanup waits for.
+ofs_find_daemon() {
+	local p dpid=""
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/exe" 2>/dev/null)" == "$(realpath "$OFS")" ] || continue
+		tr '\0' '\n' <"$p/cmdline" 2>/dev/null | grep -qxF "$1" && dpid=${p#/proc/}
+	done
+	[ -n "$dpid" ] && OFS_PIDS+=("$dpid")
+	echo "$dpid"
+}
+
+# ---- meta=RELATIVE, the daemon in the background (its working directory /) ----
+# The metadata's disk is watched from the daemon, every tick: a relative
+# path must still name it once the daemon runs in /, or a full disk never
+# gets the reserve back.
+if [ "$OFS_BACKEND" != pages ]; then
+	skip "meta=RELATIVE with a background daemon" "pages backend only"
+else
+	FS="$TESTDIR/fs"
+	mkdir -p "$FS"
+	ofs_track_mnt "$MNT"
+	if mount -t tmpfs -o size=64M tmpfs "$FS" && ofs_track_mnt "$FS"; then
+		mkdir "$FS/r"
+		run sh -c "cd '$FS' && '$OFS' '$FS/r' '$MNT' -o bucket_count=1,bucket_size=4M,meta=m.db"
+		check_eq "meta=m.db: the background daemon starts" 0 "$RC"
+		if wait_until 10 mountpoint -q "$MNT"; then
+			dpid=$(ofs_find_daemon "$FS/r")
+			mkdir "$MNT/t" && echo kept >"$MNT/t/f"
+			check "meta=m.db: the reserve is held next to the database" \
+				test "$(stat -c %b "$FS/m.db-reserve")" -gt 0
+			head -c 100M /dev/zero >"$FS/fill" 2>/dev/null
+			wait_until 5 test "$(stat -c %b "$FS/m.db-reserve")" -eq 0
+			check_eq "meta=m.db: a full disk gets the reserve back from the background daemon" \
+				0 "$(stat -c %b "$FS/m.db-reserve")"
+			check "meta=m.db: a delete works on the full disk" rm "$MNT/t/f"
+			rm -f "$FS/fill"
+			fusermount3 -u "$MNT"
+			[ -n "$dpid" ] && wait_until 10 sh -c "! kill -0 $dpid 2>/dev/null"
+			run "$OFSCTL" fsck "$FS/r" --meta "$FS/m.db"
+			check_eq "meta=m.db: fsck after the unmount exits 0" 0 "$RC"
+		else
+			not_ok "meta=m.db: mounted" "$ERR"
+		fi
+		umount "$FS"
+	else
+		not_ok "tmpfs for meta=m.db" "mount failed"
+	fi
+fi
+
+ofs_done
