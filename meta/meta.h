@@ -322,6 +322,12 @@ typedef int (*meta_value_fn)(void *ctx, const struct meta_inode *in, const char 
 int meta_foreach_value(struct meta *m, meta_value_fn fn, void *ctx);
 /* Regular files (objects) in the store. */
 int meta_count_files(struct meta *m, uint64_t *n);
+/*
+ * sqlite's integrity_check of the whole database: 0 when it is sound,
+ * else the number of problems it listed (at most 100), the first in
+ * first; -errno when it could not run (a damaged page may be that too).
+ */
+int meta_integrity(struct meta *m, char *first, size_t firstlen);
 
 /* ---- recovery after an unclean stop ---- */
 

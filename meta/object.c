@@ -7,6 +7,7 @@
 #include "meta_int.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -208,6 +209,45 @@ int meta_recover(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphan
 	}
 	meta_rollback(m);
 	return ret;
+}
+
+int meta_integrity(struct meta *m, char *first, size_t firstlen)
+{
+	sqlite3_stmt *s = NULL;
+	int rc, n = 0;
+
+	if (firstlen)
+		first[0] = '\0';
+	rc = sqlite3_prepare_v2(m->db, "PRAGMA integrity_check(100)", -1, &s, NULL);
+	if (rc != SQLITE_OK) {
+		if (firstlen)
+			snprintf(first, firstlen, "%s", sqlite3_errmsg(m->db));
+		return meta_errno(rc);
+	}
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *row = (const char *)sqlite3_column_text(s, 0);
+
+		if (row && !strcmp(row, "ok"))
+			continue;
+		if (!n++ && firstlen) {
+			static const char hdr[] = "*** in database main ***\n";
+			char *p;
+
+			/* One line for a message: sqlite's heading dropped, its lines joined. */
+			if (row && !strncmp(row, hdr, sizeof(hdr) - 1))
+				row += sizeof(hdr) - 1;
+			snprintf(first, firstlen, "%s", row ? row : "?");
+			for (p = first; (p = strchr(p, '\n'));)
+				*p = ' ';
+		}
+	}
+	if (rc != SQLITE_DONE && !n) {
+		if (firstlen)
+			snprintf(first, firstlen, "%s", sqlite3_errmsg(m->db));
+		n = meta_errno(rc);
+	}
+	sqlite3_finalize(s);
+	return n;
 }
 
 static int meta_count(sqlite3_stmt *s, uint64_t *n)

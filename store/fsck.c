@@ -200,6 +200,18 @@ static int fsck_open(const char *root, const char *meta_path, int repair, struct
 				"lacks; not touched\n", meta_path, f->backend);
 		return 2;
 	}
+	/*
+	 * The walk below reads the table, not its indexes: a damaged index
+	 * (every lookup of the mount failing with EUCLEAN) would pass it.
+	 * A repair never writes into a damaged database.
+	 */
+	ret = meta_integrity(f->meta, err, sizeof(err));
+	if (ret) {
+		fsck_err(f, "%s: the database is damaged (sqlite's integrity_check: %s%s); not "
+			    "touched: restore it from a copy, or rebuild it with sqlite3's .recover\n",
+			 meta_path, err, ret > 1 ? ", and more" : "");
+		return 2;
+	}
 	return 0;
 }
 
