@@ -577,6 +577,73 @@ static void ofs_log_mounted(const struct ofs *ofs, const char *mnt)
 		(unsigned long long)ofs->store.dropped_missing);
 }
 
+/* mountinfo writes a space, tab, newline and backslash as \ooo: decoded in place. */
+static void ofs_mountinfo_unescape(char *s)
+{
+	char *p;
+
+	for (p = s; (p = strchr(p, '\\')); p++) {
+		if (p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' && p[3] >= '0' &&
+		    p[3] <= '7') {
+			*p = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
+			memmove(p + 1, p + 4, strlen(p + 4) + 1);
+		}
+	}
+}
+
+/*
+ * The last mount at the path real in /proc/self/mountinfo (the one on
+ * top): its device (MAJ:MIN), type and source.  0 when there is none.
+ */
+static int ofs_mountinfo_top(const char *real, char *dev, size_t devlen, char *type,
+			     size_t typelen, char *src, size_t srclen)
+{
+	char line[3 * PATH_MAX], mnt[PATH_MAX], d[32], t[64], so[PATH_MAX], *p;
+	int found = 0;
+	FILE *f;
+
+	if (!(f = fopen("/proc/self/mountinfo", "r")))
+		return 0;
+	/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE ...". */
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%*s %*s %31s %*s %4095s", d, mnt) != 2)
+			continue;
+		ofs_mountinfo_unescape(mnt);
+		if (strcmp(mnt, real))
+			continue;
+		t[0] = so[0] = '\0';
+		if ((p = strstr(line, " - ")))
+			(void)sscanf(p + 3, "%63s %4095s", t, so);
+		ofs_mountinfo_unescape(so);
+		snprintf(dev, devlen, "%s", d);
+		snprintf(type, typelen, "%s", t);
+		snprintf(src, srclen, "%s", so);
+		found = 1;
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * A mount over a live offloadfs mount would hide it: its files vanish
+ * from every path, new ones land in the other store, and fusermount3 -u
+ * takes the top one.  Refused before the store is opened.
+ */
+static int ofs_mnt_not_ours(const char *mnt)
+{
+	char real[PATH_MAX], dev[32], type[64], src[PATH_MAX];
+
+	if (!realpath(mnt, real))
+		return 1; /* the mount says what is wrong */
+	if (ofs_mountinfo_top(real, dev, sizeof(dev), type, sizeof(type), src, sizeof(src)) &&
+	    !strcmp(type, "fuse.offloadfs")) {
+		fprintf(stderr, "offloadfs: MOUNTPOINT %s is already an offloadfs mount (of %s): "
+				"refusing to mount over it; unmount it first\n", real, src);
+		return 0;
+	}
+	return 1;
+}
+
 /*
  * Let the kernel read ahead as much as one READ carries.  A FUSE mount's
  * read-ahead is the smaller of max_readahead and its bdi's, which starts
@@ -587,31 +654,12 @@ static void ofs_log_mounted(const struct ofs *ofs, const char *mnt)
  */
 static void ofs_mount_readahead(const char *real)
 {
-	char line[2 * PATH_MAX], path[64], mnt[PATH_MAX], dev[32] = "", *p;
+	char path[64], dev[32], type[64], src[PATH_MAX];
 	unsigned kb = 0;
 	FILE *f;
 
-	if (!(f = fopen("/proc/self/mountinfo", "r")))
-		return;
-	/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT ...": the last mount there is ours. */
-	while (fgets(line, sizeof(line), f)) {
-		char d[32];
-
-		if (sscanf(line, "%*s %*s %31s %*s %4095s", d, mnt) != 2)
-			continue;
-		/* mountinfo writes a space, tab, newline and backslash as \ooo. */
-		for (p = mnt; (p = strchr(p, '\\')); p++) {
-			if (p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
-			    p[3] >= '0' && p[3] <= '7') {
-				*p = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
-				memmove(p + 1, p + 4, strlen(p + 4) + 1);
-			}
-		}
-		if (strcmp(mnt, real) == 0)
-			snprintf(dev, sizeof(dev), "%s", d);
-	}
-	fclose(f);
-	if (!dev[0])
+	/* The last mount there is ours. */
+	if (!ofs_mountinfo_top(real, dev, sizeof(dev), type, sizeof(type), src, sizeof(src)))
 		return;
 	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
 	f = fopen(path, "r+");
@@ -746,7 +794,8 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "offloadfs: no MOUNTPOINT given (see --help)\n");
 		goto out_args;
 	}
-	if (!ofs_mnt_is_dir(opts.mountpoint) || ofs_root_outside(cli.root, opts.mountpoint))
+	if (!ofs_mnt_is_dir(opts.mountpoint) || ofs_root_outside(cli.root, opts.mountpoint) ||
+	    !ofs_mnt_not_ours(opts.mountpoint))
 		goto out_args;
 	ofs.foreground = opts.foreground;
 	pthread_cond_init(&ofs.kcond, NULL);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # t-badinput.sh: an operator's mistakes get a clear error and lose nothing:
 # a relative meta= with a daemon that went to the background; a damaged
-# page of the database (fsck says so, and never writes to it).
+# page of the database (fsck says so, and never writes to it); a second
+# store mounted over a mounted one.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -80,5 +81,20 @@ if [ "$OFS_BACKEND" == pages ]; then
 else
 	skip "a damaged index page" "the pages backend's database"
 fi
+
+# ---- a second store mounted over a mounted one ----
+# It would hide the first store's files and take its new ones.
+ROOT="$TESTDIR/first"
+mkdir -p "$ROOT" "$TESTDIR/second"
+ofs_mount "bucket_count=1,bucket_size=4M" || ofs_bail "cannot mount $ROOT"
+mkdir "$MNT/t" && echo first >"$MNT/t/f"
+run timeout -s TERM 5 "$OFS" "$TESTDIR/second" "$MNT" -f -o bucket_count=1,bucket_size=4M
+check_eq "a mount over a mounted store is refused" 1 "$RC"
+check_contains "and says so" "is already an offloadfs mount (of $ROOT)" "$ERR"
+check_eq "the second ROOT is left empty" "" "$(ls -A "$TESTDIR/second")"
+check_eq "the first store's file is still there" first "$(cat "$MNT/t/f")"
+check_eq "one mount at the mount point" 1 "$(grep -c " $MNT " /proc/mounts)"
+ofs_umount
+check_eq "the first store unmounts cleanly" 0 "$OFS_RC"
 
 ofs_done
