@@ -173,6 +173,21 @@ void ofs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	free(buf);
 }
 
+/* A quota is bytes as ofs_parse_size reads them ("10G"); empty or 0: none. */
+static int ofs_quota_value_ok(const char *value, size_t size)
+{
+	char buf[32];
+	uint64_t v;
+
+	if (size == 0)
+		return 1;
+	if (size >= sizeof(buf))
+		return 0;
+	memcpy(buf, value, size);
+	buf[size] = 0;
+	return ofs_parse_size(buf, &v) == 0;
+}
+
 void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			    size_t size, int flags)
 {
@@ -182,6 +197,9 @@ void ofs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 
 	if (ofs_user_xattr(name)) {
 		if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) {
+			ret = -EINVAL;
+		} else if (!strcmp(name, OFS_QUOTA_XATTR) && !ofs_quota_value_ok(value, size)) {
+			/* Kept, it would be no quota at all (store/evict.c): say so now. */
 			ret = -EINVAL;
 		} else {
 			pthread_mutex_lock(&ofs->store.lock);

@@ -2,7 +2,7 @@
 # t-badinput.sh: an operator's mistakes get a clear error and lose nothing:
 # a relative meta= with a daemon that went to the background; a damaged
 # page of the database (fsck says so, and never writes to it); a second
-# store mounted over a mounted one.
+# store mounted over a mounted one; a tenant quota that is not a size.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -94,6 +94,22 @@ check_contains "and says so" "is already an offloadfs mount (of $ROOT)" "$ERR"
 check_eq "the second ROOT is left empty" "" "$(ls -A "$TESTDIR/second")"
 check_eq "the first store's file is still there" first "$(cat "$MNT/t/f")"
 check_eq "one mount at the mount point" 1 "$(grep -c " $MNT " /proc/mounts)"
+
+# ---- user.offload.quota: a size, or nothing ----
+# A value eviction cannot read would be no quota at all, silently.
+for v in 1.5G 10GB- "10 G" -1 junk 0x10; do
+	check_fails "quota '$v' is refused" "Invalid argument" \
+		setfattr -n user.offload.quota -v "$v" "$MNT/t"
+done
+check_eq "a refused quota is not kept" "" \
+	"$(getfattr --absolute-names --only-values -n user.offload.quota "$MNT/t" 2>/dev/null)"
+for v in 10G 1048576 64KiB 0; do
+	check "quota '$v' is taken" setfattr -n user.offload.quota -v "$v" "$MNT/t"
+done
+check_eq "the last quota set is kept" 0 \
+	"$(getfattr --absolute-names --only-values -n user.offload.quota "$MNT/t")"
+check "an empty quota is taken (none)" python3 -c \
+	'import os, sys; os.setxattr(sys.argv[1], "user.offload.quota", b"")' "$MNT/t"
 ofs_umount
 check_eq "the first store unmounts cleanly" 0 "$OFS_RC"
 
