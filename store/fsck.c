@@ -10,6 +10,8 @@
 #include "fsck_int.h"
 #include "epoch.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -272,6 +274,42 @@ static void fsck_free_space(struct fsck *f, const char *root, uint64_t npages, i
 		fprintf(f->out, "repair: gave %" PRIu64 " free page(s) back to the filesystem\n", punched);
 }
 
+/*
+ * Bucket files past the store's count: another store's (the mount refuses
+ * them).  Named, counted as problems; a repair leaves them to the operator.
+ */
+static int fsck_stray_buckets(struct fsck *f, int root_fd)
+{
+	struct dirent *de;
+	int fd = dup(root_fd), n = 0;
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	rewinddir(d);
+	while ((de = readdir(d))) {
+		const char *name = de->d_name;
+		char *end;
+		unsigned long idx;
+
+		if (strlen(name) != 14 || strncmp(name, "bucket_", 7) || strcmp(name + 9, ".data") ||
+		    !isxdigit((unsigned char)name[7]) || !isxdigit((unsigned char)name[8]) ||
+		    isupper((unsigned char)name[7]) || isupper((unsigned char)name[8]))
+			continue;
+		idx = strtoul(name + 7, &end, 16);
+		if (idx < f->geom.bucket_count)
+			continue;
+		fprintf(f->out, "%s: past the store's %u bucket file(s), not this store's; move it "
+			       "out of ROOT (the mount refuses it)\n", name, f->geom.bucket_count);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
 int ofs_fsck(const struct ofs_config *cfg, int repair, FILE *out, FILE *err)
 {
 	const char *root = cfg->root;
@@ -344,6 +382,9 @@ int ofs_fsck(const struct ofs_config *cfg, int repair, FILE *out, FILE *err)
 		}
 	}
 	problems += bucket_problems;
+	ret = fsck_stray_buckets(f, lock_fd);
+	problems += ret;
+	unrepairable += ret;
 	pg.page_size = f->geom.page_size;
 	pg.bucket_size = f->geom.bucket_size;
 	pg.bucket_count = f->geom.bucket_count;

@@ -40,8 +40,8 @@ static int store_is_bucket_name(const char *n)
  * Only our own files may be in ROOT: bucket files, our database and its
  * sqlite side files, and lost+found (the root of a fresh ext4).
  */
-static int store_scan_root(const char *root, const char *dbpath, int *buckets, char *err,
-			   size_t errlen)
+static int store_scan_root(const char *root, const char *dbpath, int *buckets, int *last,
+			   char *err, size_t errlen)
 {
 	char dbdir[PATH_MAX], *slash;
 	const char *dbbase = NULL;
@@ -51,6 +51,7 @@ static int store_scan_root(const char *root, const char *dbpath, int *buckets, c
 	char first[NAME_MAX + 1] = "";
 
 	*buckets = 0;
+	*last = -1;
 	/* The database counts as ours only when it lives in ROOT itself. */
 	snprintf(dbdir, sizeof(dbdir), "%s", dbpath);
 	slash = strrchr(dbdir, '/');
@@ -84,7 +85,11 @@ static int store_scan_root(const char *root, const char *dbpath, int *buckets, c
 		if (!strcmp(n, "lost+found"))
 			continue;
 		if (store_is_bucket_name(n)) {
+			int idx = (int)strtol(n + 7, NULL, 16);
+
 			(*buckets)++;
+			if (idx > *last)
+				*last = idx;
 			continue;
 		}
 		if (!strcmp(n, KVB_UBSIO_JOURNAL) || !strcmp(n, OFS_BATCH_EPOCH_NAME))
@@ -278,7 +283,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	char backend[32] = "", *db = NULL, *journal = NULL, *s_root = NULL;
 	int created;
 	struct stat st;
-	int ret, buckets;
+	int ret, buckets, last_bucket;
 
 	memset(s, 0, sizeof(*s));
 	s->lock_fd = -1;
@@ -316,7 +321,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	ret = ofs_store_lock(s->root, &s->lock_fd, err, errlen);
 	if (ret)
 		goto out;
-	ret = store_scan_root(s->root, s->meta_path, &buckets, err, errlen);
+	ret = store_scan_root(s->root, s->meta_path, &buckets, &last_bucket, err, errlen);
 	if (ret)
 		goto out;
 	/* Before anything is created in it: nobody else may reach what follows. */
@@ -372,6 +377,18 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	}
 	snprintf(s->backend, sizeof(s->backend), "%s",
 		 s->created ? (cfg->backend ? cfg->backend : "pages") : backend);
+	/*
+	 * A bucket file past the store's count was made by another store
+	 * (one of more buckets, whose database this is not): nothing here
+	 * would ever read it, nor say it is there.
+	 */
+	if (!strcmp(s->backend, "pages") && last_bucket >= (int)s->geom.bucket_count) {
+		ret = -EEXIST;
+		snprintf(err, errlen, "ROOT %s holds bucket_%02x.data, past the store's %u bucket "
+			 "file(s): not this store's; refusing to use it (move it out of ROOT)",
+			 s->root, (unsigned)last_bucket, s->geom.bucket_count);
+		goto out;
+	}
 	if (!strcmp(s->backend, "ubsio")) {
 		if (s->created && buckets) {
 			ret = -EEXIST;

@@ -2,7 +2,8 @@
 # t-badinput.sh: an operator's mistakes get a clear error and lose nothing:
 # a relative meta= with a daemon that went to the background; a damaged
 # page of the database (fsck says so, and never writes to it); a second
-# store mounted over a mounted one; a tenant quota that is not a size.
+# store mounted over a mounted one; a tenant quota that is not a size; a
+# bucket file of another store (past this one's bucket_count).
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -112,5 +113,35 @@ check "an empty quota is taken (none)" python3 -c \
 	'import os, sys; os.setxattr(sys.argv[1], "user.offload.quota", b"")' "$MNT/t"
 ofs_umount
 check_eq "the first store unmounts cleanly" 0 "$OFS_RC"
+
+# ---- a bucket file past the store's bucket_count ----
+# Another store's (one of more buckets): nothing would read it or say so.
+if [ "$OFS_BACKEND" == pages ]; then
+	ROOT="$TESTDIR/stray"
+	mkdir -p "$ROOT"
+	ofs_mount "bucket_count=2,bucket_size=4M" || ofs_bail "cannot mount $ROOT"
+	mkdir "$MNT/t" && echo kept >"$MNT/t/f"
+	ofs_umount
+	mkrand "$ROOT/bucket_05.data" 65536
+	sum=$(md5sum <"$ROOT/bucket_05.data")
+	run timeout -s TERM 5 "$OFS" "$ROOT" "$MNT" -f
+	check_eq "a bucket file past bucket_count: the mount is refused" 1 "$RC"
+	check_contains "and names it" "holds bucket_05.data, past the store's 2 bucket file(s)" "$ERR"
+	run "$OFSCTL" fsck "$ROOT"
+	check_eq "a bucket file past bucket_count: fsck exits 1" 1 "$RC"
+	check_contains "fsck names it" "bucket_05.data: past the store's 2 bucket file(s)" "$OUT"
+	run "$OFSCTL" fsck "$ROOT" --repair
+	check_eq "fsck --repair leaves it to the operator: exits 1" 1 "$RC"
+	check_eq "the stray bucket file is untouched" "$sum" "$(md5sum <"$ROOT/bucket_05.data")"
+	mv "$ROOT/bucket_05.data" "$TESTDIR/"
+	if ofs_mount ""; then
+		check_eq "moved away, the store mounts with its file" kept "$(cat "$MNT/t/f")"
+		ofs_umount
+	else
+		not_ok "moved away, the store mounts" "$(cat "$LOG")"
+	fi
+else
+	skip "a bucket file past bucket_count" "pages backend only"
+fi
 
 ofs_done
