@@ -20,6 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+
+#include <sqlite3.h>
 
 struct ofs_cli {
 	char *page_size, *bucket_size, *bucket_count, *meta, *timeout, *sync_ms;
@@ -715,6 +718,33 @@ static int ofs_serve(struct ofs *ofs, struct fuse_session *se,
 	return ret;
 }
 
+/*
+ * sqlite's own log, for what it found damaged in the database: the
+ * requests that meet it fail with EUCLEAN, and the log is where the
+ * operator learns why and what to run.  At most one line a minute.
+ */
+static void ofs_sqlite_log(void *arg, int code, const char *msg)
+{
+	static time_t last;
+	static unsigned quiet;
+	time_t now = time(NULL);
+	unsigned n;
+
+	(void)arg;
+	if ((code & 0xff) != SQLITE_CORRUPT && (code & 0xff) != SQLITE_NOTADB)
+		return;
+	if (__atomic_load_n(&last, __ATOMIC_RELAXED) &&
+	    now - __atomic_load_n(&last, __ATOMIC_RELAXED) < 60) {
+		__atomic_fetch_add(&quiet, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	__atomic_store_n(&last, now, __ATOMIC_RELAXED);
+	n = __atomic_exchange_n(&quiet, 0, __ATOMIC_RELAXED);
+	ofs_log("the metadata database is damaged (sqlite: %s%s%.0u%s): requests that read "
+		"it fail with EUCLEAN; unmount and run offloadctl fsck", msg,
+		n ? "; " : "", n, n ? " more such messages not logged" : "");
+}
+
 /* fuse_opt_parse strdup()s the values of our %s options. */
 static void ofs_cli_free(struct ofs_cli *cli)
 {
@@ -757,6 +787,8 @@ int main(int argc, char *argv[])
 	int ret = 1;
 
 	memset(&ofs, 0, sizeof(ofs));
+	/* Before sqlite is first used: its configuration is fixed from there. */
+	sqlite3_config(SQLITE_CONFIG_LOG, ofs_sqlite_log, NULL);
 	if (fuse_opt_parse(&args, &cli, ofs_opts, ofs_opt_proc) == -1 || cli.bad)
 		goto out_args;
 	if (cli.help) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # t-badinput.sh: an operator's mistakes get a clear error and lose nothing:
 # a relative meta= with a daemon that went to the background; a damaged
-# page of the database (fsck says so, and never writes to it); a second
+# page of the database (fsck says so, and never writes to it; the
+# daemon's log says so when a request meets it); a second
 # store mounted over a mounted one; a tenant quota that is not a size; a
 # bucket file of another store (past this one's bucket_count).
 set -u
@@ -79,6 +80,18 @@ if [ "$OFS_BACKEND" == pages ]; then
 	check_eq "a damaged index page: fsck --repair exits 2" 2 "$RC"
 	check_eq "a damaged index page: fsck --repair leaves the database as it was" \
 		"$sum" "$(md5sum <"$ROOT/offloadfs.db")"
+	# The daemon mounts it (the check would cost a read of the whole
+	# database), but its log says what is wrong when a request meets it.
+	if ofs_mount ""; then
+		check_fails "a damaged index page: a lookup fails with EUCLEAN" \
+			"Structure needs cleaning" stat "$MNT/t/k1"
+		check_grep_log "a damaged index page: the daemon's log says so" \
+			"the metadata database is damaged (sqlite: "
+		check_grep_log "a damaged index page: the log says what to run" "run offloadctl fsck"
+		ofs_umount
+	else
+		not_ok "a damaged index page: mounts" "$(cat "$LOG")"
+	fi
 else
 	skip "a damaged index page" "the pages backend's database"
 fi
