@@ -784,7 +784,7 @@ int main(int argc, char *argv[])
 	struct ofs_config cfg;
 	struct ofs ofs;
 	char err[1024], mnt_real[PATH_MAX], *fsname = NULL;
-	int ret = 1;
+	int ret = 1, mounted = 0;
 
 	memset(&ofs, 0, sizeof(ofs));
 	/* Before sqlite is first used: its configuration is fixed from there. */
@@ -856,6 +856,7 @@ int main(int argc, char *argv[])
 		mnt_real[0] = '\0';
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_signals;
+	mounted = 1;
 	/*
 	 * Only when it may be used: uring.c under libfuse's I/O costs libfuse
 	 * its splice of read replies, also for requests on /dev/fuse.
@@ -879,8 +880,11 @@ out_store:
 	if (ofs_store_close(&ofs.store)) {
 		ofs_log("unmount: the clean snapshot could not be saved; the next mount rebuilds");
 		ret = 1;
-	} else {
+	} else if (mounted) {
 		ofs_log("unmounted %s cleanly", opts.mountpoint);
+	} else {
+		/* libfuse said why above: nothing was served. */
+		ofs_log("not mounted at %s; the store is closed cleanly", opts.mountpoint);
 	}
 out_session:
 	if (se)

@@ -4,7 +4,8 @@
 # page of the database (fsck says so, and never writes to it; the
 # daemon's log says so when a request meets it); a second
 # store mounted over a mounted one; a tenant quota that is not a size; a
-# bucket file of another store (past this one's bucket_count).
+# bucket file of another store (past this one's bucket_count); a mount the
+# kernel refuses is not called an unmount.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -156,5 +157,26 @@ if [ "$OFS_BACKEND" == pages ]; then
 else
 	skip "a bucket file past bucket_count" "pages backend only"
 fi
+
+# ---- the kernel's mount fails after the store was opened ----
+# A user who may not open /dev/fuse: libfuse says why, and the daemon's
+# last line must not claim a mount that never was.
+U="$TESTDIR/user"
+mkdir -p "$U/r" "$U/m"
+chown 65534:65534 "$U/r" "$U/m"
+chmod 0755 "$TESTDIR" "$U"
+if setpriv --reuid=65534 --regid=65534 --clear-groups test -r /dev/fuse -a -w /dev/fuse; then
+	skip "a mount the kernel refuses" "nobody may open /dev/fuse here"
+else
+	ofs_track_mnt "$U/m"
+	run setpriv --reuid=65534 --regid=65534 --clear-groups timeout -s TERM 5 \
+		"$OFS" "$U/r" "$U/m" -f -o bucket_count=1,bucket_size=4M
+	check_eq "no access to /dev/fuse: exit 1" 1 "$RC"
+	check_contains "libfuse says why" "/dev/fuse" "$ERR"
+	check_eq "the daemon does not say it unmounted" no \
+		"$([[ "$ERR" == *"unmounted"* ]] && echo yes || echo no)"
+	check_contains "it says it did not mount" "not mounted at $U/m" "$ERR"
+fi
+chmod 0700 "$TESTDIR"
 
 ofs_done
