@@ -385,8 +385,12 @@ int meta_open(const char *path, int create, struct meta **out, char *err, size_t
 		free(full);
 	}
 	if (rc != SQLITE_OK) {
-		snprintf(err, errlen, "cannot open %s: %s", path,
-			 m->db ? sqlite3_errmsg(m->db) : sqlite3_errstr(rc));
+		/* sqlite's "unable to open database file" alone does not say why. */
+		int sys = m->db ? sqlite3_system_errno(m->db) : 0;
+
+		snprintf(err, errlen, "cannot open %s: %s%s%s%s", path,
+			 m->db ? sqlite3_errmsg(m->db) : sqlite3_errstr(rc), sys ? " (" : "",
+			 sys ? strerror(sys) : "", sys ? ")" : "");
 		ret = meta_errno(rc);
 		goto out_close;
 	}

@@ -5,7 +5,8 @@
 # daemon's log says so when a request meets it); a second
 # store mounted over a mounted one; a tenant quota that is not a size; a
 # bucket file of another store (past this one's bucket_count); a mount the
-# kernel refuses is not called an unmount.
+# kernel refuses is not called an unmount; a database the user may not
+# open says why.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -177,6 +178,19 @@ else
 		"$([[ "$ERR" == *"unmounted"* ]] && echo yes || echo no)"
 	check_contains "it says it did not mount" "not mounted at $U/m" "$ERR"
 fi
+
+# ---- a database the daemon's user may not open ----
+ROOT="$U/r"
+ofs_mount "bucket_count=1,bucket_size=4M" || ofs_bail "cannot mount $ROOT"
+ofs_umount
+chown -R 65534:65534 "$ROOT"
+chown 0:0 "$ROOT/offloadfs.db"
+run setpriv --reuid=65534 --regid=65534 --clear-groups timeout -s TERM 5 \
+	"$OFS" "$ROOT" "$U/m" -f
+check_eq "a database of another user: the mount is refused" 1 "$RC"
+check_contains "and says why" "offloadfs.db: unable to open database file (Permission denied)" "$ERR"
+run setpriv --reuid=65534 --regid=65534 --clear-groups "$OFSCTL" fsck "$ROOT"
+check_contains "fsck says why too" "(Permission denied)" "$ERR"
 chmod 0700 "$TESTDIR"
 
 ofs_done
