@@ -82,27 +82,38 @@ int ctl_ubsio_opt(int argc, char **argv, int *i, struct kvb_ubsio_config *uc)
 	return 1;
 }
 
-int ctl_check_mount(const char *mnt)
+int ctl_mount_source(const char *path, char *src, size_t srclen)
 {
 	char real[4096], line[8192];
 	int found = 0;
 	FILE *mounts;
 
-	if (!realpath(mnt, real)) {
-		fprintf(stderr, "offloadctl: %s: %s\n", mnt, strerror(errno));
-		return 2;
-	}
+	if (!realpath(path, real))
+		return 0;
 	mounts = fopen("/proc/mounts", "r");
 	while (mounts && fgets(line, sizeof(line), mounts)) {
 		char dev[4096], dir[4096], type[256];
 
 		if (sscanf(line, "%4095s %4095s %255s", dev, dir, type) == 3 &&
-		    !strcmp(dir, real) && !strcmp(type, "fuse.offloadfs"))
+		    !strcmp(dir, real) && !strcmp(type, "fuse.offloadfs")) {
 			found = 1;
+			snprintf(src, srclen, "%s", dev);
+		}
 	}
 	if (mounts)
 		fclose(mounts);
-	if (!found) {
+	return found;
+}
+
+int ctl_check_mount(const char *mnt)
+{
+	char real[4096], src[4096];
+
+	if (!realpath(mnt, real)) {
+		fprintf(stderr, "offloadctl: %s: %s\n", mnt, strerror(errno));
+		return 2;
+	}
+	if (!ctl_mount_source(real, src, sizeof(src))) {
 		fprintf(stderr, "offloadctl: %s is not an offloadfs mount point\n", mnt);
 		return 2;
 	}

@@ -19,6 +19,11 @@ void ctl_usage(FILE *out);
  * something else, -1 (after a message) when malformed.
  */
 int ctl_ubsio_opt(int argc, char **argv, int *i, struct kvb_ubsio_config *uc);
+/*
+ * 1 when path is an offloadfs mount point, its source (the ROOT, as
+ * /proc/mounts spells it) in src; 0 otherwise, saying nothing.
+ */
+int ctl_mount_source(const char *path, char *src, size_t srclen);
 /* 0 when mnt is an offloadfs mount point, else a message and 2. */
 int ctl_check_mount(const char *mnt);
 

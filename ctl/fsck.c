@@ -5,6 +5,7 @@
  */
 #include "ctl.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "fsck.h"
@@ -20,12 +21,17 @@ int ctl_fsck(int argc, char **argv)
 			   .cache_max = OFS_UBSIO_CACHE_MAX,
 			   .key_max = OFS_UBSIO_KEY_MAX },
 	};
+	char src[4096];
 	int repair = 0, i, r;
 
 	for (i = 2; i < argc; i++) {
 		if (!strcmp(argv[i], "--repair")) {
 			repair = 1;
-		} else if (!strcmp(argv[i], "--meta") && i + 1 < argc) {
+		} else if (!strcmp(argv[i], "--meta")) {
+			if (i + 1 == argc) {
+				fprintf(stderr, "offloadctl: --meta needs a PATH\n");
+				return 2;
+			}
 			cfg.meta_path = argv[++i];
 		} else if ((r = ctl_ubsio_opt(argc, argv, &i, &cfg.ubsio)) != 0) {
 			if (r < 0)
@@ -40,6 +46,12 @@ int ctl_fsck(int argc, char **argv)
 	}
 	if (!cfg.root) {
 		ctl_usage(stderr);
+		return 2;
+	}
+	/* The mount point for its ROOT: "no store to check" would not say what went wrong. */
+	if (ctl_mount_source(cfg.root, src, sizeof(src))) {
+		fprintf(stderr, "offloadctl: %s is an offloadfs mount point (of %s): fsck takes the "
+				"ROOT of an unmounted store\n", cfg.root, src);
 		return 2;
 	}
 	return ofs_fsck(&cfg, repair, stdout, stderr);

@@ -6,7 +6,8 @@
 # store mounted over a mounted one; a tenant quota that is not a size; a
 # bucket file of another store (past this one's bucket_count); a mount the
 # kernel refuses is not called an unmount; a database the user may not
-# open says why.
+# open says why; offloadctl fsck given the mount point, or --meta without
+# a path.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -110,6 +111,13 @@ check_contains "and says so" "is already an offloadfs mount (of $ROOT)" "$ERR"
 check_eq "the second ROOT is left empty" "" "$(ls -A "$TESTDIR/second")"
 check_eq "the first store's file is still there" first "$(cat "$MNT/t/f")"
 check_eq "one mount at the mount point" 1 "$(grep -c " $MNT " /proc/mounts)"
+run "$OFSCTL" fsck "$MNT"
+check_eq "fsck of the mount point: exit 2" 2 "$RC"
+check_contains "fsck of the mount point says it takes the ROOT" \
+	"is an offloadfs mount point (of $ROOT): fsck takes the ROOT of an unmounted store" "$ERR"
+run "$OFSCTL" fsck "$ROOT" --meta
+check_eq "fsck --meta without a path: exit 2, and says so" "2 offloadctl: --meta needs a PATH" \
+	"$RC $ERR"
 
 # ---- user.offload.quota: a size, or nothing ----
 # A value eviction cannot read would be no quota at all, silently.
