@@ -181,7 +181,7 @@ static void ofs_usage(const char *prog)
 	fuse_lowlevel_help();
 }
 
-/* One geometry value from -o or the environment; 1 when set, -1 on error. */
+/* One geometry value from -o (1) or the environment (2); 0 when unset, -1 on error. */
 static int ofs_geom_value(const char *opt, const char *val, const char *env, uint64_t *out)
 {
 	const char *src = "option";
@@ -198,7 +198,7 @@ static int ofs_geom_value(const char *opt, const char *val, const char *env, uin
 			opt, val, src);
 		return -1;
 	}
-	return 1;
+	return src == env ? 2 : 1;
 }
 
 /*
@@ -247,6 +247,7 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 	if (r) {
 		cfg->geom.page_size = v;
 		cfg->set_page_size = 1;
+		cfg->env_page_size = r == 2;
 	}
 	r = ofs_geom_value("bucket_size", cli->bucket_size, "MOONCAKE_DISTRIBUTED_BUCKET_SIZE", &v);
 	if (r < 0)
@@ -254,6 +255,7 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 	if (r) {
 		cfg->geom.bucket_size = v;
 		cfg->set_bucket_size = 1;
+		cfg->env_bucket_size = r == 2;
 	}
 	r = ofs_geom_value("bucket_count", cli->bucket_count, "MOONCAKE_DISTRIBUTED_BUCKET_COUNT",
 			   &v);
@@ -261,12 +263,14 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 		return -1;
 	if (r) {
 		if (v < 1 || v > 256) {
-			fprintf(stderr, "offloadfs: invalid bucket_count %llu: 1..256\n",
-				(unsigned long long)v);
+			fprintf(stderr, "offloadfs: invalid bucket_count %llu%s: 1..256\n",
+				(unsigned long long)v,
+				r == 2 ? " (from MOONCAKE_DISTRIBUTED_BUCKET_COUNT)" : "");
 			return -1;
 		}
 		cfg->geom.bucket_count = (uint32_t)v;
 		cfg->set_bucket_count = 1;
+		cfg->env_bucket_count = r == 2;
 	}
 	if (cli->backend && strcmp(cli->backend, "pages") && strcmp(cli->backend, "ubsio")) {
 		fprintf(stderr, "offloadfs: invalid backend '%s': pages or ubsio\n", cli->backend);

@@ -254,22 +254,27 @@ static int store_has_buckets(const char *root)
 static int store_geom_check(const struct ofs_config *cfg, const struct meta_geom *have,
 			    char *err, size_t errlen)
 {
+	/* A value from the environment is named so: the command line shows none. */
 	if (cfg->set_page_size && cfg->geom.page_size != have->page_size) {
-		snprintf(err, errlen, "geometry mismatch: page_size=%llu requested, store has %llu",
+		snprintf(err, errlen, "geometry mismatch: page_size=%llu requested%s, store has %llu",
 			 (unsigned long long)cfg->geom.page_size,
+			 cfg->env_page_size ? " (by MOONCAKE_DISTRIBUTED_PAGE_SIZE)" : "",
 			 (unsigned long long)have->page_size);
 		return -EINVAL;
 	}
 	if (cfg->set_bucket_size && cfg->geom.bucket_size != have->bucket_size) {
 		snprintf(err, errlen,
-			 "geometry mismatch: bucket_size=%llu requested, store has %llu",
+			 "geometry mismatch: bucket_size=%llu requested%s, store has %llu",
 			 (unsigned long long)cfg->geom.bucket_size,
+			 cfg->env_bucket_size ? " (by MOONCAKE_DISTRIBUTED_BUCKET_SIZE)" : "",
 			 (unsigned long long)have->bucket_size);
 		return -EINVAL;
 	}
 	if (cfg->set_bucket_count && cfg->geom.bucket_count != have->bucket_count) {
-		snprintf(err, errlen, "geometry mismatch: bucket_count=%u requested, store has %u",
-			 cfg->geom.bucket_count, have->bucket_count);
+		snprintf(err, errlen, "geometry mismatch: bucket_count=%u requested%s, store has %u",
+			 cfg->geom.bucket_count,
+			 cfg->env_bucket_count ? " (by MOONCAKE_DISTRIBUTED_BUCKET_COUNT)" : "",
+			 have->bucket_count);
 		return -EINVAL;
 	}
 	return 0;

@@ -35,6 +35,8 @@ struct ofs_config {
 	struct meta_geom geom;
 	/* Which geometry values the user chose (option or environment). */
 	unsigned set_page_size : 1, set_bucket_size : 1, set_bucket_count : 1;
+	/* Of those, the ones from the environment (MOONCAKE_DISTRIBUTED_*): messages name it. */
+	unsigned env_page_size : 1, env_bucket_size : 1, env_bucket_count : 1;
 	/*
 	 * data_group: ROOT 0750 and the bucket files 0640, owned by this group,
 	 * so its members can read objects straight from the bucket files.

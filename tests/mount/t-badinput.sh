@@ -7,7 +7,7 @@
 # bucket file of another store (past this one's bucket_count); a mount the
 # kernel refuses is not called an unmount; a database the user may not
 # open says why; offloadctl fsck given the mount point, or --meta without
-# a path.
+# a path; a geometry from the environment that the store does not have.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -118,6 +118,21 @@ check_contains "fsck of the mount point says it takes the ROOT" \
 run "$OFSCTL" fsck "$ROOT" --meta
 check_eq "fsck --meta without a path: exit 2, and says so" "2 offloadctl: --meta needs a PATH" \
 	"$RC $ERR"
+
+# ---- a geometry from the environment, not the store's ----
+# The command line shows no option: the message names the variable.
+ofs_umount
+run env MOONCAKE_DISTRIBUTED_PAGE_SIZE=4096 timeout -s TERM 5 "$OFS" "$ROOT" "$MNT" -f
+check_contains "MOONCAKE_DISTRIBUTED_PAGE_SIZE not the store's: the refusal names it" \
+	"page_size=4096 requested (by MOONCAKE_DISTRIBUTED_PAGE_SIZE), store has 65536" "$ERR"
+run env MOONCAKE_DISTRIBUTED_BUCKET_COUNT=300 timeout -s TERM 5 "$OFS" "$ROOT" "$MNT" -f
+check_contains "MOONCAKE_DISTRIBUTED_BUCKET_COUNT out of range: named" \
+	"invalid bucket_count 300 (from MOONCAKE_DISTRIBUTED_BUCKET_COUNT): 1..256" "$ERR"
+run env MOONCAKE_DISTRIBUTED_BUCKET_COUNT=3 timeout -s TERM 5 "$OFS" "$ROOT" "$MNT" -f \
+	-o bucket_count=2
+check_contains "-o wins over the environment: its mismatch names no variable" \
+	"bucket_count=2 requested, store has 1" "$ERR"
+ofs_mount "" || ofs_bail "cannot mount $ROOT again"
 
 # ---- user.offload.quota: a size, or nothing ----
 # A value eviction cannot read would be no quota at all, silently.
