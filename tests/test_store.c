@@ -6,7 +6,8 @@
  * And an object's whole life through the store's own calls, as the daemon
  * makes them but without FUSE (test_object_life); a writer that finds the
  * store full waiting for the eviction worker
- * (test_writer_waits_for_the_eviction_worker).
+ * (test_writer_waits_for_the_eviction_worker), and a tenant at its quota
+ * making that room from its own files (test_tenant_at_quota_makes_its_own_room).
  *
  * Invariants checked after each scenario (DESIGN.md):
  *  1. committed runs are disjoint and in range (the rebuild succeeds, and
@@ -1097,7 +1098,7 @@ START_TEST(test_writer_waits_for_the_eviction_worker)
 	ck_assert_int_eq(kvb_obj_open(&s.kvb, &empty, "new", 3, &o), 0);
 	fill(buf, PS, 99);
 	ck_assert_int_eq(kvb_obj_write(&s.kvb, o, buf, PS, 0), -ENOSPC);
-	ck_assert_int_eq(ofs_store_reclaim(&s), 1);
+	ck_assert_int_eq(ofs_store_reclaim(&s, 0, PS), 1);
 	ck_assert_uint_eq(s.evict.put_waits, 1);
 	pthread_mutex_lock(&s.evict.wlock);
 	ck_assert_uint_eq(s.evict.passes, 1); /* the worker's: the writer ran none */
@@ -1113,6 +1114,92 @@ START_TEST(test_writer_waits_for_the_eviction_worker)
 	ofs_evict_worker_stop(&s);
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
 	ck_assert_int_eq(s.evict.worker, 0);
+	check_invariants(&s);
+	ofs_evict_fini(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+/* A committed file name in directory dir: one page of pattern seed, last used at atime. */
+static struct meta_inode create_in(struct ofs_store *s, uint64_t dir, const char *name,
+				   unsigned seed, int64_t atime)
+{
+	struct kvb_map empty = KVB_MAP_EMPTY;
+	struct meta_inode m;
+	struct kvb_obj *o;
+	char buf[PS];
+
+	pthread_mutex_lock(&s->lock);
+	ck_assert_int_eq(ofs_ns_make(s, dir, name, S_IFREG | 0644, 0, 0, META_NEW, &m), 0);
+	pthread_mutex_unlock(&s->lock);
+	ck_assert_int_eq(kvb_obj_open(&s->kvb, &empty, name, strlen(name), &o), 0);
+	fill(buf, PS, seed);
+	ck_assert_int_eq(kvb_obj_write(&s->kvb, o, buf, PS, 0), (ssize_t)PS);
+	m.atime = m.mtime = m.ctime = atime;
+	ck_assert_int_eq(ofs_store_commit(s, NULL, &m, o), 0);
+	kvb_obj_close(&s->kvb, o);
+	return m;
+}
+
+/*
+ * A tenant sitting at its quota writes one file more into a full store:
+ * its write would take it past the quota, so the room comes from its own
+ * least recently used file, never from another tenant's older files (the
+ * least recently used of the store), and the write then goes in.
+ */
+START_TEST(test_tenant_at_quota_makes_its_own_room)
+{
+	uint64_t total = NB * BS / PS, nb = total - 8;
+	struct kvb_map empty = KVB_MAP_EMPTY;
+	struct meta_inode a, b, m, gone;
+	char buf[PS], name[16], quota[32];
+	struct ofs_store s;
+	struct kvb_obj *o;
+	uint64_t i;
+
+	open_store(&s);
+	ofs_evict_init(&s, 1, 90, 80, 0);
+	pthread_mutex_lock(&s.lock);
+	ck_assert_int_eq(ofs_ns_make(&s, META_ROOT_INO, "a", S_IFDIR | 0755, 0, 0, META_COMMITTED,
+				     &a), 0);
+	ck_assert_int_eq(ofs_ns_make(&s, META_ROOT_INO, "b", S_IFDIR | 0755, 0, 0, META_COMMITTED,
+				     &b), 0);
+	snprintf(quota, sizeof(quota), "%u", 8 * PS);
+	ck_assert_int_eq(meta_begin(s.meta), 0);
+	ck_assert_int_eq(meta_xattr_set(s.meta, a.ino, OFS_QUOTA_XATTR, quota, strlen(quota), 0),
+			 0);
+	ck_assert_int_eq(meta_commit(s.meta), 0);
+	pthread_mutex_unlock(&s.lock);
+	/* b's files are the store's least recently used; a's 8 pages are its quota. */
+	for (i = 0; i < nb; i++) {
+		snprintf(name, sizeof(name), "b%llu", (unsigned long long)i);
+		(void)create_in(&s, b.ino, name, (unsigned)i, 1000 + (int64_t)i);
+	}
+	for (i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "a%llu", (unsigned long long)i);
+		(void)create_in(&s, a.ino, name, 100 + (unsigned)i, 2000 + (int64_t)i);
+	}
+	pthread_mutex_lock(&s.lock);
+	ck_assert_int_eq(ofs_ns_make(&s, a.ino, "new", S_IFREG | 0644, 0, 0, META_NEW, &m), 0);
+	pthread_mutex_unlock(&s.lock);
+	ck_assert_int_eq(kvb_obj_open(&s.kvb, &empty, "new", 3, &o), 0);
+	fill(buf, PS, 99);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o, buf, PS, 0), -ENOSPC);
+
+	/* No worker: the writer's own pass. */
+	ck_assert_int_eq(ofs_store_reclaim(&s, a.ino, PS), 1);
+	for (i = 0; i < nb; i++) {
+		snprintf(name, sizeof(name), "b%llu", (unsigned long long)i);
+		ck_assert_msg(meta_lookup(s.meta, b.ino, name, strlen(name), &gone) == 0,
+			      "b's %s evicted for a's write", name);
+	}
+	ck_assert_int_eq(meta_lookup(s.meta, a.ino, "a0", 2, &gone), -ENOENT);
+	ck_assert_int_eq(meta_lookup(s.meta, a.ino, "a1", 2, &gone), 0);
+	ck_assert_uint_eq(s.evict.evictions[OFS_EVICT_QUOTA], 1);
+	ck_assert_uint_eq(s.evict.evictions[OFS_EVICT_PUT], 0);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o, buf, PS, 0), (ssize_t)PS);
+	ck_assert_int_eq(ofs_store_commit(&s, NULL, &m, o), 0);
+	kvb_obj_close(&s.kvb, o);
 	check_invariants(&s);
 	ofs_evict_fini(&s);
 	ck_assert_int_eq(ofs_store_close(&s), 0);
@@ -1358,6 +1445,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_atime_use_after_set_wins);
 	tcase_add_test(tc, test_tenant_counts_kept);
 	tcase_add_test(tc, test_writer_waits_for_the_eviction_worker);
+	tcase_add_test(tc, test_tenant_at_quota_makes_its_own_room);
 	tcase_add_test(tc, test_failed_write_in_the_middle);
 	tcase_add_test(tc, test_power_cut_loses_only_unsynced);
 	tcase_add_test(tc, test_power_cut_keeps_metadata_loses_data);
