@@ -750,17 +750,31 @@ int ofs_evict_quota_reserve(struct ofs_store *s, uint64_t tenant, uint64_t size)
 	return ret;
 }
 
+/* Quota passes a watermark pass runs at most before it ends (ofs_evict_tick). */
+#define EVICT_QUOTA_ROUNDS 4
+
 uint64_t ofs_evict_tick(struct ofs_store *s)
 {
-	uint64_t done;
+	uint64_t done, q;
+	unsigned round;
 
 	if (!s->evict.on) {
 		evict_note_quotas(s);
 		return 0;
 	}
 	/* Tenants over their quota first: they never push out the others. */
-	done = ofs_evict_quotas(s);
-	if (evict_over(s, s->evict.high))
+	done = q = ofs_evict_quotas(s);
+	/*
+	 * Writers go on during that pass: one may have taken its tenant past
+	 * the quota again, and the store above the watermark with it.  Those
+	 * tenants give first again, by their usage of now; the least recently
+	 * used go only after a quotas pass with nothing to give.  A few rounds
+	 * at most: a worker whose pass freed something runs again at once
+	 * while above the watermark, the syncer at its next tick.
+	 */
+	for (round = 0; q && round < EVICT_QUOTA_ROUNDS && evict_over(s, s->evict.high); round++)
+		done += q = ofs_evict_quotas(s);
+	if (!q && evict_over(s, s->evict.high))
 		done += ofs_evict(s, evict_over(s, s->evict.low), 0, OFS_EVICT_WATERMARK);
 	return done;
 }

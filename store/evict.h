@@ -175,7 +175,11 @@ int ofs_evict_flush(struct ofs_store *s);
  */
 uint64_t ofs_evict(struct ofs_store *s, uint64_t need, uint64_t tenant,
 		   enum ofs_evict_reason reason);
-/* The watermark check: above high, evict down to low.  No lock held. */
+/*
+ * The tick's pass: tenants over their quota down to it (again, by their
+ * usage of then, while writers keep the store above the high watermark),
+ * then above high, evict down to low.  No lock held.
+ */
 uint64_t ofs_evict_tick(struct ofs_store *s);
 /*
  * A write found no room for bytes more of a file of the tenant directory
