@@ -297,7 +297,7 @@ static int batch_reserve_one(struct ofs_store *s, struct ofs_batch *b, size_t be
 	if (ret)
 		return ret;
 	ret = kvb_obj_reserve(&s->kvb, obj, size);
-	if (ret == -ENOSPC && ofs_store_reclaim(s))
+	if (ret == -ENOSPC && ofs_store_reclaim(s, b->tenant, size))
 		ret = kvb_obj_reserve(&s->kvb, obj, size);
 	nr = &b->resv[b->nresv];
 	nr->key = ret ? NULL : malloc(klen);
@@ -379,7 +379,7 @@ static int batch_reserve(struct ofs_store *s, struct ofs_batch *b, const struct 
 			continue;
 		/* No room where it was: once more on its own, every bucket tried. */
 		e = kvb_obj_reserve(kvb, objs[i], r->ent[i]->size);
-		if (e == -ENOSPC && ofs_store_reclaim(s))
+		if (e == -ENOSPC && ofs_store_reclaim(s, b->tenant, r->ent[i]->size))
 			e = kvb_obj_reserve(kvb, objs[i], r->ent[i]->size);
 		if (e) {
 			for (k = 0; k < b->nresv && b->resv[k].obj != objs[i]; k++)

@@ -627,20 +627,39 @@ int ofs_evict_tenants(struct ofs_store *s, struct ofs_tenant_use *t, int max)
 
 #define EVICT_TENANTS_MAX 256
 
-uint64_t ofs_evict_quotas(struct ofs_store *s)
+/*
+ * Evict from each tenant over its quota down to it, and from each tenant
+ * of a writer waiting for room (want, n) that the writer's bytes would
+ * take past it: its usage plus those bytes down to the quota.  A tenant
+ * sitting at its quota holds no more than its share, yet its next file
+ * is over it: the room comes from its own files, never another tenant's.
+ */
+static uint64_t evict_quotas(struct ofs_store *s, const struct ofs_evict_want *want, unsigned nw)
 {
 	struct ofs_tenant_use *t = malloc(EVICT_TENANTS_MAX * sizeof(*t));
 	uint64_t done = 0;
+	unsigned k;
 	int i, n;
 
 	if (!t)
 		return 0;
 	n = ofs_evict_tenants(s, t, EVICT_TENANTS_MAX);
-	for (i = 0; i < n; i++)
-		if (t[i].used > t[i].quota)
-			done += ofs_evict(s, t[i].used - t[i].quota, t[i].ino, OFS_EVICT_QUOTA);
+	for (i = 0; i < n; i++) {
+		uint64_t use = t[i].used;
+
+		for (k = 0; k < nw; k++)
+			if (want[k].tenant == t[i].ino)
+				use += want[k].bytes;
+		if (use > t[i].quota)
+			done += ofs_evict(s, use - t[i].quota, t[i].ino, OFS_EVICT_QUOTA);
+	}
 	free(t);
 	return done;
+}
+
+uint64_t ofs_evict_quotas(struct ofs_store *s)
+{
+	return evict_quotas(s, NULL, 0);
 }
 
 /* Eviction off: note the tenants' usage against their quotas (ofs_evict_quota_check). */
@@ -731,28 +750,44 @@ int ofs_evict_quota_reserve(struct ofs_store *s, uint64_t tenant, uint64_t size)
 	return ret;
 }
 
+/* Quota passes a watermark pass runs at most before it ends (ofs_evict_tick). */
+#define EVICT_QUOTA_ROUNDS 4
+
 uint64_t ofs_evict_tick(struct ofs_store *s)
 {
-	uint64_t done;
+	uint64_t done, q;
+	unsigned round;
 
 	if (!s->evict.on) {
 		evict_note_quotas(s);
 		return 0;
 	}
 	/* Tenants over their quota first: they never push out the others. */
-	done = ofs_evict_quotas(s);
-	if (evict_over(s, s->evict.high))
+	done = q = ofs_evict_quotas(s);
+	/*
+	 * Writers go on during that pass: one may have taken its tenant past
+	 * the quota again, and the store above the watermark with it.  Those
+	 * tenants give first again, by their usage of now; the least recently
+	 * used go only after a quotas pass with nothing to give.  A few rounds
+	 * at most: a worker whose pass freed something runs again at once
+	 * while above the watermark, the syncer at its next tick.
+	 */
+	for (round = 0; q && round < EVICT_QUOTA_ROUNDS && evict_over(s, s->evict.high); round++)
+		done += q = ofs_evict_quotas(s);
+	if (!q && evict_over(s, s->evict.high))
 		done += ofs_evict(s, evict_over(s, s->evict.low), 0, OFS_EVICT_WATERMARK);
 	return done;
 }
 
 /*
- * Room for a writer: the barrier that releases what deletes freed (enough
- * when it brings usage below the high watermark), else tenants over their
- * quota, else the least recently used down to the low watermark, at least
- * the band between the two.  1 when something was released or freed.
+ * Room for the writers waiting (want, nw: their tenants): the barrier
+ * that releases what deletes freed (enough when it brings usage below
+ * the high watermark), else tenants over their quota or that a writer
+ * would take past it, else the least recently used down to the low
+ * watermark, at least the band between the two.  1 when something was
+ * released or freed.
  */
-static int evict_for_room(struct ofs_store *s)
+static int evict_for_room(struct ofs_store *s, const struct ofs_evict_want *want, unsigned nw)
 {
 	struct kvb_statfs ks = { 0 };
 	uint64_t need, band, released = 0;
@@ -761,7 +796,7 @@ static int evict_for_room(struct ofs_store *s)
 		return 1;
 	if (kvb_statfs(&s->kvb, &ks))
 		return released > 0;
-	if (ofs_evict_quotas(s))
+	if (evict_quotas(s, want, nw))
 		return 1;
 	band = ks.blocks * ks.block_size / 100 * (s->evict.high - s->evict.low);
 	need = evict_over(s, s->evict.low);
@@ -780,8 +815,27 @@ static int64_t evict_mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-int ofs_evict_for_put(struct ofs_store *s)
+/* Note a waiting writer's tenant and bytes for the next put pass.  Under e->wlock. */
+static void evict_want(struct ofs_evict *e, uint64_t tenant, uint64_t bytes)
 {
+	unsigned k;
+
+	if (!tenant)
+		return;
+	for (k = 0; k < e->nwant && e->want[k].tenant != tenant; k++)
+		;
+	if (k == e->nwant) {
+		if (k == OFS_EVICT_WANTS)
+			return;
+		e->want[e->nwant++] = (struct ofs_evict_want){ tenant, 0 };
+	}
+	e->want[k].bytes += bytes;
+}
+
+int ofs_evict_for_put(struct ofs_store *s, uint64_t tenant, uint64_t bytes)
+{
+	uint64_t ps = s->geom.page_size;
+	struct ofs_evict_want one = { tenant, (bytes + ps - 1) / ps * ps }; /* usage is in pages */
 	struct ofs_evict *e = &s->evict;
 	uint64_t end;
 	int room = -1;
@@ -803,6 +857,7 @@ int ofs_evict_for_put(struct ofs_store *s)
 	if (e->worker) {
 		/* One pass for all the writers waiting: after the one under way, if any. */
 		end = e->passes + 1 + (e->busy ? 1 : 0);
+		evict_want(e, one.tenant, one.bytes);
 		e->wanted = e->put_wanted = 1;
 		pthread_cond_broadcast(&e->wcond);
 		while (e->worker && e->passes < end)
@@ -815,7 +870,7 @@ int ofs_evict_for_put(struct ofs_store *s)
 		OFS_COUNT(e->put_waits, 1);
 		return room;
 	}
-	return evict_for_room(s); /* no worker (or it stopped): here */
+	return evict_for_room(s, &one, tenant ? 1 : 0); /* no worker (or it stopped): here */
 }
 
 void ofs_evict_poke(struct ofs_store *s)
@@ -847,7 +902,9 @@ void ofs_evict_worker(struct ofs_store *s, unsigned tick_ms)
 	pthread_mutex_lock(&e->wlock);
 	e->worker = 1;
 	while (!e->stop) {
+		struct ofs_evict_want want[OFS_EVICT_WANTS];
 		int put, room, tried, again = 0;
+		unsigned nw = 0;
 		int64_t now = evict_mono_ns();
 
 		if (now >= next) {
@@ -859,12 +916,18 @@ void ofs_evict_worker(struct ofs_store *s, unsigned tick_ms)
 			continue;
 		}
 		put = e->put_wanted;
+		if (put) {
+			/* The writers waiting now; those coming during the pass wait for the next. */
+			nw = e->nwant;
+			memcpy(want, e->want, nw * sizeof(*want));
+			e->nwant = 0;
+		}
 		e->wanted = e->put_wanted = 0;
 		e->busy = 1;
 		pthread_mutex_unlock(&e->wlock);
 		/* The tick's pass notes the quotas with eviction off, too. */
 		tried = put || (e->on && evict_over(s, e->high));
-		room = put ? evict_for_room(s) : ofs_evict_tick(s) > 0;
+		room = put ? evict_for_room(s, want, nw) : ofs_evict_tick(s) > 0;
 		/* Still above the high watermark (writers outran the pass): again at once. */
 		if (room && e->on && evict_over(s, e->high))
 			again = 1;

@@ -22,6 +22,7 @@
 #define OFS_EVICT_LOW 80
 #define OFS_EVICT_MIN_AGE 10    /* seconds */
 #define OFS_EVICT_TENANTS 64    /* tenants whose evictions are counted apart */
+#define OFS_EVICT_WANTS 16      /* tenants of writers waiting for a put pass, apart */
 
 enum ofs_evict_reason { OFS_EVICT_WATERMARK, OFS_EVICT_PUT, OFS_EVICT_QUOTA, OFS_EVICT_MANUAL,
 			OFS_EVICT_NREASONS };
@@ -101,6 +102,16 @@ struct ofs_evict {
 	uint64_t passes;         /* passes ended */
 	uint64_t room_pass;      /* the last pass that freed or released something (passes then) */
 	/*
+	 * The tenants of the writers waiting for the next put pass and the
+	 * bytes their files grow by: a tenant that would pass its quota
+	 * gives that room first (evict_for_room).  Writers past the last
+	 * slot are served as writers outside any tenant.
+	 */
+	struct ofs_evict_want {
+		uint64_t tenant, bytes;
+	} want[OFS_EVICT_WANTS];
+	unsigned nwant;
+	/*
 	 * With eviction off: the tenants with a quota, their usage at the
 	 * last tick plus what their writes have grown files by since (a
 	 * rewrite counts twice until the tick: on the safe side).  At the
@@ -164,16 +175,22 @@ int ofs_evict_flush(struct ofs_store *s);
  */
 uint64_t ofs_evict(struct ofs_store *s, uint64_t need, uint64_t tenant,
 		   enum ofs_evict_reason reason);
-/* The watermark check: above high, evict down to low.  No lock held. */
+/*
+ * The tick's pass: tenants over their quota down to it (again, by their
+ * usage of then, while writers keep the store above the high watermark),
+ * then above high, evict down to low.  No lock held.
+ */
 uint64_t ofs_evict_tick(struct ofs_store *s);
 /*
- * A write found no room: with a worker, wait for its pass; without, run
- * one here: the barrier that releases what deletes freed, else evict down
- * to the low watermark, at least the band between the two.  1 when
- * something was freed or released (retry).  No lock held, or an object's
- * stripe.
+ * A write found no room for bytes more of a file of the tenant directory
+ * tenant (0: none): with a worker, wait for its pass; without, run one
+ * here: the barrier that releases what deletes freed, else tenants over
+ * their quota, or that this write would take past it, down to it, else
+ * evict down to the low watermark, at least the band between the two.
+ * 1 when something was freed or released (retry).  No lock held, or an
+ * object's stripe.
  */
-int ofs_evict_for_put(struct ofs_store *s);
+int ofs_evict_for_put(struct ofs_store *s, uint64_t tenant, uint64_t bytes);
 /*
  * A commit: above the high watermark, wake the worker (at once, not at
  * its tick), unless a pass runs or the last one found nothing to evict

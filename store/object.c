@@ -80,14 +80,39 @@ int ofs_store_barrier(struct ofs_store *s, uint64_t *released)
 	return ret;
 }
 
-int ofs_store_reclaim(struct ofs_store *s)
+int ofs_store_reclaim(struct ofs_store *s, uint64_t tenant, uint64_t bytes)
 {
 	uint64_t released = 0;
 
 	/* A cache makes room: freed pages released, else the least recently used go (evict.h). */
 	if (s->evict.on)
-		return ofs_evict_for_put(s);
+		return ofs_evict_for_put(s, tenant, bytes);
 	return ofs_store_barrier(s, &released) == 0 && released > 0;
+}
+
+/*
+ * ofs_store_reclaim for o growing to end bytes: its tenant and the pages
+ * its committed version does not hold already (what its tenant's usage
+ * grows by).
+ */
+static int object_reclaim(struct ofs_store *s, struct ofs_object *o, uint64_t end)
+{
+	uint64_t ps = s->geom.page_size, need = (end + ps - 1) / ps * ps, have, tenant = 0;
+	char key[OFS_KEY_MAX + 1];
+	size_t klen;
+
+	if (s->evict.on) {
+		pthread_mutex_lock(&s->lock);
+		if (!o->tenant &&
+		    meta_path(s->meta, o->m.ino, 0, key, sizeof(key), &klen, &o->tenant))
+			o->tenant = 0; /* unlinked: no tenant */
+		/* A file at the top level is its own first component: no tenant. */
+		tenant = o->tenant != o->m.ino ? o->tenant : 0;
+		have = o->m.npages * ps;
+		pthread_mutex_unlock(&s->lock);
+		need = need > have ? need - have : 0;
+	}
+	return ofs_store_reclaim(s, tenant, need);
 }
 
 int ofs_object_open(struct ofs_store *s, struct ofs_object *o)
@@ -233,7 +258,7 @@ static ssize_t object_put(struct ofs_store *s, struct ofs_object *o, const struc
 		n = -ENOSPC; /* its commit could not be recorded */
 	else if ((n = object_quota(s, o, off + size)) == 0)
 		n = object_put_once(s, o, d, size, off);
-	if (n == -ENOSPC && o->obj && !o->werr && !low && ofs_store_reclaim(s))
+	if (n == -ENOSPC && o->obj && !o->werr && !low && object_reclaim(s, o, off + size))
 		n = object_put_once(s, o, d, size, off);
 	if (n < 0 && o->obj && !o->werr && !(n == -EOPNOTSUPP && !d->buf))
 		object_poison(s, o, (int)n, off, size);
@@ -357,7 +382,7 @@ int ofs_object_truncate(struct ofs_store *s, struct ofs_object *o, uint64_t size
 
 	if (!ret)
 		ret = kvb_obj_truncate(&s->kvb, o->obj, size);
-	if (ret == -ENOSPC && ofs_store_reclaim(s))
+	if (ret == -ENOSPC && object_reclaim(s, o, size))
 		ret = kvb_obj_truncate(&s->kvb, o->obj, size);
 	return ret;
 }
@@ -374,7 +399,7 @@ static int object_zero_range(struct ofs_store *s, struct ofs_object *o, uint64_t
 							     : sizeof(object_zeros);
 		ssize_t w = kvb_obj_write(&s->kvb, o->obj, object_zeros, n, off);
 
-		if (w == -ENOSPC && ofs_store_reclaim(s))
+		if (w == -ENOSPC && object_reclaim(s, o, off + n))
 			w = kvb_obj_write(&s->kvb, o->obj, object_zeros, n, off);
 		if (w < 0)
 			return (int)w;
@@ -404,7 +429,7 @@ int ofs_object_fallocate(struct ofs_store *s, struct ofs_object *o, int mode, ui
 		ret = kvb_has_reserve(&s->kvb) ? object_quota(s, o, end) : 0;
 		if (!ret)
 			ret = kvb_obj_reserve(&s->kvb, o->obj, end);
-		if (ret == -ENOSPC && ofs_store_reclaim(s))
+		if (ret == -ENOSPC && object_reclaim(s, o, end))
 			ret = kvb_obj_reserve(&s->kvb, o->obj, end);
 	}
 	if (!ret && zero)

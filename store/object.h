@@ -105,9 +105,11 @@ static inline void ofs_version(const struct meta_inode *m, struct ofs_dram_versi
 int ofs_store_barrier(struct ofs_store *s, uint64_t *released);
 /*
  * ENOSPC may only mean that freed pages wait for the next barrier: run it
- * and say (1) whether a retry can succeed.
+ * and say (1) whether a retry can succeed.  A cache evicts for room
+ * (ofs_evict_for_put): for a file of the tenant directory tenant (0:
+ * none) growing by bytes.
  */
-int ofs_store_reclaim(struct ofs_store *s);
+int ofs_store_reclaim(struct ofs_store *s, uint64_t tenant, uint64_t bytes);
 
 /* The rest under o's stripe (write). */
 /* Open o's working state from its committed version. */

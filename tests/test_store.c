@@ -6,7 +6,9 @@
  * And an object's whole life through the store's own calls, as the daemon
  * makes them but without FUSE (test_object_life); a writer that finds the
  * store full waiting for the eviction worker
- * (test_writer_waits_for_the_eviction_worker).
+ * (test_writer_waits_for_the_eviction_worker), and a tenant at its quota
+ * making that room from its own files (test_tenant_at_quota_makes_its_own_room),
+ * and again when its writers outran a tick's pass (test_tick_quotas_again).
  *
  * Invariants checked after each scenario (DESIGN.md):
  *  1. committed runs are disjoint and in range (the rebuild succeeds, and
@@ -1098,7 +1100,7 @@ START_TEST(test_writer_waits_for_the_eviction_worker)
 	ck_assert_int_eq(kvb_obj_open(&s.kvb, &empty, "new", 3, &o), 0);
 	fill(buf, PS, 99);
 	ck_assert_int_eq(kvb_obj_write(&s.kvb, o, buf, PS, 0), -ENOSPC);
-	ck_assert_int_eq(ofs_store_reclaim(&s), 1);
+	ck_assert_int_eq(ofs_store_reclaim(&s, 0, PS), 1);
 	ck_assert_uint_eq(s.evict.put_waits, 1);
 	pthread_mutex_lock(&s.evict.wlock);
 	ck_assert_uint_eq(s.evict.passes, 1); /* the worker's: the writer ran none */
@@ -1114,6 +1116,175 @@ START_TEST(test_writer_waits_for_the_eviction_worker)
 	ofs_evict_worker_stop(&s);
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
 	ck_assert_int_eq(s.evict.worker, 0);
+	check_invariants(&s);
+	ofs_evict_fini(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+/* A committed file name in directory dir: one page of pattern seed, last used at atime. */
+static struct meta_inode create_in(struct ofs_store *s, uint64_t dir, const char *name,
+				   unsigned seed, int64_t atime)
+{
+	struct kvb_map empty = KVB_MAP_EMPTY;
+	struct meta_inode m;
+	struct kvb_obj *o;
+	char buf[PS];
+
+	pthread_mutex_lock(&s->lock);
+	ck_assert_int_eq(ofs_ns_make(s, dir, name, S_IFREG | 0644, 0, 0, META_NEW, &m), 0);
+	pthread_mutex_unlock(&s->lock);
+	ck_assert_int_eq(kvb_obj_open(&s->kvb, &empty, name, strlen(name), &o), 0);
+	fill(buf, PS, seed);
+	ck_assert_int_eq(kvb_obj_write(&s->kvb, o, buf, PS, 0), (ssize_t)PS);
+	m.atime = m.mtime = m.ctime = atime;
+	ck_assert_int_eq(ofs_store_commit(s, NULL, &m, o), 0);
+	kvb_obj_close(&s->kvb, o);
+	return m;
+}
+
+/*
+ * A tenant sitting at its quota writes one file more into a full store:
+ * its write would take it past the quota, so the room comes from its own
+ * least recently used file, never from another tenant's older files (the
+ * least recently used of the store), and the write then goes in.
+ */
+START_TEST(test_tenant_at_quota_makes_its_own_room)
+{
+	uint64_t total = NB * BS / PS, nb = total - 8;
+	struct kvb_map empty = KVB_MAP_EMPTY;
+	struct meta_inode a, b, m, gone;
+	char buf[PS], name[16], quota[32];
+	struct ofs_store s;
+	struct kvb_obj *o;
+	uint64_t i;
+
+	open_store(&s);
+	ofs_evict_init(&s, 1, 90, 80, 0);
+	pthread_mutex_lock(&s.lock);
+	ck_assert_int_eq(ofs_ns_make(&s, META_ROOT_INO, "a", S_IFDIR | 0755, 0, 0, META_COMMITTED,
+				     &a), 0);
+	ck_assert_int_eq(ofs_ns_make(&s, META_ROOT_INO, "b", S_IFDIR | 0755, 0, 0, META_COMMITTED,
+				     &b), 0);
+	snprintf(quota, sizeof(quota), "%u", 8 * PS);
+	ck_assert_int_eq(meta_begin(s.meta), 0);
+	ck_assert_int_eq(meta_xattr_set(s.meta, a.ino, OFS_QUOTA_XATTR, quota, strlen(quota), 0),
+			 0);
+	ck_assert_int_eq(meta_commit(s.meta), 0);
+	pthread_mutex_unlock(&s.lock);
+	/* b's files are the store's least recently used; a's 8 pages are its quota. */
+	for (i = 0; i < nb; i++) {
+		snprintf(name, sizeof(name), "b%llu", (unsigned long long)i);
+		(void)create_in(&s, b.ino, name, (unsigned)i, 1000 + (int64_t)i);
+	}
+	for (i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "a%llu", (unsigned long long)i);
+		(void)create_in(&s, a.ino, name, 100 + (unsigned)i, 2000 + (int64_t)i);
+	}
+	pthread_mutex_lock(&s.lock);
+	ck_assert_int_eq(ofs_ns_make(&s, a.ino, "new", S_IFREG | 0644, 0, 0, META_NEW, &m), 0);
+	pthread_mutex_unlock(&s.lock);
+	ck_assert_int_eq(kvb_obj_open(&s.kvb, &empty, "new", 3, &o), 0);
+	fill(buf, PS, 99);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o, buf, PS, 0), -ENOSPC);
+
+	/* No worker: the writer's own pass. */
+	ck_assert_int_eq(ofs_store_reclaim(&s, a.ino, PS), 1);
+	for (i = 0; i < nb; i++) {
+		snprintf(name, sizeof(name), "b%llu", (unsigned long long)i);
+		ck_assert_msg(meta_lookup(s.meta, b.ino, name, strlen(name), &gone) == 0,
+			      "b's %s evicted for a's write", name);
+	}
+	ck_assert_int_eq(meta_lookup(s.meta, a.ino, "a0", 2, &gone), -ENOENT);
+	ck_assert_int_eq(meta_lookup(s.meta, a.ino, "a1", 2, &gone), 0);
+	ck_assert_uint_eq(s.evict.evictions[OFS_EVICT_QUOTA], 1);
+	ck_assert_uint_eq(s.evict.evictions[OFS_EVICT_PUT], 0);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o, buf, PS, 0), (ssize_t)PS);
+	ck_assert_int_eq(ofs_store_commit(&s, NULL, &m, o), 0);
+	kvb_obj_close(&s.kvb, o);
+	check_invariants(&s);
+	ofs_evict_fini(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
+/* The writes landing inside the next barrier's data sync (test_tick_quotas_again). */
+static struct {
+	const struct kvb_ops *real;
+	struct ofs_store *s;
+	uint64_t dir;
+	int n;
+} tick_hook;
+
+static int tick_hook_sync(void *arg)
+{
+	char name[16];
+	int i;
+
+	for (i = 0; i < tick_hook.n; i++) {
+		snprintf(name, sizeof(name), "w%d", i);
+		(void)create_in(tick_hook.s, tick_hook.dir, name, 200 + (unsigned)i, 3000 + i);
+	}
+	tick_hook.n = 0;
+	return tick_hook.real->barrier_sync(arg);
+}
+
+/*
+ * A tick's pass brings a tenant over its quota down to it; a writer of
+ * that tenant goes on meanwhile (its files land before the pass's barrier
+ * releases the evicted pages) and takes the store above the high
+ * watermark.  The tenant gives again, by its usage of then: another
+ * tenant's files, the least recently used of the store, all stay.
+ */
+START_TEST(test_tick_quotas_again)
+{
+	uint64_t total = NB * BS / PS, i;
+	struct meta_inode a, b, m;
+	char name[16], quota[32];
+	struct kvb_ops hooked;
+	struct ofs_store s;
+
+	open_store(&s);
+	ofs_evict_init(&s, 1, 90, 80, 0);
+	pthread_mutex_lock(&s.lock);
+	ck_assert_int_eq(ofs_ns_make(&s, META_ROOT_INO, "a", S_IFDIR | 0755, 0, 0, META_COMMITTED,
+				     &a), 0);
+	ck_assert_int_eq(ofs_ns_make(&s, META_ROOT_INO, "b", S_IFDIR | 0755, 0, 0, META_COMMITTED,
+				     &b), 0);
+	snprintf(quota, sizeof(quota), "%u", 8 * PS);
+	ck_assert_int_eq(meta_begin(s.meta), 0);
+	ck_assert_int_eq(meta_xattr_set(s.meta, a.ino, OFS_QUOTA_XATTR, quota, strlen(quota), 0),
+			 0);
+	ck_assert_int_eq(meta_commit(s.meta), 0);
+	pthread_mutex_unlock(&s.lock);
+	for (i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "b%llu", (unsigned long long)i);
+		(void)create_in(&s, b.ino, name, (unsigned)i, 1000 + (int64_t)i);
+	}
+	/* 3 pages over the quota, the store below the high watermark. */
+	for (i = 0; i < 11; i++) {
+		snprintf(name, sizeof(name), "a%llu", (unsigned long long)i);
+		(void)create_in(&s, a.ino, name, 100 + (unsigned)i, 2000 + (int64_t)i);
+	}
+	/* Every free page taken before the 3 evicted come back: 29 of 32 after. */
+	tick_hook.real = s.kvb.ops;
+	tick_hook.s = &s;
+	tick_hook.dir = a.ino;
+	tick_hook.n = (int)(total - 19);
+	hooked = *s.kvb.ops;
+	hooked.barrier_sync = tick_hook_sync;
+	s.kvb.ops = &hooked;
+	(void)ofs_evict_tick(&s);
+	s.kvb.ops = tick_hook.real;
+	ck_assert_int_eq(tick_hook.n, 0);
+	for (i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "b%llu", (unsigned long long)i);
+		ck_assert_msg(meta_lookup(s.meta, b.ino, name, strlen(name), &m) == 0,
+			      "b's %s evicted for a's writes", name);
+	}
+	ck_assert_uint_eq(s.evict.evictions[OFS_EVICT_WATERMARK], 0);
+	ck_assert_uint_eq(s.evict.evictions[OFS_EVICT_QUOTA], 3 + total - 19);
+	ck_assert_int_eq(meta_lookup(s.meta, a.ino, "w12", 3, &m), 0);
 	check_invariants(&s);
 	ofs_evict_fini(&s);
 	ck_assert_int_eq(ofs_store_close(&s), 0);
@@ -1391,6 +1562,8 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_atime_use_after_set_wins);
 	tcase_add_test(tc, test_tenant_counts_kept);
 	tcase_add_test(tc, test_writer_waits_for_the_eviction_worker);
+	tcase_add_test(tc, test_tenant_at_quota_makes_its_own_room);
+	tcase_add_test(tc, test_tick_quotas_again);
 	tcase_add_test(tc, test_failed_write_in_the_middle);
 	tcase_add_test(tc, test_power_cut_loses_only_unsynced);
 	tcase_add_test(tc, test_power_cut_keeps_metadata_loses_data);
