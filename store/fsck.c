@@ -9,6 +9,7 @@
  */
 #include "fsck_int.h"
 #include "epoch.h"
+#include "store_int.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -196,6 +197,15 @@ static int fsck_open(const char *root, const char *meta_path, int repair, struct
 		fsck_err(f, "%s: damaged geometry record: %s; not touched\n",
 			meta_path, ret ? "a value is not a positive number in range" : err);
 		return 2;
+	}
+	{
+		int pending;
+
+		/* Another store's database would make every object look damaged, and a repair drop them. */
+		if (ofs_identity_check(root, f->meta, meta_path, 0, &pending, err, sizeof(err))) {
+			fsck_err(f, "%s; not touched\n", err);
+			return 2;
+		}
 	}
 	if (strcmp(f->backend, "pages") && strcmp(f->backend, "ubsio")) {
 		fsck_err(f, "%s: the store uses backend '%s', which this build "

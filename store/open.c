@@ -38,7 +38,8 @@ static int store_is_bucket_name(const char *n)
 
 /*
  * Only our own files may be in ROOT: bucket files, our database and its
- * sqlite side files, and lost+found (the root of a fresh ext4).
+ * sqlite side files, the store's id, and lost+found (the root of a fresh
+ * ext4).
  */
 static int store_scan_root(const char *root, const char *dbpath, int *buckets, int *last,
 			   char *err, size_t errlen)
@@ -92,7 +93,8 @@ static int store_scan_root(const char *root, const char *dbpath, int *buckets, i
 				*last = idx;
 			continue;
 		}
-		if (!strcmp(n, KVB_UBSIO_JOURNAL) || !strcmp(n, OFS_BATCH_EPOCH_NAME))
+		if (!strcmp(n, KVB_UBSIO_JOURNAL) || !strcmp(n, OFS_BATCH_EPOCH_NAME) ||
+		    !strcmp(n, OFS_ID_NAME))
 			continue;
 		if (dbbase && !strncmp(n, dbbase, bl) &&
 		    (!n[bl] || !strcmp(n + bl, "-wal") || !strcmp(n + bl, "-shm") ||
@@ -286,7 +288,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	struct kvb_ubsio_config uc = cfg->ubsio;
 	struct kvb_pages_geom pg;
 	char backend[32] = "", *db = NULL, *journal = NULL, *s_root = NULL;
-	int created;
+	int created, db_new, id_pending;
 	struct stat st;
 	int ret, buckets, last_bucket;
 
@@ -346,6 +348,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	ret = meta_open(s->meta_path, 1, &s->meta, err, errlen);
 	if (ret < 0)
 		goto out;
+	db_new = ret == 1;
 	meta_set_full_hook(s->meta, store_full_hook, s);
 	ret = meta_geom_get(s->meta, &s->geom, backend, sizeof(backend));
 	if (ret == -ENOENT) {
@@ -382,6 +385,11 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	}
 	snprintf(s->backend, sizeof(s->backend), "%s",
 		 s->created ? (cfg->backend ? cfg->backend : "pages") : backend);
+	/* Before the backend opens ROOT's files against this database. */
+	ret = ofs_identity_check(s->root, s->meta, s->meta_path, db_new, &id_pending, err,
+				 errlen);
+	if (ret)
+		goto out;
 	/*
 	 * A bucket file past the store's count was made by another store
 	 * (one of more buckets, whose database this is not): nothing here
@@ -429,6 +437,12 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 				 meta_errmsg(s->meta));
 			goto out;
 		}
+	}
+	/* Once the store is made: a creation that fails leaves no id behind. */
+	if (id_pending) {
+		ret = ofs_identity_record(s->root, s->meta, err, errlen);
+		if (ret)
+			goto out;
 	}
 	if (!strcmp(s->backend, "ubsio")) {
 		/* For the metrics, so that offloadctl scrub reaches the library the same way. */
@@ -538,6 +552,8 @@ out:
 		if (journal)
 			unlink(journal);
 		snprintf(aux, sizeof(aux), "%s/%s", s_root, OFS_BATCH_EPOCH_NAME);
+		unlink(aux);
+		snprintf(aux, sizeof(aux), "%s/%s", s_root, OFS_ID_NAME);
 		unlink(aux);
 	}
 	free(db);

@@ -26,6 +26,8 @@
 #define OFS_DEFAULT_BUCKET_SIZE (4ULL << 30)
 #define OFS_DEFAULT_BUCKET_COUNT 256U
 #define OFS_DB_NAME "offloadfs.db"
+/* In ROOT: the store's id, which its database records too (identity.c). */
+#define OFS_ID_NAME "offloadfs.id"
 /* A path below the root with its NUL: a tenant, a slash, a key (meta.h). */
 #define OFS_KEY_MAX (META_NAME_MAX + 1 + META_KEY_MAX + 1)
 

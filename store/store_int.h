@@ -22,4 +22,14 @@ int store_reserve_arm(struct ofs_store *s);
 int store_verify_unsynced(struct ofs_store *s);
 int store_drop_missing(struct ofs_store *s);
 
+/*
+ * identity.c: 0 when ROOT and the database m (at meta_path; db_new: made
+ * by this open) are one store's, with *pending set when the database has
+ * no id yet (ofs_identity_record gives it ROOT's, or a new one for both);
+ * -EEXIST with a message in err when they are two stores'.  Reads only.
+ */
+int ofs_identity_check(const char *root, struct meta *m, const char *meta_path, int db_new,
+		       int *pending, char *err, size_t errlen);
+int ofs_identity_record(const char *root, struct meta *m, char *err, size_t errlen);
+
 #endif

@@ -7,7 +7,11 @@
 # bucket file of another store (past this one's bucket_count); a mount the
 # kernel refuses is not called an unmount; a database the user may not
 # open says why; offloadctl fsck given the mount point, or --meta without
-# a path; a geometry from the environment that the store does not have.
+# a path; a geometry from the environment that the store does not have;
+# a database and a ROOT of two different stores (meta= naming another
+# store's database, a database copied over, a ROOT whose id was lost):
+# mount and fsck refuse them and write nothing, and a store made without
+# an id gets one at its next mount.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -201,6 +205,58 @@ else
 		"$([[ "$ERR" == *"unmounted"* ]] && echo yes || echo no)"
 	check_contains "it says it did not mount" "not mounted at $U/m" "$ERR"
 fi
+
+# ---- a database and a ROOT of two stores ----
+# Used together, the allocator would take pages the ROOT's objects use for
+# free ones and write over them: each store has an id, in its database and
+# in ROOT/offloadfs.id, and a mount or fsck of a mismatched pair is refused.
+A="$TESTDIR/ida" AM="$TESTDIR/ida.db" BR="$TESTDIR/idb"
+mkdir -p "$A" "$BR"
+ROOT="$A"
+ofs_mount "bucket_count=1,bucket_size=4M,meta=$AM" || ofs_bail "cannot mount $A"
+mkdir "$MNT/t"
+echo kept >"$MNT/t/k"
+ofs_umount
+ROOT="$BR"
+ofs_mount "bucket_count=1,bucket_size=4M" || ofs_bail "cannot mount $BR"
+mkdir "$MNT/t"
+echo other >"$MNT/t/x"
+ofs_umount
+check "a new store gets an id" grep -Eqx '[0-9a-f]{32}' "$A/offloadfs.id"
+check_eq "and its database records it" "$(cat "$A/offloadfs.id")" \
+	"$(sqlite3 "$AM" "SELECT v FROM store WHERE k = 'store_id'")"
+check "two stores have two ids" [ "$(cat "$A/offloadfs.id")" != "$(cat "$BR/offloadfs.id")" ]
+sums() { md5sum "$A"/bucket_* "$AM" "$BR/offloadfs.db" | awk '{print $1}' | tr '\n' ' '; }
+before=$(sums)
+run timeout -s TERM 10 "$OFS" "$A" "$MNT" -f -o "meta=$BR/offloadfs.db"
+check_eq "meta= naming another store's database: the mount is refused" 1 "$RC"
+check_contains "and says they are two stores" "not one store" "$ERR"
+run "$OFSCTL" fsck "$A" --meta "$BR/offloadfs.db" --repair
+check_eq "fsck --repair of that pair refuses too" 2 "$RC"
+check_contains "and touches nothing" "not touched" "$ERR"
+cp "$BR/offloadfs.db" "$TESTDIR/copied.db"
+run timeout -s TERM 10 "$OFS" "$A" "$MNT" -f -o "meta=$TESTDIR/copied.db"
+check_eq "a copy of another store's database is refused" 1 "$RC"
+check_eq "nothing of either store was written" "$before" "$(sums)"
+mv "$A/offloadfs.id" "$TESTDIR/ida.id"
+run timeout -s TERM 10 "$OFS" "$A" "$MNT" -f -o "meta=$AM"
+check_eq "a ROOT whose id was lost is refused" 1 "$RC"
+check_contains "and the message says how to put it back" \
+	"echo $(cat "$TESTDIR/ida.id") > $A/offloadfs.id" "$ERR"
+mv "$TESTDIR/ida.id" "$A/offloadfs.id"
+# A store made by a build without ids: neither has one; the mount gives both the same.
+rm "$A/offloadfs.id"
+sqlite3 "$AM" "DELETE FROM store WHERE k = 'store_id'"
+ROOT="$A"
+if ofs_mount "meta=$AM"; then
+	check_eq "a store without an id mounts, its files intact" kept "$(cat "$MNT/t/k")"
+	ofs_umount
+fi
+check "and has an id now" grep -Eqx '[0-9a-f]{32}' "$A/offloadfs.id"
+check_eq "the same in its database" "$(cat "$A/offloadfs.id")" \
+	"$(sqlite3 "$AM" "SELECT v FROM store WHERE k = 'store_id'")"
+run "$OFSCTL" fsck "$A" --meta "$AM"
+check_eq "fsck: the store is clean after all that" "0 fsck: clean" "$RC $(tail -n 1 <<<"$OUT")"
 
 # ---- a database the daemon's user may not open ----
 ROOT="$U/r"

@@ -324,8 +324,8 @@ if ofs_mount "bucket_count=2,bucket_size=64M,meta=$META"; then
 	echo m >"$MNT/t/f"
 	ofs_umount
 	check_eq "meta=PATH: the database is at PATH" yes "$([ -s "$META" ] && echo yes || echo no)"
-	check_eq "meta=PATH: ROOT holds only bucket files and the batch epoch table" \
-		"batch-epochs bucket_00.data bucket_01.data" \
+	check_eq "meta=PATH: ROOT holds only bucket files, the batch epoch table and the store's id" \
+		"batch-epochs bucket_00.data bucket_01.data offloadfs.id" \
 		"$(ls -A "$ROOT" | tr '\n' ' ' | sed 's/ $//')"
 	if ofs_mount "meta=$META"; then
 		check_eq "meta=PATH: remount reads the content" m "$(cat "$MNT/t/f")"
