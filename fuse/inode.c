@@ -142,9 +142,14 @@ void ofs_fill_stat(const struct ofs *ofs, const struct ofs_inode *in,
 	memset(st, 0, sizeof(*st));
 	st->st_ino = m->ino;
 	st->st_mode = m->mode;
-	/* A directory's count (2 + subdirectories) is kept by the store. */
-	st->st_nlink = S_ISDIR(m->mode) ? (m->nlink >= 2 ? m->nlink : 2)
-					: (in && in->o.unlinked ? 0 : 1);
+	/*
+	 * A directory's count (2 + subdirectories) is kept by the store; one
+	 * removed (rmdir, renamed over) while a handle still has it has none.
+	 */
+	if (in && in->o.unlinked)
+		st->st_nlink = 0;
+	else
+		st->st_nlink = S_ISDIR(m->mode) ? (m->nlink >= 2 ? m->nlink : 2) : 1;
 	st->st_uid = m->uid;
 	st->st_gid = m->gid;
 	st->st_size = (off_t)size;

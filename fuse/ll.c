@@ -466,6 +466,17 @@ static void ofs_do_write(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, const char *
 		n = ofs_write_kill_setid(ofs, req, in);
 	if (n == 0)
 		n = ofs_object_write(&ofs->store, &in->o, buf, size, (uint64_t)off);
+	/*
+	 * An O_DIRECT write through a cached handle skips the kernel's cache,
+	 * and an asynchronous one leaves it as it was when it completes: a
+	 * page another handle read meanwhile keeps the old bytes. The next
+	 * open drops them rather than keep them.
+	 */
+	if (n > 0 && (fi->flags & O_DIRECT) && !fi->writepage && !(fi->fh & OFS_FH_DIRECT)) {
+		pthread_mutex_lock(&ofs->store.lock);
+		in->kstale = 1;
+		pthread_mutex_unlock(&ofs->store.lock);
+	}
 	pthread_rwlock_unlock(ofs_rw(ofs, in));
 	ofs_hist_observe(&ofs->store.metrics.write_lat, ofs_now_ns() - t0);
 	if (n < 0)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # t-posix.sh: the POSIX rules pjdfstest, fsx, rsync and cp check, without
-# them: directory times and link counts (kept across a remount), O_TRUNC
+# them: directory times and link counts (kept across a remount; none for
+# a removed directory still open), O_TRUNC
 # times, the key length limit in every operation that makes a path (and a
 # failed create leaves no name), user xattrs (kept, ours read-only), and
 # fallocate's KEEP_SIZE, PUNCH_HOLE and ZERO_RANGE.
@@ -66,6 +67,12 @@ mv "$T/n/b" "$T/n/a/b"
 check_eq "moving a subdirectory out lowers it" 3 "$(stat -c %h "$T/n")"
 check_eq "and raises the new parent's" 3 "$(stat -c %h "$T/n/a")"
 check_eq "the root counts its tenants" 4 "$(stat -c %h "$MNT")"
+# A removed directory still open counts no link (xfstests generic/035).
+mkdir -p "$T/rm/gone" "$T/rm/over" "$T/rm/src"
+r=$(py 'fd = os.open(a[0], os.O_RDONLY); os.rmdir(a[0])
+fd2 = os.open(a[1], os.O_RDONLY); os.rename(a[2], a[1])
+print(os.fstat(fd).st_nlink, os.fstat(fd2).st_nlink)' "$T/rm/gone" "$T/rm/over" "$T/rm/src")
+check_eq "fstat of a directory removed while open: rmdir, rename over it" "0 0" "$r"
 
 # ---- O_TRUNC of a non-empty file changes mtime and ctime ----
 echo content >"$T/tr"
