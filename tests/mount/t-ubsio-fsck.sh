@@ -56,8 +56,8 @@ check_contains "descriptor names the value's key" "t1/d/a#" "$key_a"
 [ -n "$key_b" ] && [ -n "$key_c" ] || ofs_bail "no keys in the descriptors"
 check "the value of t1/d/a is a file of the stub" test -f "$(vfile "$key_a")"
 ofs_umount || ofs_bail "unmount failed"
-check_eq "ROOT holds only the database, its space reserve and the journal" \
-	"offloadfs.db offloadfs.db-reserve ubsio.journal" "$(ls "$ROOT" | tr '\n' ' ' | sed 's/ $//')"
+check_eq "ROOT holds only the database, its space reserve, the store's id and the journal" \
+	"offloadfs.db offloadfs.db-reserve offloadfs.id ubsio.journal" "$(ls "$ROOT" | tr '\n' ' ' | sed 's/ $//')"
 
 fsck_ubsio
 check_eq "clean store: fsck exits 0" 0 "$RC"
