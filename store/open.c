@@ -288,7 +288,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	struct kvb_ubsio_config uc = cfg->ubsio;
 	struct kvb_pages_geom pg;
 	char backend[32] = "", *db = NULL, *journal = NULL, *s_root = NULL;
-	int created, db_new, id_pending;
+	int created, db_new, id_pending = 0, id_recorded = 0;
 	struct stat st;
 	int ret, buckets, last_bucket;
 
@@ -443,6 +443,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 		ret = ofs_identity_record(s->root, s->meta, err, errlen);
 		if (ret)
 			goto out;
+		id_recorded = 1;
 	}
 	if (!strcmp(s->backend, "ubsio")) {
 		/* For the metrics, so that offloadctl scrub reaches the library the same way. */
@@ -553,8 +554,11 @@ out:
 			unlink(journal);
 		snprintf(aux, sizeof(aux), "%s/%s", s_root, OFS_BATCH_EPOCH_NAME);
 		unlink(aux);
-		snprintf(aux, sizeof(aux), "%s/%s", s_root, OFS_ID_NAME);
-		unlink(aux);
+		/* Only an id this open wrote: a refused ROOT keeps its own. */
+		if (id_recorded) {
+			snprintf(aux, sizeof(aux), "%s/%s", s_root, OFS_ID_NAME);
+			unlink(aux);
+		}
 	}
 	free(db);
 	free(journal);

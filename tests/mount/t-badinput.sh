@@ -244,6 +244,13 @@ check_eq "a ROOT whose id was lost is refused" 1 "$RC"
 check_contains "and the message says how to put it back" \
 	"echo $(cat "$TESTDIR/ida.id") > $A/offloadfs.id" "$ERR"
 mv "$TESTDIR/ida.id" "$A/offloadfs.id"
+# A ROOT with an id and no database at the path given: refused, its id kept.
+mkdir "$TESTDIR/idonly"
+cp "$A/offloadfs.id" "$TESTDIR/idonly/"
+run timeout -s TERM 10 "$OFS" "$TESTDIR/idonly" "$MNT" -f
+check_eq "a ROOT with an id but no database is refused" 1 "$RC"
+check_contains "and says so" "there is no database at" "$ERR"
+check_eq "its id is kept, nothing made" "offloadfs.id" "$(ls -A "$TESTDIR/idonly")"
 # A store made by a build without ids: neither has one; the mount gives both the same.
 rm "$A/offloadfs.id"
 sqlite3 "$AM" "DELETE FROM store WHERE k = 'store_id'"
