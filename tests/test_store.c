@@ -1149,29 +1149,37 @@ static struct meta_inode create_in(struct ofs_store *s, uint64_t dir, const char
  * least recently used file, never from another tenant's older files (the
  * least recently used of the store), and the write then goes in.
  */
+/* A store with eviction on and tenants a, with a quota of 8 pages, and b. */
+static void open_two_tenants(struct ofs_store *s, struct meta_inode *a, struct meta_inode *b)
+{
+	char quota[32];
+
+	open_store(s);
+	ofs_evict_init(s, 1, 90, 80, 0);
+	pthread_mutex_lock(&s->lock);
+	ck_assert_int_eq(ofs_ns_make(s, META_ROOT_INO, "a", S_IFDIR | 0755, 0, 0, META_COMMITTED,
+				     a), 0);
+	ck_assert_int_eq(ofs_ns_make(s, META_ROOT_INO, "b", S_IFDIR | 0755, 0, 0, META_COMMITTED,
+				     b), 0);
+	snprintf(quota, sizeof(quota), "%u", 8 * PS);
+	ck_assert_int_eq(meta_begin(s->meta), 0);
+	ck_assert_int_eq(meta_xattr_set(s->meta, a->ino, OFS_QUOTA_XATTR, quota, strlen(quota), 0),
+			 0);
+	ck_assert_int_eq(meta_commit(s->meta), 0);
+	pthread_mutex_unlock(&s->lock);
+}
+
 START_TEST(test_tenant_at_quota_makes_its_own_room)
 {
 	uint64_t total = NB * BS / PS, nb = total - 8;
 	struct kvb_map empty = KVB_MAP_EMPTY;
 	struct meta_inode a, b, m, gone;
-	char buf[PS], name[16], quota[32];
+	char buf[PS], name[16];
 	struct ofs_store s;
 	struct kvb_obj *o;
 	uint64_t i;
 
-	open_store(&s);
-	ofs_evict_init(&s, 1, 90, 80, 0);
-	pthread_mutex_lock(&s.lock);
-	ck_assert_int_eq(ofs_ns_make(&s, META_ROOT_INO, "a", S_IFDIR | 0755, 0, 0, META_COMMITTED,
-				     &a), 0);
-	ck_assert_int_eq(ofs_ns_make(&s, META_ROOT_INO, "b", S_IFDIR | 0755, 0, 0, META_COMMITTED,
-				     &b), 0);
-	snprintf(quota, sizeof(quota), "%u", 8 * PS);
-	ck_assert_int_eq(meta_begin(s.meta), 0);
-	ck_assert_int_eq(meta_xattr_set(s.meta, a.ino, OFS_QUOTA_XATTR, quota, strlen(quota), 0),
-			 0);
-	ck_assert_int_eq(meta_commit(s.meta), 0);
-	pthread_mutex_unlock(&s.lock);
+	open_two_tenants(&s, &a, &b);
 	/* b's files are the store's least recently used; a's 8 pages are its quota. */
 	for (i = 0; i < nb; i++) {
 		snprintf(name, sizeof(name), "b%llu", (unsigned long long)i);
@@ -1240,23 +1248,11 @@ START_TEST(test_tick_quotas_again)
 {
 	uint64_t total = NB * BS / PS, i;
 	struct meta_inode a, b, m;
-	char name[16], quota[32];
+	char name[16];
 	struct kvb_ops hooked;
 	struct ofs_store s;
 
-	open_store(&s);
-	ofs_evict_init(&s, 1, 90, 80, 0);
-	pthread_mutex_lock(&s.lock);
-	ck_assert_int_eq(ofs_ns_make(&s, META_ROOT_INO, "a", S_IFDIR | 0755, 0, 0, META_COMMITTED,
-				     &a), 0);
-	ck_assert_int_eq(ofs_ns_make(&s, META_ROOT_INO, "b", S_IFDIR | 0755, 0, 0, META_COMMITTED,
-				     &b), 0);
-	snprintf(quota, sizeof(quota), "%u", 8 * PS);
-	ck_assert_int_eq(meta_begin(s.meta), 0);
-	ck_assert_int_eq(meta_xattr_set(s.meta, a.ino, OFS_QUOTA_XATTR, quota, strlen(quota), 0),
-			 0);
-	ck_assert_int_eq(meta_commit(s.meta), 0);
-	pthread_mutex_unlock(&s.lock);
+	open_two_tenants(&s, &a, &b);
 	for (i = 0; i < 8; i++) {
 		snprintf(name, sizeof(name), "b%llu", (unsigned long long)i);
 		(void)create_in(&s, b.ino, name, (unsigned)i, 1000 + (int64_t)i);
