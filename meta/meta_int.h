@@ -61,6 +61,10 @@ enum {
 	ST_XATTR_REMOVE,
 	ST_XATTR_LIST,
 	ST_XATTR_TOTAL,
+	ST_EXTENT_COMMIT,
+	ST_EXTENT_DELETE,
+	ST_EXTENTS,
+	ST_EXTENT_PCSUMS,
 	ST_BEGIN,
 	ST_BEGIN_READ,
 	ST_COMMIT,
@@ -73,6 +77,15 @@ enum {
 		   "bucket, page, npages, csum, state, gen, prev_bucket, prev_page, " \
 		   "prev_npages, prev_size, prev_csum, nlink"
 #define INODE_NCOLS 21
+/*
+ * An extent's row as an inode's (its owner's columns where it has none of
+ * its own), and its index + 1 as column 22 (meta_row_mapping); the walks
+ * over mappings give inode rows with a 0 there.
+ */
+#define EXTENT_COLS "e.ino, i.parent, i.mode, i.uid, i.gid, i.atime, i.mtime, i.ctime, " \
+		    "e.size, e.bucket, e.page, e.npages, e.csum, i.state, e.gen, " \
+		    "e.prev_bucket, e.prev_page, e.prev_npages, e.prev_size, e.prev_csum, " \
+		    "i.nlink, e.idx + 1"
 
 /* One connection to one database; used by one thread at a time (meta.h). */
 struct meta {
@@ -128,6 +141,10 @@ void meta_bind_new_inode(sqlite3_stmt *s, const struct meta_inode *in, const cha
 			 size_t len);
 /* An inode row of INODE_COLS, from the current row of s. */
 void meta_row_inode(sqlite3_stmt *s, struct meta_inode *in);
+/* An inode row of INODE_COLS then the extent column (EXTENT_COLS). */
+void meta_row_mapping(sqlite3_stmt *s, struct meta_inode *in);
+/* meta_each_inode over rows of meta_row_mapping. */
+int meta_each_mapping(sqlite3_stmt *s, meta_ino_fn fn, void *ctx);
 /* Step s once: its row as *out, -ENOENT when it has none. */
 int meta_one_inode(sqlite3_stmt *s, struct meta_inode *out);
 /* Step s to the end, calling fn on each row until it returns non-zero. */

@@ -115,10 +115,10 @@ int meta_foreach_value(struct meta *m, meta_value_fn fn, void *ctx)
 	int rc, ret = 0;
 
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		meta_row_inode(s, &in);
-		ret = meta_col_key(s, INODE_NCOLS, key, &k);
+		meta_row_mapping(s, &in);
+		ret = meta_col_key(s, INODE_NCOLS + 1, key, &k);
 		if (!ret)
-			ret = meta_col_key(s, INODE_NCOLS + 1, prev, &p);
+			ret = meta_col_key(s, INODE_NCOLS + 2, prev, &p);
 		if (!ret)
 			ret = fn(ctx, &in, k, p);
 		if (ret)
@@ -156,18 +156,22 @@ int meta_foreach_unsynced(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ct
 	sqlite3_stmt *s = m->st[ST_UNSYNCED];
 
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)gen);
-	return meta_each_inode(s, fn, ctx);
+	return meta_each_mapping(s, fn, ctx);
 }
 
 int meta_prev_clear(struct meta *m)
 {
-	return meta_exec(m, "UPDATE inodes SET prev_bucket = -1, prev_npages = 0, "
-			    "prev_skey = NULL WHERE prev_bucket <> -1 OR prev_skey IS NOT NULL");
+	int ret = meta_exec(m, "UPDATE inodes SET prev_bucket = -1, prev_npages = 0, "
+			       "prev_skey = NULL WHERE prev_bucket <> -1 OR prev_skey IS NOT NULL");
+
+	return ret ? ret
+		   : meta_exec(m, "UPDATE extents SET prev_bucket = -1, prev_npages = 0, "
+				  "prev_skey = NULL WHERE prev_bucket <> -1 OR prev_skey IS NOT NULL");
 }
 
 int meta_foreach_mapping(struct meta *m, meta_ino_fn fn, void *ctx)
 {
-	return meta_each_inode(m->st[ST_MAPPINGS], fn, ctx);
+	return meta_each_mapping(m->st[ST_MAPPINGS], fn, ctx);
 }
 
 int meta_count_unsettled(struct meta *m, uint64_t *new_files, uint64_t *orphans)

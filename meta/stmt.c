@@ -207,6 +207,30 @@ void meta_row_inode(sqlite3_stmt *s, struct meta_inode *in)
 	in->prev_size = (uint64_t)sqlite3_column_int64(s, 18);
 	in->prev_csum = (uint64_t)sqlite3_column_int64(s, 19);
 	in->nlink = (uint32_t)sqlite3_column_int64(s, 20);
+	in->ext = 0;
+}
+
+void meta_row_mapping(sqlite3_stmt *s, struct meta_inode *in)
+{
+	meta_row_inode(s, in);
+	in->ext = (uint64_t)sqlite3_column_int64(s, INODE_NCOLS);
+}
+
+int meta_each_mapping(sqlite3_stmt *s, meta_ino_fn fn, void *ctx)
+{
+	struct meta_inode in;
+	int rc, ret = 0;
+
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		meta_row_mapping(s, &in);
+		ret = fn(ctx, &in);
+		if (ret)
+			break;
+	}
+	if (!ret && rc != SQLITE_DONE)
+		ret = meta_errno(rc);
+	meta_finish(s);
+	return ret;
 }
 
 int meta_one_inode(sqlite3_stmt *s, struct meta_inode *out)
