@@ -6,6 +6,7 @@
  * annotated otherwise (ofs.h, object.h).
  */
 #include "ofs.h"
+#include "extent.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -44,6 +45,7 @@ static struct ofs_inode *ofs_iget_from(struct ofs *ofs, const struct meta_inode 
 static void ofs_ifree(struct ofs_inode *in)
 {
 	free(in->o.pcs);
+	ofs_extents_free(in->o.x);
 	free(in);
 }
 
@@ -132,7 +134,10 @@ void ofs_fill_stat(const struct ofs *ofs, const struct ofs_inode *in,
 {
 	uint64_t size = m->size, npages = m->npages;
 
-	if (in && in->o.obj) {
+	if (in && in->o.obj && in->o.x) {
+		ofs_extents_view((struct ofs_store *)&ofs->store, (struct ofs_object *)&in->o, &size,
+				 &npages);
+	} else if (in && in->o.obj) {
 		struct kvb_map view;
 
 		kvb_obj_view(&ofs->store.kvb, in->o.obj, &view);

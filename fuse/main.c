@@ -29,6 +29,7 @@ struct ofs_cli {
 	char *dram, *promote_after, *promote_window, *metrics;
 	char *backend, *ubsio_lib, *ubsio_device, *ubsio_ssd_size, *kv_max_bytes, *kv_max_keys;
 	char *kv_buffer_max, *kv_cache, *ubsio_key_max, *prefill, *data_group;
+	char *extent_size;
 	char *evict, *evict_high, *evict_low, *evict_min_age;
 	char ubsio_lib_abs[4096];
 	int ubsio_old_init;
@@ -65,6 +66,7 @@ static const struct fuse_opt ofs_opts[] = {
 	CLI_OPT("promote_window=%s", promote_window),
 	CLI_OPT("metrics=%s", metrics),
 	CLI_OPT("prefill=%s", prefill),
+	CLI_OPT("extent_size=%s", extent_size),
 	CLI_OPT("data_group=%s", data_group),
 	CLI_OPT("evict=%s", evict),
 	CLI_OPT("evict_high=%s", evict_high),
@@ -133,6 +135,8 @@ static void ofs_usage(const char *prog)
 	       "    page_size=N       allocation unit, a power of two (default 65536)\n"
 	       "    bucket_size=N     size of each bucket file, K/M/G suffixes (default 4G)\n"
 	       "    bucket_count=N    number of bucket files, 1..256 (default 256)\n"
+	       "    extent_size=N     files larger than this are cut into extents of it\n"
+	       "                      (default 64M, at most bucket_size)\n"
 	       "other offloadfs options:\n"
 	       "    meta=PATH         the sqlite metadata store (default ROOT/offloadfs.db)\n"
 	       "    cache_timeout=S   kernel entry/attribute cache, seconds (default 3600)\n"
@@ -271,6 +275,12 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 		cfg->geom.bucket_count = (uint32_t)v;
 		cfg->set_bucket_count = 1;
 		cfg->env_bucket_count = r == 2;
+	}
+	if (cli->extent_size && (ofs_parse_size(cli->extent_size, &cfg->extent_size) ||
+				 cfg->extent_size == 0)) {
+		fprintf(stderr, "offloadfs: invalid extent_size '%s': a size such as 64M\n",
+			cli->extent_size);
+		return -1;
 	}
 	if (cli->backend && strcmp(cli->backend, "pages") && strcmp(cli->backend, "ubsio")) {
 		fprintf(stderr, "offloadfs: invalid backend '%s': pages or ubsio\n", cli->backend);
@@ -772,6 +782,7 @@ static void ofs_cli_free(struct ofs_cli *cli)
 	free(cli->kv_cache);
 	free(cli->metrics);
 	free(cli->prefill);
+	free(cli->extent_size);
 	free(cli->data_group);
 	free(cli->evict);
 	free(cli->evict_high);

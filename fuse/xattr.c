@@ -5,6 +5,10 @@
  * queues a promotion to the DRAM tier when set.
  */
 #include "ll.h"
+#include "extent.h"
+
+/* The kernel's largest xattr value (XATTR_SIZE_MAX). */
+#define XATTR_VALUE_MAX 65536
 
 #include <errno.h>
 #include <stdio.h>
@@ -117,7 +121,25 @@ static int ofs_our_xattr(struct ofs *ofs, fuse_ino_t ino, int desc, char *buf, s
 	pthread_mutex_lock(&ofs->store.lock);
 	in = ofs_ifind(ofs, ino);
 	/* Only committed content has a descriptor another process can trust. */
-	if (in && S_ISREG(in->o.m.mode) && in->o.m.state == META_COMMITTED) {
+	if (in && S_ISREG(in->o.m.mode) && in->o.m.state == META_COMMITTED &&
+	    in->o.m.bucket == META_EXTENTS) {
+		/* Each extent has its checksums; the whole file has none kept. */
+		ret = -ENODATA;
+		if (desc) {
+			pthread_rwlock_t *lk = ofs_store_rw(&ofs->store, in->o.m.ino);
+
+			/* The extents under the stripe, as a read's (the kernel holds in). */
+			pthread_mutex_unlock(&ofs->store.lock);
+			pthread_rwlock_rdlock(lk);
+			ret = ofs_extents_load(&ofs->store, &in->o);
+			pthread_mutex_lock(&ofs->store.lock);
+			if (!ret && in->o.x)
+				ret = ofs_extents_describe(&ofs->store, &in->o, buf, len);
+			pthread_mutex_unlock(&ofs->store.lock);
+			pthread_rwlock_unlock(lk);
+			return ret;
+		}
+	} else if (in && S_ISREG(in->o.m.mode) && in->o.m.state == META_COMMITTED) {
 		struct kvb_map map = ofs_committed(&in->o.m);
 
 		if (desc)
@@ -148,7 +170,16 @@ void ofs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t si
 		/* Anything else (security.capability on every write) is answered at once. */
 		fuse_reply_err(req, ENODATA);
 	} else {
-		ofs_reply_value(req, buf, ofs_our_xattr(ofs, ino, desc, buf, sizeof(buf)), size);
+		/* A file of extents lists them all: up to the kernel's largest value. */
+		char *big = desc ? malloc(XATTR_VALUE_MAX) : NULL;
+
+		if (big)
+			ofs_reply_value(req, big, ofs_our_xattr(ofs, ino, desc, big, XATTR_VALUE_MAX),
+					size);
+		else
+			ofs_reply_value(req, buf, ofs_our_xattr(ofs, ino, desc, buf, sizeof(buf)),
+					size);
+		free(big);
 	}
 }
 

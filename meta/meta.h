@@ -364,6 +364,17 @@ int meta_extents(struct meta *m, uint64_t ino, meta_ino_fn fn, void *ctx);
 int meta_extent_pcsums_get(struct meta *m, uint64_t ino, uint64_t idx, uint64_t *pcsums,
 			   uint64_t n);
 
+/*
+ * A file of one run becoming a file of extents: its row's version (the
+ * mapping, checksums, value keys and previous version, when it has pages)
+ * becomes extent 0, the row keeping none of them.  meta_extent_to_row is
+ * the way back: extent 0's version (if any) into the row, whose other
+ * extents must be gone, and no extents left.  In the caller's transaction,
+ * with meta_update of the row.
+ */
+int meta_extent_from_row(struct meta *m, uint64_t ino);
+int meta_extent_to_row(struct meta *m, uint64_t ino);
+
 /* ---- recovery after an unclean stop ---- */
 
 /* Rows left by an unclean stop: never committed, and unlinked while open. */

@@ -3,6 +3,7 @@
  * otherwise.
  */
 #include "ns.h"
+#include "extent.h"
 #include "store_int.h"
 
 #include <errno.h>
@@ -201,13 +202,18 @@ static int ns_drop_name(struct ofs_store *s, const struct meta_inode *m, struct 
 	} else {
 		struct kvb_map map = ofs_committed(o ? &o->m : m);
 
-		ret = map.bucket >= 0 ? kvb_remove_prepare(&s->kvb, &map) : 0;
+		if (map.bucket == META_EXTENTS)
+			ret = ofs_extents_take(s, m->ino, &map);
+		else
+			ret = map.bucket >= 0 ? kvb_remove_prepare(&s->kvb, &map) : 0;
 		if (!ret)
 			ret = meta_delete(s->meta, m->ino);
 		if (!ret) {
 			*to_free = map;
 			if (o)
 				o->unlinked = 1;
+		} else {
+			ofs_extents_untake(s, &map);
 		}
 	}
 	if (!ret && S_ISREG(m->mode))
@@ -226,6 +232,7 @@ static void ns_undrop(struct ofs_store *s, const struct meta_inode *m, struct kv
 		o->unlinked = 0;
 	if (S_ISREG(m->mode))
 		s->nfiles++;
+	ofs_extents_untake(s, to_free);
 	*to_free = KVB_MAP_EMPTY;
 }
 
@@ -272,8 +279,8 @@ int ofs_ns_drop(struct ofs_store *s, const struct meta_inode *m)
 	struct kvb_map to_free;
 	int ret = ns_drop_name(s, m, &to_free);
 
-	if (!ret && to_free.bucket >= 0)
-		kvb_remove(&s->kvb, &to_free);
+	if (!ret && to_free.bucket != -1)
+		ofs_store_remove(s, &to_free);
 	return ret;
 }
 
@@ -289,8 +296,8 @@ void ofs_ns_unmake(struct ofs_store *s, uint64_t ino)
 	if (ret)
 		ofs_log("inode %llu: cannot remove the entry of a failed create: %s (dropped at "
 			"the next mount)", (unsigned long long)ino, strerror(-ret));
-	else if (to_free.bucket >= 0)
-		kvb_remove(&s->kvb, &to_free);
+	else if (to_free.bucket != -1)
+		ofs_store_remove(s, &to_free);
 }
 
 /* unlink(2) of one name, in a transaction of its own.  Under s->lock. */
@@ -304,8 +311,8 @@ static int ns_unlink_one(struct ofs_store *s, uint64_t parent, const char *name,
 		ret = -EISDIR;
 	if (!ret)
 		ret = ns_drop_entry(s, &m, &to_free);
-	if (!ret && to_free.bucket >= 0)
-		kvb_remove(&s->kvb, &to_free);
+	if (!ret && to_free.bucket != -1)
+		ofs_store_remove(s, &to_free);
 	return ret;
 }
 
@@ -379,8 +386,8 @@ int ofs_ns_unlink_many(struct ofs_store *s, const uint64_t *parents, const char 
 		meta_rollback(s->meta);
 	if (!ret) {
 		for (i = 0; i < n; i++)
-			if (m[i].ino && to_free[i].bucket >= 0)
-				kvb_remove(&s->kvb, &to_free[i]);
+			if (m[i].ino && to_free[i].bucket != -1)
+				ofs_store_remove(s, &to_free[i]);
 	} else {
 		/*
 		 * Nothing of the transaction happened: memory as the records
@@ -554,8 +561,8 @@ again:
 			s->dir_renames++; /* the keys below it changed length */
 			ofs_epochs_bump_all(s);
 		}
-		if (to_free.bucket >= 0)
-			kvb_remove(&s->kvb, &to_free);
+		if (to_free.bucket != -1)
+			ofs_store_remove(s, &to_free);
 	}
 out:
 	pthread_mutex_unlock(&s->lock);

@@ -4,6 +4,7 @@
  * as a writer meets it.  See object.h.
  */
 #include "object.h"
+#include "extent.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -59,14 +60,19 @@ void ofs_object_settle(struct ofs_store *s, struct ofs_object *o)
 		return;
 	assert(!o->obj); /* no writer: each holds an open */
 	map = ofs_committed(&o->m);
-	ret = map.bucket >= 0 ? kvb_remove_prepare(&s->kvb, &map) : 0;
+	if (map.bucket == META_EXTENTS)
+		ret = ofs_extents_take(s, o->m.ino, &map);
+	else
+		ret = map.bucket >= 0 ? kvb_remove_prepare(&s->kvb, &map) : 0;
 	if (!ret)
 		ret = meta_delete(s->meta, o->m.ino);
-	if (ret)
+	if (ret) {
 		ofs_log("cannot delete unlinked inode %llu: %s (recovered at next mount)",
 			(unsigned long long)o->m.ino, meta_errmsg(s->meta));
-	else if (map.bucket >= 0)
-		kvb_remove(&s->kvb, &map);
+		ofs_extents_untake(s, &map);
+	} else {
+		ofs_store_remove(s, &map);
+	}
 	o->unlinked = 1;
 }
 
@@ -131,13 +137,15 @@ int ofs_object_open(struct ofs_store *s, struct ofs_object *o)
 		klen = 0;
 	else if (ret)
 		return ret;
+	o->werr = 0;
+	if (o->m.bucket == META_EXTENTS)
+		return ofs_extents_open(s, o, key, klen);
 	ret = kvb_obj_open(&s->kvb, &c, key, klen, &obj);
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&s->lock);
 	o->obj = obj;
 	pthread_mutex_unlock(&s->lock);
-	o->werr = 0;
 	return 0;
 }
 
@@ -145,11 +153,18 @@ void ofs_object_close(struct ofs_store *s, struct ofs_object *o)
 {
 	struct kvb_obj *obj = o->obj;
 
+	ofs_extents_close(s, o);
 	pthread_mutex_lock(&s->lock);
 	o->obj = NULL;
 	pthread_mutex_unlock(&s->lock);
 	o->werr = 0;
 	kvb_obj_close(&s->kvb, obj);
+}
+
+/* Whether o's working state differs from its committed version. */
+static int object_dirty(struct ofs_store *s, struct ofs_object *o)
+{
+	return o->x ? ofs_extents_dirty(s, o) : kvb_obj_dirty(&s->kvb, o->obj);
 }
 
 int ofs_object_commit(struct ofs_store *s, struct ofs_object *o, int sync)
@@ -160,9 +175,11 @@ int ofs_object_commit(struct ofs_store *s, struct ofs_object *o, int sync)
 		OFS_COUNT(s->metrics.commit_failures, 1);
 		return o->werr;
 	}
-	if (!o->obj || (!kvb_obj_dirty(&s->kvb, o->obj) && o->m.state == META_COMMITTED))
+	if (!o->obj || (!object_dirty(s, o) && o->m.state == META_COMMITTED))
 		return sync ? ofs_store_barrier(s, NULL) : 0;
-	ret = ofs_store_commit(s, &s->lock, &o->m, o->obj);
+	ret = o->x ? ofs_extents_commit(s, o) : -EAGAIN;
+	if (ret == -EAGAIN)
+		ret = ofs_store_commit(s, &s->lock, &o->m, o->obj);
 	if (ret) {
 		OFS_COUNT(s->metrics.commit_failures, 1);
 		ofs_log("commit of inode %llu failed: %s", (unsigned long long)o->m.ino,
@@ -219,9 +236,29 @@ static int object_quota(struct ofs_store *s, struct ofs_object *o, uint64_t end)
 
 	if (s->evict.on)
 		return 0;
+	if (o->x) {
+		uint64_t size, npages;
+
+		ofs_extents_view(s, o, &size, &npages);
+		have = npages * ps;
+		return need > have ? ofs_evict_quota_write(s, o, need - have) : 0;
+	}
 	kvb_obj_view(&s->kvb, o->obj, &view);
 	have = view.bucket >= 0 ? view.npages * ps : 0;
 	return need > have ? ofs_evict_quota_write(s, o, need - have) : 0;
+}
+
+/*
+ * Before o's working state grows to end bytes: past the store's capacity
+ * is EFBIG; past one extent, a file of one run becomes one of extents.
+ */
+static int object_grow(struct ofs_store *s, struct ofs_object *o, uint64_t end)
+{
+	if (end > s->geom.bucket_size * s->geom.bucket_count)
+		return -EFBIG;
+	if (end > s->esize && !o->x)
+		return ofs_extents_convert(s, o);
+	return 0;
 }
 
 /* A write's bytes: in memory (buf), or at from_off of another object's version (a copy). */
@@ -234,6 +271,8 @@ struct object_bytes {
 static ssize_t object_put_once(struct ofs_store *s, struct ofs_object *o,
 			       const struct object_bytes *d, size_t size, uint64_t off)
 {
+	if (o->x)
+		return d->buf ? ofs_extents_write(s, o, d->buf, size, off) : -EOPNOTSUPP;
 	if (d->buf)
 		return kvb_obj_write(&s->kvb, o->obj, d->buf, size, off);
 	return kvb_obj_copy(&s->kvb, o->obj, d->from, d->from_off, size, off);
@@ -256,6 +295,8 @@ static ssize_t object_put(struct ofs_store *s, struct ofs_object *o, const struc
 		n = o->werr;
 	else if ((low = ofs_store_meta_low(s)))
 		n = -ENOSPC; /* its commit could not be recorded */
+	else if ((n = object_grow(s, o, off + size)) != 0)
+		; /* past the store's capacity, or no memory for its extents */
 	else if ((n = object_quota(s, o, off + size)) == 0)
 		n = object_put_once(s, o, d, size, off);
 	if (n == -ENOSPC && o->obj && !o->werr && !low && object_reclaim(s, o, off + size))
@@ -340,7 +381,9 @@ ssize_t ofs_object_copy(struct ofs_store *s, struct ofs_object *src, uint64_t of
 	if (dst->werr)
 		return dst->werr;
 	/* The source as a read sees it now: its working state while writers have it. */
-	if (src->obj)
+	if (src->x && src->obj)
+		map.size = src->x->wsize;
+	else if (src->obj)
 		kvb_obj_view(&s->kvb, src->obj, &map);
 	else
 		map = ofs_committed(&src->m);
@@ -359,7 +402,8 @@ ssize_t ofs_object_copy(struct ofs_store *s, struct ofs_object *src, uint64_t of
 	 * store verifies reads (then the copy reads them as a reader would).
 	 * A file's copy within itself moves its own working run under it.
 	 */
-	if (src != dst && (src->obj || !s->verify)) {
+	if (src != dst && (src->obj || !s->verify) && !ofs_is_extents(src) &&
+	    !ofs_is_extents(dst) && off_out + len <= s->esize) {
 		n = src->obj ? kvb_obj_settle(&s->kvb, src->obj, off_in, len) : 0;
 		if (n == 0) {
 			d.from = &map;
@@ -378,7 +422,13 @@ ssize_t ofs_object_copy(struct ofs_store *s, struct ofs_object *src, uint64_t of
 
 int ofs_object_truncate(struct ofs_store *s, struct ofs_object *o, uint64_t size)
 {
-	int ret = object_quota(s, o, size);
+	int ret = object_grow(s, o, size);
+
+	if (ret)
+		return ret;
+	if (o->x)
+		return ofs_extents_truncate(s, o, size); /* growth is a hole: no room taken */
+	ret = object_quota(s, o, size);
 
 	if (!ret)
 		ret = kvb_obj_truncate(&s->kvb, o->obj, size);
@@ -390,6 +440,12 @@ int ofs_object_truncate(struct ofs_store *s, struct ofs_object *o, uint64_t size
 /* Zeros for punched and zeroed ranges (never written: it stays in .bss). */
 static char object_zeros[1u << 20];
 
+static ssize_t object_write_raw(struct ofs_store *s, struct ofs_object *o, const void *buf,
+				size_t n, uint64_t off)
+{
+	return o->x ? ofs_extents_write(s, o, buf, n, off) : kvb_obj_write(&s->kvb, o->obj, buf, n, off);
+}
+
 /* Write zeros over [off, end) of the working state. */
 static int object_zero_range(struct ofs_store *s, struct ofs_object *o, uint64_t off,
 			     uint64_t end)
@@ -397,10 +453,10 @@ static int object_zero_range(struct ofs_store *s, struct ofs_object *o, uint64_t
 	while (off < end) {
 		size_t n = end - off < sizeof(object_zeros) ? (size_t)(end - off)
 							     : sizeof(object_zeros);
-		ssize_t w = kvb_obj_write(&s->kvb, o->obj, object_zeros, n, off);
+		ssize_t w = object_write_raw(s, o, object_zeros, n, off);
 
 		if (w == -ENOSPC && object_reclaim(s, o, off + n))
-			w = kvb_obj_write(&s->kvb, o->obj, object_zeros, n, off);
+			w = object_write_raw(s, o, object_zeros, n, off);
 		if (w < 0)
 			return (int)w;
 		off += (uint64_t)w;
@@ -417,6 +473,21 @@ int ofs_object_fallocate(struct ofs_store *s, struct ofs_object *o, int mode, ui
 
 	if (!o->obj)
 		return -EBADF;
+	if ((ret = object_grow(s, o, end)))
+		return ret;
+	if (o->x) {
+		uint64_t npages;
+
+		ofs_extents_view(s, o, &view.size, &npages);
+		if (!zero) {
+			ret = ofs_extents_reserve(s, o, off, end, keep);
+			if (ret == -ENOSPC && object_reclaim(s, o, end))
+				ret = ofs_extents_reserve(s, o, off, end, keep);
+		} else if (end > view.size && !keep) {
+			ret = ofs_extents_truncate(s, o, end);
+		}
+		goto zeros;
+	}
 	kvb_obj_view(&s->kvb, o->obj, &view);
 	/*
 	 * The growth first: refused (EDQUOT, ENOSPC), it changed nothing, and
@@ -432,6 +503,7 @@ int ofs_object_fallocate(struct ofs_store *s, struct ofs_object *o, int mode, ui
 		if (ret == -ENOSPC && object_reclaim(s, o, end))
 			ret = kvb_obj_reserve(&s->kvb, o->obj, end);
 	}
+zeros:
 	if (!ret && zero)
 		ret = object_zero_range(s, o, off, end < view.size ? end : view.size);
 	/* Content changed: mtime and ctime, as a write's. */
@@ -452,7 +524,7 @@ int ofs_object_open_writer(struct ofs_store *s, struct ofs_object *o, int trunc)
 	if (!o->obj)
 		ret = ofs_object_open(s, o);
 	if (!ret && trunc)
-		ret = kvb_obj_truncate(&s->kvb, o->obj, 0);
+		ret = o->x ? ofs_extents_truncate(s, o, 0) : kvb_obj_truncate(&s->kvb, o->obj, 0);
 	if (!ret && trunc) {
 		/*
 		 * O_TRUNC marks mtime and ctime for update, as truncate(2) does;
@@ -461,7 +533,7 @@ int ofs_object_open_writer(struct ofs_store *s, struct ofs_object *o, int trunc)
 		 */
 		pthread_mutex_lock(&s->lock);
 		o->m.mtime = o->m.ctime = ofs_now();
-		if (!kvb_obj_dirty(&s->kvb, o->obj))
+		if (!object_dirty(s, o))
 			ret = meta_update(s->meta, &o->m);
 		pthread_mutex_unlock(&s->lock);
 	}

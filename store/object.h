@@ -19,6 +19,8 @@
 #include "htab.h"
 #include "store.h"
 
+struct ofs_extents;
+
 struct ofs_object {
 	struct htab_node node; /* in s->objects, keyed by inode number; s->lock */
 	struct meta_inode m;  /* the committed record, with in-memory times; s->lock */
@@ -31,6 +33,13 @@ struct ofs_object {
 	signed char unlinked;
 	/* The working state while writers are open: set under the stripe (write) and s->lock. */
 	struct kvb_obj *obj;
+	/*
+	 * A file larger than one extent (extent.h): its extents, loaded when
+	 * first read or written; its writers' working states.  Set under the
+	 * stripe and s->lock (a reader's load: s->lock only); NULL for a file
+	 * of one run.
+	 */
+	struct ofs_extents *x;
 	uint32_t nwriters;    /* the stripe (write) */
 	/*
 	 * The first write into obj that failed (negative errno), 0: none.

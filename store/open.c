@@ -3,6 +3,7 @@
  * modes, geometry, recovery after an unclean stop.  See store.h and
  * DESIGN.md.
  */
+#include "extent.h"
 #include "store_int.h"
 
 #include "htab.h"
@@ -282,6 +283,55 @@ static int store_geom_check(const struct ofs_config *cfg, const struct meta_geom
 	return 0;
 }
 
+/*
+ * The extent size: recorded when the store is made (-o extent_size, else
+ * the smaller of OFS_EXTENT_SIZE_DEFAULT and the bucket size); a
+ * store made before extents has bucket_size, which every file it holds
+ * fits in one.
+ */
+static int store_extent_size(struct ofs_store *s, const struct ofs_config *cfg, char *err,
+			     size_t errlen)
+{
+	char buf[32];
+	uint64_t v;
+	int ret = meta_setting_get(s->meta, OFS_EXTENT_SETTING, buf, sizeof(buf));
+
+	if (ret == 0) {
+		if (ofs_parse_size(buf, &v) || v == 0 || v % s->geom.page_size ||
+		    v > s->geom.bucket_size) {
+			snprintf(err, errlen, "%s: extent_size '%s' is not a multiple of the page "
+				 "size up to the bucket size", s->meta_path, buf);
+			return -EUCLEAN;
+		}
+		s->esize = v;
+		return 0;
+	}
+	if (ret != -ENOENT) {
+		snprintf(err, errlen, "%s: %s", s->meta_path, meta_errmsg(s->meta));
+		return ret;
+	}
+	if (s->created && cfg->extent_size) {
+		v = cfg->extent_size;
+		if (v % s->geom.page_size || v > s->geom.bucket_size) {
+			snprintf(err, errlen, "extent_size=%llu is not a multiple of the page size "
+				 "up to the bucket size", (unsigned long long)v);
+			return -EINVAL;
+		}
+	} else if (s->created) {
+		v = s->geom.bucket_size < OFS_EXTENT_SIZE_DEFAULT ? s->geom.bucket_size
+								   : OFS_EXTENT_SIZE_DEFAULT;
+		v = v / s->geom.page_size * s->geom.page_size;
+	} else {
+		v = s->geom.bucket_size;
+	}
+	s->esize = v;
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+	ret = meta_setting_set(s->meta, OFS_EXTENT_SETTING, buf);
+	if (ret)
+		snprintf(err, errlen, "%s: %s", s->meta_path, meta_errmsg(s->meta));
+	return ret;
+}
+
 int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err, size_t errlen)
 {
 	char ubsio_lib[PATH_MAX];
@@ -438,6 +488,9 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 			goto out;
 		}
 	}
+	ret = store_extent_size(s, cfg, err, errlen);
+	if (ret)
+		goto out;
 	/* Once the store is made: a creation that fails leaves no id behind. */
 	if (id_pending) {
 		ret = ofs_identity_record(s->root, s->meta, err, errlen);

@@ -6,6 +6,7 @@
  * its working state or its committed version.  See object.h.
  */
 #include "object.h"
+#include "extent.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -125,6 +126,10 @@ ssize_t ofs_object_pread(struct ofs_store *s, struct ofs_object *o, size_t size,
 
 	memset(b, 0, sizeof(*b));
 	b->fd = -1;
+	if (ofs_is_extents(o)) {
+		*map = (struct kvb_map){ .bucket = META_EXTENTS, .size = o->m.size };
+		return ofs_extents_pread(s, o, size, off, b);
+	}
 	if (o->obj)
 		kvb_obj_view(&s->kvb, o->obj, map);
 	else

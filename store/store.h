@@ -35,6 +35,8 @@ struct ofs_config {
 	const char *root;
 	const char *meta_path;   /* NULL: ROOT/offloadfs.db */
 	struct meta_geom geom;
+	/* A new store's extent size (extent.h); 0: the default.  An existing store keeps its own. */
+	uint64_t extent_size;
 	/* Which geometry values the user chose (option or environment). */
 	unsigned set_page_size : 1, set_bucket_size : 1, set_bucket_count : 1;
 	/* Of those, the ones from the environment (MOONCAKE_DISTRIBUTED_*): messages name it. */
@@ -96,6 +98,8 @@ struct ofs_store {
 	size_t klen;
 	struct kvb kvb;
 	struct meta_geom geom;
+	/* Files larger than this are cut into extents of this size (extent.h). */
+	uint64_t esize;
 	char *root;
 	char *meta_path;
 	int lock_fd;
