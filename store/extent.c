@@ -622,11 +622,10 @@ static int ext_read(struct ofs_store *s, struct ofs_object *o, struct ofs_ext *e
 		r = kvb_obj_settle(&s->kvb, e->obj, rel, have);
 		if (!r)
 			r = kvb_read(&s->kvb, &map, buf, have, rel);
-	} else if (have && s->verify) {
-		r = ext_load_pcs(s, o, e);
-		if (!r)
-			r = kvb_read_verified(&s->kvb, &map, e->pcs, buf, have, rel, &bad);
+	} else if (have && s->verify && ext_load_pcs(s, o, e) == 0) {
+		r = kvb_read_verified(&s->kvb, &map, e->pcs, buf, have, rel, &bad);
 	} else if (have) {
+		/* A version recovery restored keeps no page checksums: read as it is. */
 		r = kvb_read(&s->kvb, &map, buf, have, rel);
 	}
 	if (r == -EBADMSG) {

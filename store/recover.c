@@ -58,6 +58,28 @@ int store_verify_unsynced(struct ofs_store *s)
 
 		if (kvb_checksum(&s->kvb, &map, &csum) == 0 && csum == in->csum)
 			continue;
+		if (in->ext) {
+			/*
+			 * An extent falls back to its own durable version, or
+			 * becomes a hole: the file keeps its size and its other
+			 * extents, as a filesystem's blocks written after its
+			 * last sync may be old or zeros after a power cut.
+			 */
+			if (in->prev_bucket >= 0) {
+				in->bucket = in->prev_bucket;
+				in->page = in->prev_page;
+				in->npages = in->prev_npages;
+				in->size = in->prev_size;
+				in->csum = in->prev_csum;
+				in->prev_bucket = -1;
+				ret = meta_extent_commit(s->meta, in, NULL, 0, NULL,
+							 META_SKEY_REVERT);
+			} else {
+				ret = meta_extent_delete(s->meta, in->ino, in->ext - 1);
+			}
+			s->reverted++;
+			continue;
+		}
 		if (in->prev_bucket >= 0 || in->prev_bucket == STORE_PREV_EMPTY) {
 			in->bucket = in->prev_bucket >= 0 ? in->prev_bucket : -1;
 			in->page = in->prev_page;

@@ -445,7 +445,7 @@ check_fsck_clean() {
 	if [ "$OFS_BACKEND" == ubsio ]; then
 		# No orphans: the KV store holds the recorded values and nothing else.
 		check_eq "$1: the KV store holds exactly the recorded values" \
-			"$(sqlite3 "$ROOT/offloadfs.db" 'SELECT count(*) FROM inodes WHERE skey IS NOT NULL')" \
+			"$(sqlite3 "$ROOT/offloadfs.db" 'SELECT (SELECT count(*) FROM inodes WHERE skey IS NOT NULL) + (SELECT count(*) FROM extents WHERE skey IS NOT NULL)')" \
 			"$(find "$UBSIO_STUB_DIR" -type f ! -name '.tmp-*' | wc -l)"
 	else
 		check_contains "$1: fsck says the snapshot is identical" \

@@ -1,0 +1,244 @@
+#!/usr/bin/env bash
+# t-large.sh: files larger than a bucket, cut into extents.  A file written
+# by cp, read back cold and after a remount; its descriptor's extents hold
+# its bytes; a sparse file holds nothing until written and reads zeros; an
+# overwrite in the middle keeps the rest and takes no second copy of the
+# file; the pool-file call sequences of NVIDIA Dynamo's KVBM disk tier,
+# SGLang's HF3FS-style pool, Mooncake's offset-allocator storage and vLLM's
+# O_DIRECT pools; a kill -9 during offset writes keeps what was fsynced; a
+# full store while a pool file grows; removal frees every extent; fsck.
+set -u
+. "$(dirname "$0")/lib.sh"
+
+# 4 buckets of 16 MiB, extents of 4 MiB: a 64 MiB store.
+GEOM="bucket_count=4,bucket_size=16M,extent_size=4M"
+MB=$((1 << 20))
+ofs_mount "$GEOM" || ofs_bail "cannot mount"
+mkdir "$MNT/t"
+TOTAL=$(ofs_free)
+
+# ---- larger than a bucket, by cp ----
+mkrand "$REF/big" $((40 * MB + 12345))
+check "cp of a 40 MiB file into 16 MiB buckets" cp "$REF/big" "$MNT/t/big"
+check_eq "its size" $((40 * MB + 12345)) "$(stat -c %s "$MNT/t/big")"
+check_cmp "read back" "$REF/big" "$MNT/t/big"
+echo 3 >/proc/sys/vm/drop_caches
+check_cmp "read back cold (the daemon's reads across extents)" "$REF/big" "$MNT/t/big"
+
+# The descriptor: object_size, extent_size, extents=N, then per extent its
+# offset in the file and a one-run descriptor; each extent's bytes, read
+# from its bucket file at its offset, are the file's at that offset.
+desc_check() { # desc_check FILE REFERENCE: prints "extents N" or "BAD ..."
+	python3 - "$1" "$2" <<'PY'
+import os, sys
+v = os.getxattr(sys.argv[1], "user.offload.descriptor").decode()
+lines = v.split("\n")
+assert lines[-1] == ""
+kv = [l.split("=", 1) for l in lines[:-1]]
+head = dict(kv[:3])
+if [k for k, _ in kv[:3]] != ["object_size", "extent_size", "extents"]:
+    print("BAD head", kv[:3]); sys.exit()
+n = int(head["extents"]); es = int(head["extent_size"])
+blocks = []
+for k, val in kv[3:]:
+    if k == "extent_offset":
+        blocks.append({})
+    if not blocks:
+        print("BAD no extent_offset first"); sys.exit()
+    blocks[-1][k] = val
+if len(blocks) != n:
+    print("BAD count", len(blocks), n); sys.exit()
+ref = open(sys.argv[2], "rb").read()
+if int(head["object_size"]) != len(ref):
+    print("BAD size"); sys.exit()
+for e in blocks:
+    fo, size = int(e["extent_offset"]), int(e["object_size"])
+    if fo % es or size > es:
+        print("BAD extent", e); sys.exit()
+    if "file_path" not in e:
+        continue  # a value in a KV store (ubsio): read by its key, not here
+    with open(e["file_path"], "rb") as f:
+        f.seek(int(e["offset"]))
+        if f.read(size) != ref[fo:fo + size]:
+            print("BAD bytes of extent at", fo); sys.exit()
+print("extents", n)
+PY
+}
+check_eq "the descriptor lists 11 extents, each holding the file's bytes" "extents 11" \
+	"$(desc_check "$MNT/t/big" "$REF/big" 2>&1)"
+check_eq "no whole-file checksum (each extent has its own)" ENODATA \
+	"$(pyerr 'os.getxattr(a[1], "user.offload.checksum")' "$MNT/t/big")"
+used=$((TOTAL - $(ofs_free)))
+check_pages "it takes its pages and no more" $(((40 * MB + 12345 + PAGE - 1) / PAGE)) "$used"
+
+# ---- an overwrite in the middle ----
+mkrand "$REF/patch" 4096
+cp "$REF/big" "$REF/big2"
+dd if="$REF/patch" of="$REF/big2" bs=4096 seek=5000 conv=notrunc status=none
+check "a 4 KiB overwrite at 20 MiB" dd if="$REF/patch" of="$MNT/t/big" bs=4096 seek=5000 \
+	conv=notrunc status=none
+check_cmp "the file has it, and the rest as it was" "$REF/big2" "$MNT/t/big"
+check_pages "after the barrier it holds no more pages than before" "$used" \
+	"$((TOTAL - $(ofs_free)))"
+
+# ---- sparse ----
+free0=$(ofs_free)
+check "truncate a new file to 48 MiB" truncate -s 48M "$MNT/t/sparse"
+check_eq "it holds no pages" "$free0" "$(ofs_free)"
+check_cmp "it reads as zeros" <(head -c $((48 * MB)) /dev/zero) "$MNT/t/sparse"
+check_eq "past the store's capacity: EFBIG" EFBIG \
+	"$(pyerr 'os.truncate(a[1], 1 << 40)' "$MNT/t/sparse")"
+check_eq "its descriptor has no extents" "extents 0" \
+	"$(desc_check "$MNT/t/sparse" <(head -c $((48 * MB)) /dev/zero) 2>&1)"
+rm -f "$MNT/t/sparse"
+
+# ---- back under one extent ----
+check "a truncate to 1 MiB" truncate -s 1M "$MNT/t/big"
+head -c $((1 * MB)) "$REF/big2" >"$REF/small"
+check_cmp "keeps its first MiB" "$REF/small" "$MNT/t/big"
+ofs_remount || ofs_bail "cannot remount"
+check_cmp "after a remount" "$REF/small" "$MNT/t/big"
+check_eq "it is one run again: the one-run descriptor" object_size=$MB \
+	"$(getfattr --absolute-names -n user.offload.descriptor --only-values "$MNT/t/big" |
+		grep ^object_size=)"
+
+# ---- removal frees every extent ----
+check "cp again" cp "$REF/big2" "$MNT/t/big"
+check "rm" rm "$MNT/t/big"
+check_pages "every page is free again" "$TOTAL" "$(ofs_free)"
+
+# ---- the clients' pool files ----
+# Each prints OK or what went wrong; ORDER of calls as the clients make them.
+pool() { # pool MODE PATH SIZE
+	python3 - "$@" <<'PY'
+import mmap, os, random, sys
+mode, path, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rnd = random.Random(7)
+blk = 128 << 10
+n = size // blk
+def aligned(nbytes):
+    m = mmap.mmap(-1, nbytes)
+    m.write(os.urandom(nbytes))
+    return m
+want = {}
+if mode == "dynamo":
+    # NVIDIA Dynamo KVBM disk tier (lib/llm/src/block_manager/storage/disk.rs):
+    # O_RDWR|O_CREAT|O_EXCL, then fcntl F_SETFL O_DIRECT, fallocate the pool,
+    # aligned O_DIRECT pwrite/pread of blocks at block offsets.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    import fcntl
+    fcntl.fcntl(fd, fcntl.F_SETFL, os.O_DIRECT)
+    os.posix_fallocate(fd, 0, size)
+    for i in rnd.sample(range(n), n // 2):
+        b = aligned(blk)
+        assert os.pwrite(fd, b, i * blk) == blk
+        want[i] = bytes(b)
+    for i, v in want.items():
+        b = aligned(blk)
+        assert os.preadv(fd, [b], i * blk) == blk
+        assert bytes(b) == v, "block %d" % i
+elif mode == "sglang":
+    # SGLang's HF3FS-style pool (hicache.N.bin): ftruncate the pool, offset I/O.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    os.ftruncate(fd, size)
+    for i in rnd.sample(range(n), n // 3):
+        v = os.urandom(blk)
+        assert os.pwrite(fd, v, i * blk) == blk
+        want[i] = v
+elif mode == "mooncake":
+    # Mooncake's offset-allocator storage: fallocate (ftruncate as a
+    # fallback), pwritev of records at allocator offsets, fdatasync before
+    # each metadata checkpoint.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError:
+        os.ftruncate(fd, size)
+    off = 0
+    while off + blk <= size:
+        v1, v2 = os.urandom(blk // 2), os.urandom(blk // 2)
+        assert os.pwritev(fd, [v1, v2], off) == blk
+        want[off // blk] = v1 + v2
+        off += blk * 3
+        if len(want) % 16 == 0:
+            os.fdatasync(fd)
+    os.fdatasync(fd)
+elif mode == "vllm":
+    # vLLM's per-rank O_DIRECT pool files: pwritev/preadv of aligned buffers.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+    os.ftruncate(fd, size)
+    for i in rnd.sample(range(n), n // 4):
+        b = aligned(blk)
+        assert os.pwritev(fd, [b], i * blk) == blk
+        want[i] = bytes(b)
+os.close(fd)
+# Reopened: what was written, zeros elsewhere.
+fd = os.open(path, os.O_RDONLY)
+assert os.fstat(fd).st_size == size, os.fstat(fd).st_size
+for i in range(n):
+    got = os.pread(fd, blk, i * blk)
+    if got != want.get(i, bytes(blk)):
+        print("block", i, "differs"); sys.exit()
+print("OK")
+PY
+}
+for m in dynamo sglang mooncake vllm; do
+	check_eq "$m's pool sequence on a 32 MiB pool (2 buckets)" OK \
+		"$(pool $m "$MNT/t/pool-$m" $((32 * MB)) 2>&1 | tail -1)"
+	rm -f "$MNT/t/pool-$m"
+done
+
+# ---- a full store while a pool file grows ----
+check "a 40 MiB file" cp "$REF/big2" "$MNT/t/big"
+check_eq "a file growing to 30 MiB beside it in a 64 MiB store: ENOSPC at the write" ENOSPC \
+	"$(pyerr '
+fd = os.open(a[1], os.O_WRONLY | os.O_CREAT)
+try:
+    for i in range(30):
+        os.write(fd, os.urandom(1 << 20))
+finally:
+    try:
+        os.close(fd)
+    except OSError:
+        pass' "$MNT/t/grow")"
+rm -f "$MNT/t/grow" "$MNT/t/big"
+check_pages "the failed writer's pages are free again" "$TOTAL" "$(ofs_free)"
+check_eq "past the store's capacity: EFBIG at the write" EFBIG \
+	"$(pyerr 'os.pwrite(os.open(a[1], os.O_WRONLY | os.O_CREAT), b"x", 64 << 20)' "$MNT/t/far")"
+rm -f "$MNT/t/far"
+
+# ---- kill -9 during offset writes ----
+mkrand "$REF/k" $((24 * MB))
+python3 - "$MNT/t/killed" "$REF/k" 2>/dev/null <<'PY' &
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+ref = open(sys.argv[2], "rb").read()
+os.ftruncate(fd, len(ref))
+for off in range(0, len(ref), 1 << 20):
+    os.pwrite(fd, ref[off:off + (1 << 20)], off)
+os.fsync(fd)
+open(sys.argv[1] + ".synced", "w").close()
+while True:  # writes that never reach a close or fsync
+    os.pwrite(fd, os.urandom(1 << 20), (1 << 20) * (os.getpid() % 24))
+PY
+writer=$!
+bg_track "$writer"
+wait_until 20 test -e "$MNT/t/killed.synced"
+sleep 0.3
+kill -9 "$OFS_PID"
+ofs_reap "$OFS_PID"
+OFS_PID=""
+kill -9 "$writer" 2>/dev/null
+wait "$writer" 2>/dev/null
+fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
+ofs_mount "$GEOM" || ofs_bail "cannot mount after the kill"
+check_cmp "after kill -9 of the daemon: the fsynced content, not the later writes" \
+	"$REF/k" "$MNT/t/killed"
+rm -f "$MNT/t/killed" "$MNT/t/killed.synced"
+check "a file of extents again" cp "$REF/big2" "$MNT/t/kept"
+
+ofs_umount || ofs_bail "cannot unmount"
+check_fsck_clean "fsck of a store with a file of extents"
+ofs_mount "$GEOM" || ofs_bail "cannot mount"
+check_cmp "kept across the fsck" "$REF/big2" "$MNT/t/kept"
+ofs_done
