@@ -88,6 +88,12 @@ struct meta_ops {
 	int (*foreach_value)(struct meta *m, meta_value_fn fn, void *ctx);
 	int (*count_files)(struct meta *m, uint64_t *n);
 	int (*integrity)(struct meta *m, char *first, size_t firstlen);
+	int (*extent_commit)(struct meta *m, const struct meta_inode *e, const uint64_t *pcsums,
+			     uint64_t n, const char *skey, enum meta_skey_op op);
+	int (*extent_delete)(struct meta *m, uint64_t ino, uint64_t idx);
+	int (*extents)(struct meta *m, uint64_t ino, meta_ino_fn fn, void *ctx);
+	int (*extent_pcsums_get)(struct meta *m, uint64_t ino, uint64_t idx, uint64_t *pcsums,
+				 uint64_t n);
 	int (*count_unsettled)(struct meta *m, uint64_t *new_files, uint64_t *orphans);
 	int (*recover)(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphans);
 	int (*foreach_unsynced)(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ctx);

@@ -331,6 +331,28 @@ int meta_integrity(struct meta *m, char *first, size_t firstlen)
 	return m->ops->integrity(m, first, firstlen);
 }
 
+int meta_extent_commit(struct meta *m, const struct meta_inode *e, const uint64_t *pcsums,
+		       uint64_t n, const char *skey, enum meta_skey_op op)
+{
+	return m->ops->extent_commit(m, e, pcsums, n, skey, op);
+}
+
+int meta_extent_delete(struct meta *m, uint64_t ino, uint64_t idx)
+{
+	return m->ops->extent_delete(m, ino, idx);
+}
+
+int meta_extents(struct meta *m, uint64_t ino, meta_ino_fn fn, void *ctx)
+{
+	return m->ops->extents(m, ino, fn, ctx);
+}
+
+int meta_extent_pcsums_get(struct meta *m, uint64_t ino, uint64_t idx, uint64_t *pcsums,
+			   uint64_t n)
+{
+	return m->ops->extent_pcsums_get(m, ino, idx, pcsums, n);
+}
+
 int meta_count_unsettled(struct meta *m, uint64_t *new_files, uint64_t *orphans)
 {
 	return m->ops->count_unsettled(m, new_files, orphans);

@@ -44,7 +44,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define META_SCHEMA_VERSION 3
+#define META_SCHEMA_VERSION 4
 #define META_ROOT_INO 1
 #define META_NAME_MAX 255
 /*
@@ -90,10 +90,24 @@ struct meta_inode {
 	 * come and go (read only; meta_update never writes it).
 	 */
 	uint32_t nlink;
-	int32_t bucket;     /* -1: no pages */
+	int32_t bucket;     /* -1: no pages; META_EXTENTS: the data is in extents */
 	int32_t prev_bucket;
 	int state;          /* enum meta_state */
+	/*
+	 * 0 for the file's own row.  In a record of one extent (the walks
+	 * over mappings, meta_extents): its index + 1, the mapping and version
+	 * fields being the extent's, the others its file's.
+	 */
+	uint64_t ext;
 };
+
+/*
+ * The bucket of a file larger than one extent (the store's extent_size):
+ * its row keeps the size, npages (the pages of all its extents) and the
+ * attributes; each extent idx, the bytes [idx * extent_size, + size) with
+ * zeros past them, has a mapping and versions of its own.
+ */
+#define META_EXTENTS (-3)
 
 /* ---- opening, settings ---- */
 
@@ -309,7 +323,10 @@ int meta_pcsums_get(struct meta *m, uint64_t ino, uint64_t *pcsums, uint64_t n);
 typedef int (*meta_ino_fn)(void *ctx, const struct meta_inode *in);
 /*
  * Call fn for every object in the namespace that holds pages (committed or
- * quarantined), in ino order, until fn returns non-zero (returned).
+ * quarantined), in ino order, until fn returns non-zero (returned); a file
+ * of extents is one call per extent that holds pages (ext set), in index
+ * order.  meta_count_mappings counts those calls; meta_foreach_value and
+ * meta_foreach_unsynced give extents the same way.
  */
 int meta_foreach_mapping(struct meta *m, meta_ino_fn fn, void *ctx);
 /* How many objects meta_foreach_mapping calls fn for. */
@@ -330,6 +347,24 @@ int meta_count_files(struct meta *m, uint64_t *n);
  * first; -errno when it could not run (a damaged page may be that too).
  */
 int meta_integrity(struct meta *m, char *first, size_t firstlen);
+
+/* ---- extents of files larger than one extent ---- */
+
+/*
+ * Record a new committed version of extent e->ext - 1 of file e->ino
+ * (its mapping, csum, gen and prev_* fields; pcsums as for
+ * meta_commit_object; skey and op too), creating the extent or
+ * replacing it.
+ */
+int meta_extent_commit(struct meta *m, const struct meta_inode *e, const uint64_t *pcsums,
+		       uint64_t n, const char *skey, enum meta_skey_op op);
+/* Delete extent idx of ino: -ENOENT when it has none. */
+int meta_extent_delete(struct meta *m, uint64_t ino, uint64_t idx);
+/* Call fn for each extent of ino in index order (records as the walks give them). */
+int meta_extents(struct meta *m, uint64_t ino, meta_ino_fn fn, void *ctx);
+/* The per-page checksums of extent idx of ino: -ENOENT when none are recorded. */
+int meta_extent_pcsums_get(struct meta *m, uint64_t ino, uint64_t idx, uint64_t *pcsums,
+			   uint64_t n);
 
 /* ---- recovery after an unclean stop ---- */
 

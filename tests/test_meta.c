@@ -163,7 +163,7 @@ START_TEST(test_newer_schema_refused)
 	sqlite3_close(db);
 	file_bytes(dbpath, &before, &lb);
 	ck_assert_int_eq(meta_open(dbpath, 1, &m, err, sizeof(err)), -EPROTONOSUPPORT);
-	ck_assert_str_eq(err, "unsupported schema version: found 7, expected 3");
+	ck_assert_str_eq(err, "unsupported schema version: found 7, expected 4");
 	file_bytes(dbpath, &after, &la);
 	ck_assert_uint_eq(la, lb);
 	ck_assert_mem_eq(before, after, lb);
@@ -172,8 +172,12 @@ START_TEST(test_newer_schema_refused)
 }
 END_TEST
 
+/* What schema 4 added: dropped, a database is as schema 3 made it. */
+#define SCHEMA_4_DOWN "DROP TRIGGER inodes_extents; DROP TABLE extents;"
+
 /* What schema 3 added: dropped, a database is as schema 2 made it. */
 #define SCHEMA_3_DOWN                                                                    \
+	SCHEMA_4_DOWN                                                                    \
 	"DROP TRIGGER inodes_nlink_insert; DROP TRIGGER inodes_nlink_delete;"            \
 	"DROP TRIGGER inodes_nlink_move; DROP TRIGGER inodes_xattrs; DROP TABLE xattrs;" \
 	"ALTER TABLE inodes DROP COLUMN nlink;"
@@ -389,6 +393,125 @@ START_TEST(test_migrate_v2)
 	ck_assert_uint_eq(nlink_of(m, a.ino), 3);
 	ck_assert_int_eq(meta_xattr_set(m, f.ino, "user.x", "y", 1, 0), 0);
 	ck_assert_int_eq(meta_xattr_get(m, f.ino, "user.x", NULL, 0), 1);
+	meta_close(m);
+}
+END_TEST
+
+static int collect_ext(void *ctx, const struct meta_inode *in)
+{
+	struct meta_inode *v = ctx;
+	size_t i = 0;
+
+	while (v[i].ino)
+		i++;
+	ck_assert_uint_lt(i, 7);
+	v[i] = *in;
+	return 0;
+}
+
+/*
+ * A file of extents: each extent's mapping and checksums kept apart, the
+ * walks over mappings give one record per extent (not the file's row),
+ * and the extents go with their file.
+ */
+START_TEST(test_extents)
+{
+	struct meta *m = open_new();
+	struct meta_inode f = file_in(META_ROOT_INO, META_COMMITTED), e = { 0 }, got[8];
+	uint64_t pcs[2] = { 11, 22 }, back[2], n;
+	char err[256];
+	int i;
+
+	f.bucket = META_EXTENTS;
+	f.size = 5ULL << 30;
+	f.npages = 3;
+	ck_assert_int_eq(meta_insert(m, &f, "big", 3), 0);
+	ck_assert_int_eq(meta_update(m, &f), 0);
+	e.ino = f.ino;
+	e.prev_bucket = -1;
+	for (i = 0; i < 2; i++) {
+		e.ext = i == 0 ? 1 : 80; /* extents 0 and 79: a hole between */
+		e.bucket = i;
+		e.page = 10 * i;
+		e.npages = i + 1;
+		e.size = 65536 * (i + 1) - 3;
+		e.csum = 100 + i;
+		e.gen = 5;
+		ck_assert_int_eq(meta_extent_commit(m, &e, pcs, i + 1, NULL, META_SKEY_SET), 0);
+	}
+	/* A new version replaces the old, keeping the durable one as prev. */
+	e.prev_bucket = e.bucket;
+	e.prev_page = e.page;
+	e.prev_npages = e.npages;
+	e.page = 40;
+	e.gen = 6;
+	ck_assert_int_eq(meta_extent_commit(m, &e, pcs, 2, NULL, META_SKEY_SET), 0);
+
+	memset(got, 0, sizeof(got));
+	ck_assert_int_eq(meta_extents(m, f.ino, collect_ext, got), 0);
+	ck_assert_uint_eq(got[0].ext, 1);
+	ck_assert_uint_eq(got[0].size, 65533);
+	ck_assert_uint_eq(got[1].ext, 80);
+	ck_assert_uint_eq(got[1].page, 40);
+	ck_assert_uint_eq(got[1].prev_page, 10);
+	ck_assert_uint_eq(got[1].mode, f.mode);
+	ck_assert_uint_eq(got[2].ino, 0);
+	ck_assert_int_eq(meta_extent_pcsums_get(m, f.ino, 79, back, 2), 0);
+	ck_assert_uint_eq(back[1], 22);
+	ck_assert_int_eq(meta_extent_pcsums_get(m, f.ino, 79, back, 1), -EUCLEAN);
+	ck_assert_int_eq(meta_extent_pcsums_get(m, f.ino, 3, back, 1), -ENOENT);
+
+	/* The walks: the extents, never the file's own row (it maps nothing itself). */
+	memset(got, 0, sizeof(got));
+	ck_assert_int_eq(meta_foreach_mapping(m, collect_ext, got), 0);
+	ck_assert_uint_eq(got[0].ext, 1);
+	ck_assert_uint_eq(got[1].ext, 80);
+	ck_assert_uint_eq(got[2].ino, 0);
+	ck_assert_int_eq(meta_count_mappings(m, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	memset(got, 0, sizeof(got));
+	ck_assert_int_eq(meta_foreach_unsynced(m, 5, collect_ext, got), 0);
+	ck_assert_uint_eq(got[0].ext, 80);
+	ck_assert_uint_eq(got[1].ino, 0);
+	ck_assert_int_eq(meta_prev_clear(m), 0);
+	memset(got, 0, sizeof(got));
+	ck_assert_int_eq(meta_extents(m, f.ino, collect_ext, got), 0);
+	ck_assert_int_eq(got[1].prev_bucket, -1);
+
+	ck_assert_int_eq(meta_extent_delete(m, f.ino, 0), 0);
+	ck_assert_int_eq(meta_extent_delete(m, f.ino, 0), -ENOENT);
+	ck_assert_int_eq(meta_delete(m, f.ino), 0);
+	memset(got, 0, sizeof(got));
+	ck_assert_int_eq(meta_extents(m, f.ino, collect_ext, got), 0);
+	ck_assert_uint_eq(got[0].ino, 0);
+	meta_close(m);
+	(void)err;
+}
+END_TEST
+
+/* A schema-3 database gets the extents table; its files stay one run each. */
+START_TEST(test_migrate_v3)
+{
+	struct meta *m = open_new();
+	struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED), e = { 0 };
+	sqlite3 *db;
+	char err[256];
+
+	ck_assert_int_eq(meta_insert(m, &a, "kept", 4), 0);
+	meta_close(m);
+	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, SCHEMA_4_DOWN "PRAGMA user_version = 3", NULL, NULL,
+				      NULL),
+			 SQLITE_OK);
+	sqlite3_close(db);
+	ck_assert_int_eq(meta_open(dbpath, META_OPEN_NO_MIGRATE, &m, err, sizeof(err)),
+			 -EPROTONOSUPPORT);
+	ck_assert_int_eq(meta_open(dbpath, 0, &m, err, sizeof(err)), 0);
+	e.ino = a.ino;
+	e.ext = 1;
+	e.prev_bucket = -1;
+	ck_assert_int_eq(meta_extent_commit(m, &e, NULL, 0, NULL, META_SKEY_SET), 0);
+	ck_assert_int_eq(meta_extent_delete(m, a.ino, 0), 0);
 	meta_close(m);
 }
 END_TEST
@@ -1175,6 +1298,8 @@ static Suite *meta_suite(void)
 	tcase_add_test(tc, test_key_len);
 	tcase_add_test(tc, test_xattrs);
 	tcase_add_test(tc, test_migrate_v2);
+	tcase_add_test(tc, test_migrate_v3);
+	tcase_add_test(tc, test_extents);
 	tcase_add_test(tc, test_lru);
 	tcase_add_test(tc, test_tenant_evictions);
 	suite_add_tcase(s, tc);

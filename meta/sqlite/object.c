@@ -119,10 +119,10 @@ int sq_foreach_value(struct meta *mb, meta_value_fn fn, void *ctx)
 	int rc, ret = 0;
 
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		sq_row_inode(s, &in);
-		ret = sq_col_key(s, INODE_NCOLS, key, &k);
+		sq_row_mapping(s, &in);
+		ret = sq_col_key(s, INODE_NCOLS + 1, key, &k);
 		if (!ret)
-			ret = sq_col_key(s, INODE_NCOLS + 1, prev, &p);
+			ret = sq_col_key(s, INODE_NCOLS + 2, prev, &p);
 		if (!ret)
 			ret = fn(ctx, &in, k, p);
 		if (ret)
@@ -162,22 +162,25 @@ int sq_foreach_unsynced(struct meta *mb, uint64_t gen, meta_ino_fn fn, void *ctx
 	sqlite3_stmt *s = m->st[ST_UNSYNCED];
 
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)gen);
-	return sq_each_inode(s, fn, ctx);
+	return sq_each_mapping(s, fn, ctx);
 }
 
 int sq_prev_clear(struct meta *mb)
 {
 	struct meta_sq *m = sq(mb);
+	int ret = sq_exec(m, "UPDATE inodes SET prev_bucket = -1, prev_npages = 0, "
+			       "prev_skey = NULL WHERE prev_bucket <> -1 OR prev_skey IS NOT NULL");
 
-	return sq_exec(m, "UPDATE inodes SET prev_bucket = -1, prev_npages = 0, "
-			    "prev_skey = NULL WHERE prev_bucket <> -1 OR prev_skey IS NOT NULL");
+	return ret ? ret
+		   : sq_exec(m, "UPDATE extents SET prev_bucket = -1, prev_npages = 0, "
+				  "prev_skey = NULL WHERE prev_bucket <> -1 OR prev_skey IS NOT NULL");
 }
 
 int sq_foreach_mapping(struct meta *mb, meta_ino_fn fn, void *ctx)
 {
 	struct meta_sq *m = sq(mb);
 
-	return sq_each_inode(m->st[ST_MAPPINGS], fn, ctx);
+	return sq_each_mapping(m->st[ST_MAPPINGS], fn, ctx);
 }
 
 int sq_count_unsettled(struct meta *mb, uint64_t *new_files, uint64_t *orphans)

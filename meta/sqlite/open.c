@@ -52,20 +52,47 @@ static const char *const meta_sql[ST_N] = {
 			     "nlink) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
 			     "?13, ?14, ?15, ?16, 1)",
 	[ST_PCSUMS_GET] = "SELECT pcsums FROM inodes WHERE ino = ?1",
-	[ST_UNSYNCED] = "SELECT " INODE_COLS " FROM inodes WHERE gen > ?1 AND state = 0 "
-			"AND parent IS NOT NULL AND npages > 0",
-	[ST_VALUES] = "SELECT " INODE_COLS ", skey, prev_skey FROM inodes "
-		      "WHERE skey IS NOT NULL OR prev_skey IS NOT NULL ORDER BY ino",
+	[ST_UNSYNCED] = "SELECT " INODE_COLS ", 0 FROM inodes WHERE gen > ?1 AND state = 0 "
+			"AND parent IS NOT NULL AND npages > 0 AND bucket <> -3 UNION ALL "
+			"SELECT " EXTENT_COLS " FROM extents e JOIN inodes i ON i.ino = e.ino "
+			"WHERE e.gen > ?1 AND i.state = 0 AND i.parent IS NOT NULL "
+			"AND e.npages > 0",
+	[ST_VALUES] = "SELECT " INODE_COLS ", 0, skey, prev_skey FROM inodes "
+		      "WHERE skey IS NOT NULL OR prev_skey IS NOT NULL UNION ALL "
+		      "SELECT " EXTENT_COLS ", e.skey, e.prev_skey FROM extents e "
+		      "JOIN inodes i ON i.ino = e.ino "
+		      "WHERE e.skey IS NOT NULL OR e.prev_skey IS NOT NULL ORDER BY 1, 22",
 	[ST_DELETE] = "DELETE FROM inodes WHERE ino = ?1",
 	[ST_DETACH] = "UPDATE inodes SET parent = NULL, name = NULL WHERE ino = ?1",
 	[ST_MOVE] = "UPDATE inodes SET parent = ?2, name = ?3 WHERE ino = ?1",
 	[ST_HAS_CHILDREN] = "SELECT 1 FROM inodes WHERE parent = ?1 LIMIT 1",
 	[ST_READDIR] = "SELECT " INODE_COLS ", name FROM inodes WHERE parent = ?1 "
 		       "AND ino > ?2 ORDER BY ino",
-	[ST_MAPPINGS] = "SELECT " INODE_COLS " FROM inodes "
-			"WHERE npages > 0 AND state IN (0, 2) AND parent IS NOT NULL ORDER BY ino",
-	[ST_COUNT_MAPPINGS] = "SELECT count(*) FROM inodes "
-			      "WHERE npages > 0 AND state IN (0, 2) AND parent IS NOT NULL",
+	[ST_MAPPINGS] = "SELECT " INODE_COLS ", 0 FROM inodes WHERE npages > 0 "
+			"AND bucket <> -3 AND state IN (0, 2) AND parent IS NOT NULL UNION ALL "
+			"SELECT " EXTENT_COLS " FROM extents e JOIN inodes i ON i.ino = e.ino "
+			"WHERE e.npages > 0 AND i.state IN (0, 2) AND i.parent IS NOT NULL "
+			"ORDER BY 1, 22",
+	[ST_COUNT_MAPPINGS] = "SELECT (SELECT count(*) FROM inodes WHERE npages > 0 "
+			      "AND bucket <> -3 AND state IN (0, 2) AND parent IS NOT NULL) + "
+			      "(SELECT count(*) FROM extents e JOIN inodes i ON i.ino = e.ino "
+			      "WHERE e.npages > 0 AND i.state IN (0, 2) AND i.parent IS NOT NULL)",
+	[ST_EXTENT_COMMIT] = "INSERT INTO extents (ino, idx, size, bucket, page, npages, csum, "
+			     "gen, prev_bucket, prev_page, prev_npages, prev_size, prev_csum, "
+			     "pcsums, skey) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+			     "?12, ?13, ?14, CASE ?16 WHEN 2 THEN NULL ELSE ?15 END) "
+			     "ON CONFLICT (ino, idx) DO UPDATE SET size = ?3, bucket = ?4, "
+			     "page = ?5, npages = ?6, csum = ?7, gen = ?8, prev_bucket = ?9, "
+			     "prev_page = ?10, prev_npages = ?11, prev_size = ?12, prev_csum = ?13, "
+			     "pcsums = ?14, "
+			     /* As ST_COMMIT_OBJECT: the RHS sees the old row. */
+			     "skey = CASE ?16 WHEN 2 THEN prev_skey ELSE ?15 END, "
+			     "prev_skey = CASE ?16 WHEN 1 THEN skey WHEN 2 THEN NULL "
+			     "ELSE prev_skey END",
+	[ST_EXTENT_DELETE] = "DELETE FROM extents WHERE ino = ?1 AND idx = ?2",
+	[ST_EXTENTS] = "SELECT " EXTENT_COLS " FROM extents e JOIN inodes i ON i.ino = e.ino "
+		       "WHERE e.ino = ?1 ORDER BY e.idx",
+	[ST_EXTENT_PCSUMS] = "SELECT pcsums FROM extents WHERE ino = ?1 AND idx = ?2",
 	[ST_COUNT_FILES] = "SELECT count(*) FROM inodes WHERE (mode & 61440) = 32768 "
 			   "AND parent IS NOT NULL",
 	[ST_KV_GET] = "SELECT v FROM store WHERE k = ?1",
@@ -123,6 +150,23 @@ static const char *const meta_sql[ST_N] = {
 	" DELETE FROM xattrs WHERE ino = old.ino; END;"
 
 /*
+ * Schema 4: the extents of files larger than one extent (the store's
+ * extent_size), whose row has bucket -3 (META_EXTENTS): extent idx holds
+ * the file's bytes [idx * extent_size, idx * extent_size + size), with the
+ * mapping and version columns of an inode row.  They go with their inode.
+ */
+#define META_SCHEMA_4                                                                       \
+	"CREATE TABLE extents (ino INTEGER NOT NULL, idx INTEGER NOT NULL,"                  \
+	" size INTEGER NOT NULL, bucket INTEGER NOT NULL, page INTEGER NOT NULL,"            \
+	" npages INTEGER NOT NULL, csum INTEGER NOT NULL, gen INTEGER NOT NULL,"             \
+	" prev_bucket INTEGER NOT NULL DEFAULT -1, prev_page INTEGER NOT NULL DEFAULT 0,"    \
+	" prev_npages INTEGER NOT NULL DEFAULT 0, prev_size INTEGER NOT NULL DEFAULT 0,"     \
+	" prev_csum INTEGER NOT NULL DEFAULT 0, pcsums BLOB, skey BLOB, prev_skey BLOB,"     \
+	" PRIMARY KEY (ino, idx)) WITHOUT ROWID;"                                             \
+	"CREATE TRIGGER inodes_extents AFTER DELETE ON inodes BEGIN"                         \
+	" DELETE FROM extents WHERE ino = old.ino; END;"
+
+/*
  * The root has parent 0 (no such row) rather than NULL: NULL parent marks a
  * file unlinked while still open, which recovery deletes.
  */
@@ -164,7 +208,8 @@ static const char meta_schema[] =
 	" state INTEGER NOT NULL,"
 	" created INTEGER, started INTEGER, finished INTEGER, error TEXT);"
 	"CREATE INDEX tasks_state ON tasks (state, id);"
-	"CREATE INDEX tasks_ino ON tasks (ino) WHERE state IN (0, 1);" META_SCHEMA_3;
+	"CREATE INDEX tasks_ino ON tasks (ino) WHERE state IN (0, 1);" META_SCHEMA_3
+	META_SCHEMA_4;
 
 const char *sq_errmsg(struct meta *mb)
 {
@@ -261,6 +306,8 @@ static int sq_migrate(struct meta_sq *m, char *err, size_t errlen)
 		      "WHERE c.parent = inodes.ino AND (c.mode & 61440) = 16384) "
 		      "WHERE (mode & 61440) = 16384;" META_SCHEMA_3
 		      "PRAGMA user_version = 3;",
+		/* 3 -> 4: extents (none yet: every file is one run). */
+		[3] = META_SCHEMA_4 "PRAGMA user_version = 4;",
 	};
 	int v, ret = 0;
 

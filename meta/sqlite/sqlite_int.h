@@ -11,7 +11,8 @@
  * them, which every other file uses), open.c (open, schema and its
  * migrations, settings, the statement array), sync.c (the durability
  * barrier, the log), ns.c (the namespace), xattr.c, object.c (objects'
- * versions and mappings, recovery), snapshot.c (the clean-unmount
+ * versions and mappings, recovery), extent.c (the extents of large
+ * files), snapshot.c (the clean-unmount
  * state), task.c (promotion tasks) and evict.c (what eviction asks).
  * Each method of the table is the sq_ function of its name.
  */
@@ -63,6 +64,10 @@ enum {
 	ST_XATTR_REMOVE,
 	ST_XATTR_LIST,
 	ST_XATTR_TOTAL,
+	ST_EXTENT_COMMIT,
+	ST_EXTENT_DELETE,
+	ST_EXTENTS,
+	ST_EXTENT_PCSUMS,
 	ST_BEGIN,
 	ST_BEGIN_READ,
 	ST_COMMIT,
@@ -75,6 +80,15 @@ enum {
 		   "bucket, page, npages, csum, state, gen, prev_bucket, prev_page, " \
 		   "prev_npages, prev_size, prev_csum, nlink"
 #define INODE_NCOLS 21
+/*
+ * An extent's row as an inode's (its owner's columns where it has none of
+ * its own), and its index + 1 as column 22 (sq_row_mapping); the walks
+ * over mappings give inode rows with a 0 there.
+ */
+#define EXTENT_COLS "e.ino, i.parent, i.mode, i.uid, i.gid, i.atime, i.mtime, i.ctime, " \
+		    "e.size, e.bucket, e.page, e.npages, e.csum, i.state, e.gen, " \
+		    "e.prev_bucket, e.prev_page, e.prev_npages, e.prev_size, e.prev_csum, " \
+		    "i.nlink, e.idx + 1"
 
 /* One connection to one database; used by one thread at a time (meta.h). */
 struct meta_sq {
@@ -149,6 +163,11 @@ int sq_count_mappings(struct meta *m, uint64_t *n);
 int sq_foreach_value(struct meta *m, meta_value_fn fn, void *ctx);
 int sq_count_files(struct meta *m, uint64_t *n);
 int sq_integrity(struct meta *m, char *first, size_t firstlen);
+int sq_extent_commit(struct meta *m, const struct meta_inode *e, const uint64_t *pcsums,
+		     uint64_t n, const char *skey, enum meta_skey_op op);
+int sq_extent_delete(struct meta *m, uint64_t ino, uint64_t idx);
+int sq_extents(struct meta *m, uint64_t ino, meta_ino_fn fn, void *ctx);
+int sq_extent_pcsums_get(struct meta *m, uint64_t ino, uint64_t idx, uint64_t *pcsums, uint64_t n);
 int sq_count_unsettled(struct meta *m, uint64_t *new_files, uint64_t *orphans);
 int sq_recover(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphans);
 int sq_foreach_unsynced(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ctx);
@@ -208,6 +227,10 @@ void sq_bind_new_inode(sqlite3_stmt *s, const struct meta_inode *in, const char 
 			 size_t len);
 /* An inode row of INODE_COLS, from the current row of s. */
 void sq_row_inode(sqlite3_stmt *s, struct meta_inode *in);
+/* An inode row of INODE_COLS then the extent column (EXTENT_COLS). */
+void sq_row_mapping(sqlite3_stmt *s, struct meta_inode *in);
+/* sq_each_inode over rows of sq_row_mapping. */
+int sq_each_mapping(sqlite3_stmt *s, meta_ino_fn fn, void *ctx);
 /* Step s once: its row as *out, -ENOENT when it has none. */
 int sq_one_inode(sqlite3_stmt *s, struct meta_inode *out);
 /* Step s to the end, calling fn on each row until it returns non-zero. */

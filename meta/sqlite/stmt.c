@@ -203,6 +203,30 @@ void sq_row_inode(sqlite3_stmt *s, struct meta_inode *in)
 	in->prev_size = (uint64_t)sqlite3_column_int64(s, 18);
 	in->prev_csum = (uint64_t)sqlite3_column_int64(s, 19);
 	in->nlink = (uint32_t)sqlite3_column_int64(s, 20);
+	in->ext = 0;
+}
+
+void sq_row_mapping(sqlite3_stmt *s, struct meta_inode *in)
+{
+	sq_row_inode(s, in);
+	in->ext = (uint64_t)sqlite3_column_int64(s, INODE_NCOLS);
+}
+
+int sq_each_mapping(sqlite3_stmt *s, meta_ino_fn fn, void *ctx)
+{
+	struct meta_inode in;
+	int rc, ret = 0;
+
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		sq_row_mapping(s, &in);
+		ret = fn(ctx, &in);
+		if (ret)
+			break;
+	}
+	if (!ret && rc != SQLITE_DONE)
+		ret = sq_errno(rc);
+	sq_finish(s);
+	return ret;
 }
 
 int sq_one_inode(sqlite3_stmt *s, struct meta_inode *out)
