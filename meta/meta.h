@@ -1,10 +1,12 @@
 /*
  * meta: the metadata store.  The only code that speaks SQL.
  *
- * This header is the seam between the store and a metadata engine.  The
- * engine here is sqlite, one database file next to the data (meta.c and
- * the files beside it); a second one, such as a networked database
- * shared by several nodes, implements the same functions.  It keeps:
+ * This header is the seam between the store and a metadata engine.
+ * meta_open chooses the engine by the value it is given; every other
+ * function calls that engine's method (meta.c, over the table of
+ * engine.h).  The engine is sqlite, one database file next to the data
+ * (meta/sqlite/); another, such as a networked database shared by
+ * several nodes, fills the same table.  An engine keeps:
  *   - the store's settings: geometry, backend, named settings;
  *   - the namespace: one row per file or directory, found by (parent,
  *     name), with directory link counts and user xattrs;

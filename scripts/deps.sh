@@ -3,7 +3,8 @@
 # only those that are missing (quick when everything is there).
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3 libsqlite3-dev
-      sqlite3 libxxhash-dev xxhash liburing-dev check attr python3 util-linux fio gnuplot-nox)
+      sqlite3 libxxhash-dev xxhash liburing-dev check attr python3 util-linux fio gnuplot-nox
+      postgresql-15 libpq-dev)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||

@@ -4,7 +4,7 @@
  * the per-tenant eviction counts.  Rare statements (one per eviction pass
  * or group-commit tick), prepared when run.
  */
-#include "meta_int.h"
+#include "sqlite_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,9 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-int meta_lru(struct meta *m, int64_t after_atime, uint64_t after_ino, unsigned limit,
+int sq_lru(struct meta *mb, int64_t after_atime, uint64_t after_ino, unsigned limit,
 	     meta_ino_fn fn, void *ctx)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s;
 	int rc, ret;
 
@@ -25,17 +26,18 @@ int meta_lru(struct meta *m, int64_t after_atime, uint64_t after_ino, unsigned l
 				"AND (atime, ino) > (?1, ?2) ORDER BY atime, ino LIMIT ?3",
 				-1, &s, NULL);
 	if (rc != SQLITE_OK)
-		return meta_errno(rc);
+		return sq_errno(rc);
 	sqlite3_bind_int64(s, 1, after_atime);
 	sqlite3_bind_int64(s, 2, (sqlite3_int64)after_ino);
 	sqlite3_bind_int64(s, 3, limit);
-	ret = meta_each_inode(s, fn, ctx);
+	ret = sq_each_inode(s, fn, ctx);
 	sqlite3_finalize(s);
 	return ret;
 }
 
-int meta_set_atimes(struct meta *m, const uint64_t *inos, const int64_t *atimes, size_t n)
+int sq_set_atimes(struct meta *mb, const uint64_t *inos, const int64_t *atimes, size_t n)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s;
 	size_t i;
 	int rc, ret = 0;
@@ -43,34 +45,36 @@ int meta_set_atimes(struct meta *m, const uint64_t *inos, const int64_t *atimes,
 	rc = sqlite3_prepare_v2(m->db, "UPDATE inodes SET atime = ?2 WHERE ino = ?1", -1, &s,
 				NULL);
 	if (rc != SQLITE_OK)
-		return meta_errno(rc);
+		return sq_errno(rc);
 	for (i = 0; i < n && !ret; i++) {
 		sqlite3_bind_int64(s, 1, (sqlite3_int64)inos[i]);
 		sqlite3_bind_int64(s, 2, atimes[i]);
-		ret = meta_step_done(m, s);
+		ret = sq_step_done(m, s);
 	}
 	sqlite3_finalize(s);
 	return ret;
 }
 
-int meta_xattr_count(struct meta *m, const char *name, uint64_t *n)
+int sq_xattr_count(struct meta *mb, const char *name, uint64_t *n)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s;
 	int rc;
 
 	rc = sqlite3_prepare_v2(m->db, "SELECT count(*) FROM xattrs WHERE name = ?1", -1, &s,
 				NULL);
 	if (rc != SQLITE_OK)
-		return meta_errno(rc);
+		return sq_errno(rc);
 	sqlite3_bind_blob(s, 1, name, (int)strlen(name), SQLITE_STATIC);
 	rc = sqlite3_step(s);
 	*n = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
 	sqlite3_finalize(s);
-	return rc == SQLITE_ROW ? 0 : meta_errno(rc);
+	return rc == SQLITE_ROW ? 0 : sq_errno(rc);
 }
 
-int meta_tenant_pages(struct meta *m, uint64_t tenant, uint64_t *pages)
+int sq_tenant_pages(struct meta *mb, uint64_t tenant, uint64_t *pages)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s;
 	int rc;
 
@@ -82,16 +86,17 @@ int meta_tenant_pages(struct meta *m, uint64_t tenant, uint64_t *pages)
 				"AND (mode & 61440) = 32768",
 				-1, &s, NULL);
 	if (rc != SQLITE_OK)
-		return meta_errno(rc);
+		return sq_errno(rc);
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)tenant);
 	rc = sqlite3_step(s);
 	*pages = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_double(s, 0) : 0;
 	sqlite3_finalize(s);
-	return rc == SQLITE_ROW ? 0 : meta_errno(rc);
+	return rc == SQLITE_ROW ? 0 : sq_errno(rc);
 }
 
-int meta_tenant_xattrs(struct meta *m, const char *name, meta_tenant_fn fn, void *ctx)
+int sq_tenant_xattrs(struct meta *mb, const char *name, meta_tenant_fn fn, void *ctx)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s;
 	int rc, ret = 0;
 
@@ -100,7 +105,7 @@ int meta_tenant_xattrs(struct meta *m, const char *name, meta_tenant_fn fn, void
 				"ON i.ino = x.ino WHERE x.name = ?1 AND i.parent = ?2 ORDER BY i.ino",
 				-1, &s, NULL);
 	if (rc != SQLITE_OK)
-		return meta_errno(rc);
+		return sq_errno(rc);
 	sqlite3_bind_blob(s, 1, name, (int)strlen(name), SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, META_ROOT_INO);
 	while (!ret && (rc = sqlite3_step(s)) == SQLITE_ROW)
@@ -108,7 +113,7 @@ int meta_tenant_xattrs(struct meta *m, const char *name, meta_tenant_fn fn, void
 			 (const char *)sqlite3_column_blob(s, 1), (size_t)sqlite3_column_bytes(s, 1),
 			 (const char *)sqlite3_column_blob(s, 2), (size_t)sqlite3_column_bytes(s, 2));
 	if (!ret && rc != SQLITE_DONE)
-		ret = meta_errno(rc);
+		ret = sq_errno(rc);
 	sqlite3_finalize(s);
 	return ret;
 }
@@ -119,17 +124,19 @@ int meta_tenant_xattrs(struct meta *m, const char *name, meta_tenant_fn fn, void
  */
 #define TEV_PREFIX "tenant_evictions."
 
-int meta_tenant_evictions_set(struct meta *m, uint64_t tenant, uint64_t count, uint64_t bytes)
+int sq_tenant_evictions_set(struct meta *mb, uint64_t tenant, uint64_t count, uint64_t bytes)
 {
+	struct meta_sq *m = sq(mb);
 	char k[64], v[64];
 
 	snprintf(k, sizeof(k), TEV_PREFIX "%" PRIu64, tenant);
 	snprintf(v, sizeof(v), "%" PRIu64 " %" PRIu64, count, bytes);
-	return meta_kv_set_text(m, k, v);
+	return sq_kv_set_text(m, k, v);
 }
 
-int meta_tenant_evictions_drop(struct meta *m, uint64_t tenant)
+int sq_tenant_evictions_drop(struct meta *mb, uint64_t tenant)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s;
 	char k[64];
 	int rc, ret;
@@ -137,15 +144,16 @@ int meta_tenant_evictions_drop(struct meta *m, uint64_t tenant)
 	snprintf(k, sizeof(k), TEV_PREFIX "%" PRIu64, tenant);
 	rc = sqlite3_prepare_v2(m->db, "DELETE FROM store WHERE k = ?1", -1, &s, NULL);
 	if (rc != SQLITE_OK)
-		return meta_errno(rc);
+		return sq_errno(rc);
 	sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
-	ret = meta_step_done(m, s);
+	ret = sq_step_done(m, s);
 	sqlite3_finalize(s);
 	return ret;
 }
 
-int meta_tenant_evictions(struct meta *m, meta_evictions_fn fn, void *ctx)
+int sq_tenant_evictions(struct meta *mb, meta_evictions_fn fn, void *ctx)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s;
 	int rc, ret = 0;
 
@@ -155,7 +163,7 @@ int meta_tenant_evictions(struct meta *m, meta_evictions_fn fn, void *ctx)
 				"AND k < 'tenant_evictions/' ORDER BY k",
 				-1, &s, NULL);
 	if (rc != SQLITE_OK)
-		return meta_errno(rc);
+		return sq_errno(rc);
 	while (!ret && (rc = sqlite3_step(s)) == SQLITE_ROW) {
 		const char *k = (const char *)sqlite3_column_text(s, 0);
 		const char *v = (const char *)sqlite3_column_text(s, 1);
@@ -170,7 +178,7 @@ int meta_tenant_evictions(struct meta *m, meta_evictions_fn fn, void *ctx)
 		ret = fn(ctx, tenant, count, bytes);
 	}
 	if (!ret && rc != SQLITE_DONE)
-		ret = meta_errno(rc);
+		ret = sq_errno(rc);
 	sqlite3_finalize(s);
 	return ret;
 }

@@ -3,17 +3,18 @@
  * committed version (mapping, checksums, value key) and the last durable
  * one, as an inode row keeps them for a file of one run.
  */
-#include "meta_int.h"
+#include "sqlite_int.h"
 
 #include <errno.h>
 #include <string.h>
 
-int meta_extent_commit(struct meta *m, const struct meta_inode *e, const uint64_t *pcsums,
+int sq_extent_commit(struct meta *mb, const struct meta_inode *e, const uint64_t *pcsums,
 		       uint64_t n, const char *skey, enum meta_skey_op op)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_EXTENT_COMMIT];
 
-	if (meta_fault(m))
+	if (meta_fault(&m->base))
 		return -EIO;
 	if (e->ext == 0)
 		return -EINVAL;
@@ -39,31 +40,34 @@ int meta_extent_commit(struct meta *m, const struct meta_inode *e, const uint64_
 	else
 		sqlite3_bind_null(s, 15);
 	sqlite3_bind_int(s, 16, (int)op);
-	return meta_step_done(m, s);
+	return sq_step_done(m, s);
 }
 
-int meta_extent_delete(struct meta *m, uint64_t ino, uint64_t idx)
+int sq_extent_delete(struct meta *mb, uint64_t ino, uint64_t idx)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_EXTENT_DELETE];
 
-	if (meta_fault(m))
+	if (meta_fault(&m->base))
 		return -EIO;
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
 	sqlite3_bind_int64(s, 2, (sqlite3_int64)idx);
-	return meta_changed_one(m, meta_step_done(m, s));
+	return sq_changed_one(m, sq_step_done(m, s));
 }
 
-int meta_extents(struct meta *m, uint64_t ino, meta_ino_fn fn, void *ctx)
+int sq_extents(struct meta *mb, uint64_t ino, meta_ino_fn fn, void *ctx)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_EXTENTS];
 
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
-	return meta_each_mapping(s, fn, ctx);
+	return sq_each_mapping(s, fn, ctx);
 }
 
-int meta_extent_pcsums_get(struct meta *m, uint64_t ino, uint64_t idx, uint64_t *pcsums,
+int sq_extent_pcsums_get(struct meta *mb, uint64_t ino, uint64_t idx, uint64_t *pcsums,
 			   uint64_t n)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_EXTENT_PCSUMS];
 	int rc, ret = -ENOENT;
 
@@ -78,9 +82,9 @@ int meta_extent_pcsums_get(struct meta *m, uint64_t ino, uint64_t idx, uint64_t 
 			ret = -EUCLEAN;
 		}
 	} else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		ret = meta_errno(rc);
+		ret = sq_errno(rc);
 	}
-	meta_finish(s);
+	sq_finish(s);
 	return ret;
 }
 

@@ -7,7 +7,7 @@
  * power loss.  A failed sync of the log is remembered (log_failed) until
  * a checkpoint has recovered from it.
  */
-#include "meta_int.h"
+#include "sqlite_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,7 +40,7 @@
  * first (the group-commit thread's, or a commit's): -1 while the log
  * cannot be opened.
  */
-static int meta_log_fd(struct meta *m)
+static int sq_log_fd(struct meta_sq *m)
 {
 	int fd = __atomic_load_n(&m->wal_fd, __ATOMIC_ACQUIRE), cur = -1;
 
@@ -57,21 +57,23 @@ static int meta_log_fd(struct meta *m)
 	return fd;
 }
 
-static void meta_log_willneed(int fd, off_t off, off_t end)
+static void sq_log_willneed(int fd, off_t off, off_t end)
 {
 	for (; off < end; off += META_PREFETCH_CHUNK)
 		(void)posix_fadvise(fd, off, META_PREFETCH_CHUNK, POSIX_FADV_WILLNEED);
 }
 
-void meta_log_prefetch(struct meta *m)
+void sq_log_prefetch(struct meta *mb)
 {
+	struct meta_sq *m = sq(mb);
+
 	/* A lap of the log: a log the checkpoint let grow past it is read ahead by its commits. */
 	off_t lap = 32 + (off_t)(META_CKPT_PAGES + META_AHEAD_FRAMES) * (m->db_page + 24);
 	struct stat st;
-	int fd = meta_log_fd(m);
+	int fd = sq_log_fd(m);
 
 	if (fd >= 0 && fstat(fd, &st) == 0)
-		meta_log_willneed(fd, 0, st.st_size < lap ? st.st_size : lap);
+		sq_log_willneed(fd, 0, st.st_size < lap ? st.st_size : lap);
 }
 
 /*
@@ -80,7 +82,7 @@ void meta_log_prefetch(struct meta *m)
  * the last request ended, so an eviction costs a commit at most a wait
  * for a read already under way, not a read of its own.
  */
-static void meta_log_ahead(struct meta *m, int frames)
+static void sq_log_ahead(struct meta_sq *m, int frames)
 {
 	off_t fsz = (off_t)m->db_page + 24, off;
 	int fd;
@@ -88,10 +90,10 @@ static void meta_log_ahead(struct meta *m, int frames)
 	if (frames < m->log_last)
 		m->log_asked = 0; /* a new lap: the log starts again at its first frame */
 	m->log_last = frames;
-	if ((long)frames + META_AHEAD_FRAMES / 2 <= m->log_asked || (fd = meta_log_fd(m)) < 0)
+	if ((long)frames + META_AHEAD_FRAMES / 2 <= m->log_asked || (fd = sq_log_fd(m)) < 0)
 		return;
 	off = 32 + (off_t)frames * fsz; /* the log's header, then the frames */
-	meta_log_willneed(fd, off, off + META_AHEAD_FRAMES * fsz);
+	sq_log_willneed(fd, off, off + META_AHEAD_FRAMES * fsz);
 	m->log_asked = (long)frames + META_AHEAD_FRAMES;
 }
 
@@ -102,12 +104,12 @@ static void meta_log_ahead(struct meta *m, int frames)
  * file, and this is the handle our own sync uses).  Runs inside whichever
  * commit filled the log, on its thread.
  */
-int meta_wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
+int sq_wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 {
-	struct meta *m = arg;
+	struct meta_sq *m = arg;
 	int rc;
 
-	meta_log_ahead(m, pages);
+	sq_log_ahead(m, pages);
 	/*
 	 * Not after a failure: a passive checkpoint leaves the damaged log in
 	 * place, whose replay after a crash would lay its older pages over the
@@ -123,23 +125,24 @@ int meta_wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 }
 
 /* The synced_gen row, in a transaction of its own. */
-static int meta_record_synced_gen(struct meta *m, uint64_t synced_gen)
+static int sq_record_synced_gen(struct meta_sq *m, uint64_t synced_gen)
 {
-	int ret = meta_begin(m);
+	int ret = sq_begin(&m->base);
 
 	if (!ret) {
-		ret = meta_kv_set_int(m, "synced_gen", (sqlite3_int64)synced_gen);
+		ret = sq_kv_set_int(m, "synced_gen", (sqlite3_int64)synced_gen);
 		if (!ret)
-			ret = meta_commit(m);
+			ret = sq_commit(&m->base);
 		else
-			meta_rollback(m);
+			sq_rollback(&m->base);
 	}
 	return ret;
 }
 
-int meta_sync_begin(struct meta *m, uint64_t synced_gen)
+int sq_sync_begin(struct meta *mb, uint64_t synced_gen)
 {
-	int ret = meta_record_synced_gen(m, synced_gen);
+	struct meta_sq *m = sq(mb);
+	int ret = sq_record_synced_gen(m, synced_gen);
 
 	if (!ret) {
 		/* The log's file, kept for meta_sync_end: it stays open as long as the connection. */
@@ -175,8 +178,10 @@ int meta_sync_begin(struct meta *m, uint64_t synced_gen)
 	return ret;
 }
 
-int meta_log_failed(struct meta *m)
+int sq_log_failed(struct meta *mb)
 {
+	struct meta_sq *m = sq(mb);
+
 	return __atomic_load_n(&m->log_failed, __ATOMIC_RELAXED);
 }
 
@@ -187,8 +192,10 @@ int meta_log_failed(struct meta *m)
  * (sqlite's own syncs of that handle, at a checkpoint, only ever clear the
  * same "directory synced" bit).
  */
-int meta_sync_end(struct meta *m)
+int sq_sync_end(struct meta *mb)
 {
+	struct meta_sq *m = sq(mb);
+
 	/*
 	 * sqlite's own sync of the log file, as a commit under
 	 * synchronous=FULL would run it (it also syncs the directory the
@@ -204,47 +211,52 @@ int meta_sync_end(struct meta *m)
 	return -EIO;
 }
 
-int meta_sync(struct meta *m, uint64_t synced_gen)
+int sq_sync(struct meta *mb, uint64_t synced_gen)
 {
+	struct meta_sq *m = sq(mb);
 	int ret;
 
 	/*
 	 * A commit under synchronous=FULL fsyncs the WAL, and with it every
 	 * transaction committed before it: one fsync covers them all.
 	 */
-	ret = meta_exec(m, "PRAGMA synchronous=FULL");
+	ret = sq_exec(m, "PRAGMA synchronous=FULL");
 	if (ret)
 		return ret;
-	ret = meta_record_synced_gen(m, synced_gen);
-	meta_exec(m, "PRAGMA synchronous=NORMAL");
+	ret = sq_record_synced_gen(m, synced_gen);
+	sq_exec(m, "PRAGMA synchronous=NORMAL");
 	return ret;
 }
 
-int meta_synced_gen(struct meta *m, uint64_t *gen)
+int sq_synced_gen(struct meta *mb, uint64_t *gen)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_int64 v = 0;
-	int ret = meta_kv_get(m, "synced_gen", &v, NULL, 0);
+	int ret = sq_kv_get(m, "synced_gen", &v, NULL, 0);
 
 	*gen = ret ? 0 : (uint64_t)v;
 	return ret == -ENOENT ? 0 : ret;
 }
 
-int meta_make_room(struct meta *m)
+int sq_make_room(struct meta *mb)
 {
+	struct meta_sq *m = sq(mb);
+
 	if (!sqlite3_get_autocommit(m->db))
 		return -EBUSY;
-	if (m->full_hook)
-		m->full_hook(m->full_arg);
+	if (m->base.full_hook)
+		m->base.full_hook(m->base.full_arg);
 	/* After a failed sync of the log only a barrier's checkpoint may run. */
 	if (__atomic_load_n(&m->log_failed, __ATOMIC_RELAXED))
 		return -EIO;
-	return meta_checkpoint(m);
+	return sq_checkpoint(&m->base);
 }
 
-int meta_checkpoint(struct meta *m)
+int sq_checkpoint(struct meta *mb)
 {
+	struct meta_sq *m = sq(mb);
 	int rc = sqlite3_wal_checkpoint_v2(m->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
 
-	return meta_errno(rc);
+	return sq_errno(rc);
 }
 

@@ -1,36 +1,39 @@
 /*
  * ns.c: the namespace: one row per file or directory, found by (parent,
  * name); names, paths and keys built from it; directory times.  Link
- * counts of directories are kept by triggers of the schema (meta.c).
+ * counts of directories are kept by triggers of the schema (open.c).
  */
-#include "meta_int.h"
+#include "sqlite_int.h"
 
 #include <errno.h>
 #include <string.h>
 
-int meta_get(struct meta *m, uint64_t ino, struct meta_inode *out)
+int sq_get(struct meta *mb, uint64_t ino, struct meta_inode *out)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_GET];
 
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
-	return meta_one_inode(s, out);
+	return sq_one_inode(s, out);
 }
 
-int meta_lookup(struct meta *m, uint64_t parent, const char *name, size_t len,
+int sq_lookup(struct meta *mb, uint64_t parent, const char *name, size_t len,
 		struct meta_inode *out)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_LOOKUP];
 
 	if (len > META_NAME_MAX)
 		return -ENAMETOOLONG;
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)parent);
 	sqlite3_bind_blob(s, 2, name, (int)len, SQLITE_STATIC);
-	return meta_one_inode(s, out);
+	return sq_one_inode(s, out);
 }
 
-int meta_lookup_brief(struct meta *m, uint64_t parent, const char *name, size_t len,
+int sq_lookup_brief(struct meta *mb, uint64_t parent, const char *name, size_t len,
 		      struct meta_inode *out)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_LOOKUP_BRIEF];
 	int rc, ret = 0;
 
@@ -51,15 +54,16 @@ int meta_lookup_brief(struct meta *m, uint64_t parent, const char *name, size_t 
 		out->csum = (uint64_t)sqlite3_column_int64(s, 7);
 		out->prev_bucket = -1;
 	} else {
-		ret = rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
+		ret = rc == SQLITE_DONE ? -ENOENT : sq_errno(rc);
 	}
 	/* Reset only: every call binds both parameters (a batch runs one per key). */
 	sqlite3_reset(s);
 	return ret;
 }
 
-int meta_name(struct meta *m, uint64_t ino, uint64_t *parent, char *name, size_t *len)
+int sq_name(struct meta *mb, uint64_t ino, uint64_t *parent, char *name, size_t *len)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_NAME];
 	int rc, ret = 0;
 
@@ -78,53 +82,15 @@ int meta_name(struct meta *m, uint64_t ino, uint64_t *parent, char *name, size_t
 			*len = (size_t)n;
 		}
 	} else {
-		ret = rc == SQLITE_ROW || rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
+		ret = rc == SQLITE_ROW || rc == SQLITE_DONE ? -ENOENT : sq_errno(rc);
 	}
-	meta_finish(s);
+	sq_finish(s);
 	return ret;
 }
 
-int meta_path(struct meta *m, uint64_t ino, int with_tenant, char *buf, size_t cap,
-	      size_t *len, uint64_t *tenant)
+int sq_key_len(struct meta *mb, uint64_t ino, size_t *len)
 {
-	char name[META_NAME_MAX + 1];
-	size_t pos = cap, n;
-	uint64_t parent;
-	int ret, depth = 0;
-
-	if (cap == 0)
-		return -ENAMETOOLONG;
-	/* Built from the end backwards, one component per level. */
-	buf[--pos] = '\0';
-	if (tenant)
-		*tenant = 0;
-	for (;;) {
-		if (depth++ > 4096)
-			return -ELOOP;
-		ret = meta_name(m, ino, &parent, name, &n);
-		if (ret)
-			return ret;
-		if (parent == META_ROOT_INO && tenant)
-			*tenant = ino;
-		if (parent == META_ROOT_INO && !with_tenant)
-			break;
-		if (n + (pos < cap - 1) > pos)
-			return -ENAMETOOLONG;
-		if (pos < cap - 1)
-			buf[--pos] = '/';
-		pos -= n;
-		memcpy(buf + pos, name, n);
-		ino = parent;
-		if (ino == META_ROOT_INO)
-			break;
-	}
-	*len = cap - 1 - pos;
-	memmove(buf, buf + pos, *len + 1);
-	return 0;
-}
-
-int meta_key_len(struct meta *m, uint64_t ino, size_t *len)
-{
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_NAME];
 	size_t total = 0;
 	int rc, depth = 0;
@@ -139,12 +105,12 @@ int meta_key_len(struct meta *m, uint64_t ino, size_t *len)
 		sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
 		rc = sqlite3_step(s);
 		if (rc != SQLITE_ROW || sqlite3_column_type(s, 0) == SQLITE_NULL) {
-			meta_finish(s);
-			return rc == SQLITE_ROW || rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
+			sq_finish(s);
+			return rc == SQLITE_ROW || rc == SQLITE_DONE ? -ENOENT : sq_errno(rc);
 		}
 		parent = (uint64_t)sqlite3_column_int64(s, 0);
 		n = (size_t)sqlite3_column_bytes(s, 1);
-		meta_finish(s);
+		sq_finish(s);
 		if (parent == META_ROOT_INO)
 			break;
 		total += (total ? 1 : 0) + n;
@@ -156,8 +122,9 @@ int meta_key_len(struct meta *m, uint64_t ino, size_t *len)
 	return 0;
 }
 
-int meta_subtree_depth(struct meta *m, uint64_t dir, size_t *len)
+int sq_subtree_depth(struct meta *mb, uint64_t dir, size_t *len)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = NULL;
 	int rc;
 
@@ -179,20 +146,21 @@ int meta_subtree_depth(struct meta *m, uint64_t dir, size_t *len)
 		}
 	}
 	sqlite3_finalize(s);
-	return meta_errno(rc);
+	return sq_errno(rc);
 }
 
-int meta_dir_changed(struct meta *m, uint64_t dir, int64_t now, uint32_t *nlink)
+int sq_dir_changed(struct meta *mb, uint64_t dir, int64_t now, uint32_t *nlink)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_DIR_CHANGED];
 	int rc, ret;
 
-	if (meta_fault(m))
+	if (meta_fault(&m->base))
 		return -EIO;
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)dir);
 	sqlite3_bind_int64(s, 2, now);
-	ret = meta_changed_one(m, meta_errno(sqlite3_step(s)));
-	meta_finish(s);
+	ret = sq_changed_one(m, sq_errno(sqlite3_step(s)));
+	sq_finish(s);
 	if (ret || !nlink)
 		return ret;
 	s = m->st[ST_NLINK];
@@ -201,55 +169,59 @@ int meta_dir_changed(struct meta *m, uint64_t dir, int64_t now, uint32_t *nlink)
 	if (rc == SQLITE_ROW)
 		*nlink = (uint32_t)sqlite3_column_int64(s, 0);
 	else
-		ret = rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
-	meta_finish(s);
+		ret = rc == SQLITE_DONE ? -ENOENT : sq_errno(rc);
+	sq_finish(s);
 	return ret;
 }
 
-int meta_insert(struct meta *m, struct meta_inode *in, const char *name, size_t len)
+int sq_insert(struct meta *mb, struct meta_inode *in, const char *name, size_t len)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_INSERT];
 	int ret;
 
-	if (meta_fault(m))
+	if (meta_fault(&m->base))
 		return -EIO;
 
 	if (len == 0 || len > META_NAME_MAX)
 		return len ? -ENAMETOOLONG : -EINVAL;
-	meta_bind_new_inode(s, in, name, len);
-	ret = meta_step_done(m, s);
+	sq_bind_new_inode(s, in, name, len);
+	ret = sq_step_done(m, s);
 	if (!ret)
 		in->ino = (uint64_t)sqlite3_last_insert_rowid(m->db);
 	return ret;
 }
 
-int meta_delete(struct meta *m, uint64_t ino)
+int sq_delete(struct meta *mb, uint64_t ino)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_DELETE];
 
-	if (meta_fault(m))
+	if (meta_fault(&m->base))
 		return -EIO;
 
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
-	return meta_changed_one(m, meta_step_done(m, s));
+	return sq_changed_one(m, sq_step_done(m, s));
 }
 
-int meta_detach(struct meta *m, uint64_t ino)
+int sq_detach(struct meta *mb, uint64_t ino)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_DETACH];
 
-	if (meta_fault(m))
+	if (meta_fault(&m->base))
 		return -EIO;
 
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
-	return meta_changed_one(m, meta_step_done(m, s));
+	return sq_changed_one(m, sq_step_done(m, s));
 }
 
-int meta_move(struct meta *m, uint64_t ino, uint64_t newparent, const char *name, size_t len)
+int sq_move(struct meta *mb, uint64_t ino, uint64_t newparent, const char *name, size_t len)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_MOVE];
 
-	if (meta_fault(m))
+	if (meta_fault(&m->base))
 		return -EIO;
 
 	if (len == 0 || len > META_NAME_MAX)
@@ -257,16 +229,19 @@ int meta_move(struct meta *m, uint64_t ino, uint64_t newparent, const char *name
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
 	sqlite3_bind_int64(s, 2, (sqlite3_int64)newparent);
 	sqlite3_bind_blob(s, 3, name, (int)len, SQLITE_STATIC);
-	return meta_changed_one(m, meta_step_done(m, s));
+	return sq_changed_one(m, sq_step_done(m, s));
 }
 
-int meta_has_children(struct meta *m, uint64_t dir)
+int sq_has_children(struct meta *mb, uint64_t dir)
 {
-	return meta_exists(m, ST_HAS_CHILDREN, dir);
+	struct meta_sq *m = sq(mb);
+
+	return sq_exists(m, ST_HAS_CHILDREN, dir);
 }
 
-int meta_readdir(struct meta *m, uint64_t dir, uint64_t after, meta_dirent_fn fn, void *ctx)
+int sq_readdir(struct meta *mb, uint64_t dir, uint64_t after, meta_dirent_fn fn, void *ctx)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_READDIR];
 	struct meta_inode in;
 	int rc, ret = 0;
@@ -274,15 +249,15 @@ int meta_readdir(struct meta *m, uint64_t dir, uint64_t after, meta_dirent_fn fn
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)dir);
 	sqlite3_bind_int64(s, 2, (sqlite3_int64)after);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		meta_row_inode(s, &in);
+		sq_row_inode(s, &in);
 		ret = fn(ctx, &in, sqlite3_column_blob(s, INODE_NCOLS),
 			 (size_t)sqlite3_column_bytes(s, INODE_NCOLS));
 		if (ret)
 			break;
 	}
 	if (!ret && rc != SQLITE_DONE)
-		ret = meta_errno(rc);
-	meta_finish(s);
+		ret = sq_errno(rc);
+	sq_finish(s);
 	return ret;
 }
 

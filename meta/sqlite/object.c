@@ -4,14 +4,14 @@
  * durable version recovery falls back to, the walks over mappings and
  * values, and the recovery queries after an unclean stop.
  */
-#include "meta_int.h"
+#include "sqlite_int.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
-static void meta_bind_update(sqlite3_stmt *s, const struct meta_inode *in)
+static void sq_bind_update(sqlite3_stmt *s, const struct meta_inode *in)
 {
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)in->ino);
 	sqlite3_bind_int64(s, 2, in->mode);
@@ -34,26 +34,28 @@ static void meta_bind_update(sqlite3_stmt *s, const struct meta_inode *in)
 	sqlite3_bind_int64(s, 19, (sqlite3_int64)in->prev_csum);
 }
 
-int meta_update(struct meta *m, const struct meta_inode *in)
+int sq_update(struct meta *mb, const struct meta_inode *in)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_UPDATE];
 
-	if (meta_fault(m))
+	if (meta_fault(&m->base))
 		return -EIO;
 
-	meta_bind_update(s, in);
-	return meta_changed_one(m, meta_step_done(m, s));
+	sq_bind_update(s, in);
+	return sq_changed_one(m, sq_step_done(m, s));
 }
 
-int meta_commit_object(struct meta *m, const struct meta_inode *in, const uint64_t *pcsums,
+int sq_commit_object(struct meta *mb, const struct meta_inode *in, const uint64_t *pcsums,
 		       uint64_t n, const char *skey, enum meta_skey_op op)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_COMMIT_OBJECT];
 
-	if (meta_fault(m))
+	if (meta_fault(&m->base))
 		return -EIO;
 
-	meta_bind_update(s, in);
+	sq_bind_update(s, in);
 	if (n)
 		sqlite3_bind_blob64(s, 20, pcsums, n * sizeof(uint64_t), SQLITE_STATIC);
 	else
@@ -63,35 +65,36 @@ int meta_commit_object(struct meta *m, const struct meta_inode *in, const uint64
 	else
 		sqlite3_bind_null(s, 21);
 	sqlite3_bind_int(s, 22, (int)op);
-	return meta_changed_one(m, meta_step_done(m, s));
+	return sq_changed_one(m, sq_step_done(m, s));
 }
 
-int meta_insert_object(struct meta *m, struct meta_inode *in, const char *name, size_t len,
+int sq_insert_object(struct meta *mb, struct meta_inode *in, const char *name, size_t len,
 		       const uint64_t *pcsums, uint64_t n)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_INSERT_OBJECT];
 	int ret;
 
-	if (meta_fault(m))
+	if (meta_fault(&m->base))
 		return -EIO;
 	if (len == 0 || len > META_NAME_MAX)
 		return len ? -ENAMETOOLONG : -EINVAL;
 	if (!S_ISREG(in->mode))
 		return -EINVAL;
-	meta_bind_new_inode(s, in, name, len);
+	sq_bind_new_inode(s, in, name, len);
 	sqlite3_bind_int64(s, 15, (sqlite3_int64)in->gen);
 	if (n)
 		sqlite3_bind_blob64(s, 16, pcsums, n * sizeof(uint64_t), SQLITE_STATIC);
 	else
 		sqlite3_bind_null(s, 16);
-	ret = meta_step_done(m, s);
+	ret = sq_step_done(m, s);
 	if (!ret)
 		in->ino = (uint64_t)sqlite3_last_insert_rowid(m->db);
 	return ret;
 }
 
 /* Column c of s as a NUL-terminated key in buf, or NULL; -EUCLEAN when it cannot be one. */
-static int meta_col_key(sqlite3_stmt *s, int c, char *buf, const char **out)
+static int sq_col_key(sqlite3_stmt *s, int c, char *buf, const char **out)
 {
 	int len = sqlite3_column_bytes(s, c);
 
@@ -106,8 +109,9 @@ static int meta_col_key(sqlite3_stmt *s, int c, char *buf, const char **out)
 	return 0;
 }
 
-int meta_foreach_value(struct meta *m, meta_value_fn fn, void *ctx)
+int sq_foreach_value(struct meta *mb, meta_value_fn fn, void *ctx)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_VALUES];
 	static __thread char key[META_SKEY_MAX + 1], prev[META_SKEY_MAX + 1];
 	const char *k, *p;
@@ -115,23 +119,24 @@ int meta_foreach_value(struct meta *m, meta_value_fn fn, void *ctx)
 	int rc, ret = 0;
 
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		meta_row_mapping(s, &in);
-		ret = meta_col_key(s, INODE_NCOLS + 1, key, &k);
+		sq_row_mapping(s, &in);
+		ret = sq_col_key(s, INODE_NCOLS + 1, key, &k);
 		if (!ret)
-			ret = meta_col_key(s, INODE_NCOLS + 2, prev, &p);
+			ret = sq_col_key(s, INODE_NCOLS + 2, prev, &p);
 		if (!ret)
 			ret = fn(ctx, &in, k, p);
 		if (ret)
 			break;
 	}
 	if (!ret && rc != SQLITE_ROW && rc != SQLITE_DONE)
-		ret = meta_errno(rc);
-	meta_finish(s);
+		ret = sq_errno(rc);
+	sq_finish(s);
 	return ret;
 }
 
-int meta_pcsums_get(struct meta *m, uint64_t ino, uint64_t *pcsums, uint64_t n)
+int sq_pcsums_get(struct meta *mb, uint64_t ino, uint64_t *pcsums, uint64_t n)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_PCSUMS_GET];
 	int rc, ret = -ENOENT;
 
@@ -145,37 +150,42 @@ int meta_pcsums_get(struct meta *m, uint64_t ino, uint64_t *pcsums, uint64_t n)
 			ret = -EUCLEAN;
 		}
 	} else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		ret = meta_errno(rc);
+		ret = sq_errno(rc);
 	}
-	meta_finish(s);
+	sq_finish(s);
 	return ret;
 }
 
-int meta_foreach_unsynced(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ctx)
+int sq_foreach_unsynced(struct meta *mb, uint64_t gen, meta_ino_fn fn, void *ctx)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_UNSYNCED];
 
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)gen);
-	return meta_each_mapping(s, fn, ctx);
+	return sq_each_mapping(s, fn, ctx);
 }
 
-int meta_prev_clear(struct meta *m)
+int sq_prev_clear(struct meta *mb)
 {
-	int ret = meta_exec(m, "UPDATE inodes SET prev_bucket = -1, prev_npages = 0, "
+	struct meta_sq *m = sq(mb);
+	int ret = sq_exec(m, "UPDATE inodes SET prev_bucket = -1, prev_npages = 0, "
 			       "prev_skey = NULL WHERE prev_bucket <> -1 OR prev_skey IS NOT NULL");
 
 	return ret ? ret
-		   : meta_exec(m, "UPDATE extents SET prev_bucket = -1, prev_npages = 0, "
+		   : sq_exec(m, "UPDATE extents SET prev_bucket = -1, prev_npages = 0, "
 				  "prev_skey = NULL WHERE prev_bucket <> -1 OR prev_skey IS NOT NULL");
 }
 
-int meta_foreach_mapping(struct meta *m, meta_ino_fn fn, void *ctx)
+int sq_foreach_mapping(struct meta *mb, meta_ino_fn fn, void *ctx)
 {
-	return meta_each_mapping(m->st[ST_MAPPINGS], fn, ctx);
+	struct meta_sq *m = sq(mb);
+
+	return sq_each_mapping(m->st[ST_MAPPINGS], fn, ctx);
 }
 
-int meta_count_unsettled(struct meta *m, uint64_t *new_files, uint64_t *orphans)
+int sq_count_unsettled(struct meta *mb, uint64_t *new_files, uint64_t *orphans)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = NULL;
 	int rc;
 
@@ -191,32 +201,34 @@ int meta_count_unsettled(struct meta *m, uint64_t *new_files, uint64_t *orphans)
 		rc = SQLITE_OK;
 	}
 	sqlite3_finalize(s);
-	return meta_errno(rc);
+	return sq_errno(rc);
 }
 
-int meta_recover(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphans)
+int sq_recover(struct meta *mb, uint64_t *dropped_new, uint64_t *dropped_orphans)
 {
+	struct meta_sq *m = sq(mb);
 	int ret;
 
 	*dropped_new = *dropped_orphans = 0;
-	ret = meta_begin(m);
+	ret = sq_begin(&m->base);
 	if (ret)
 		return ret;
-	ret = meta_exec(m, "DELETE FROM inodes WHERE parent IS NULL");
+	ret = sq_exec(m, "DELETE FROM inodes WHERE parent IS NULL");
 	if (!ret) {
 		*dropped_orphans = (uint64_t)sqlite3_changes(m->db);
-		ret = meta_exec(m, "DELETE FROM inodes WHERE state = 1");
+		ret = sq_exec(m, "DELETE FROM inodes WHERE state = 1");
 	}
 	if (!ret) {
 		*dropped_new = (uint64_t)sqlite3_changes(m->db);
-		return meta_commit(m);
+		return sq_commit(&m->base);
 	}
-	meta_rollback(m);
+	sq_rollback(&m->base);
 	return ret;
 }
 
-int meta_integrity(struct meta *m, char *first, size_t firstlen)
+int sq_integrity(struct meta *mb, char *first, size_t firstlen)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = NULL;
 	int rc, n = 0;
 
@@ -226,7 +238,7 @@ int meta_integrity(struct meta *m, char *first, size_t firstlen)
 	if (rc != SQLITE_OK) {
 		if (firstlen)
 			snprintf(first, firstlen, "%s", sqlite3_errmsg(m->db));
-		return meta_errno(rc);
+		return sq_errno(rc);
 	}
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		const char *row = (const char *)sqlite3_column_text(s, 0);
@@ -248,28 +260,32 @@ int meta_integrity(struct meta *m, char *first, size_t firstlen)
 	if (rc != SQLITE_DONE && !n) {
 		if (firstlen)
 			snprintf(first, firstlen, "%s", sqlite3_errmsg(m->db));
-		n = meta_errno(rc);
+		n = sq_errno(rc);
 	}
 	sqlite3_finalize(s);
 	return n;
 }
 
-static int meta_count(sqlite3_stmt *s, uint64_t *n)
+static int sq_count(sqlite3_stmt *s, uint64_t *n)
 {
 	int rc = sqlite3_step(s);
 
 	if (rc == SQLITE_ROW)
 		*n = (uint64_t)sqlite3_column_int64(s, 0);
-	meta_finish(s);
-	return rc == SQLITE_ROW ? 0 : meta_errno(rc);
+	sq_finish(s);
+	return rc == SQLITE_ROW ? 0 : sq_errno(rc);
 }
 
-int meta_count_files(struct meta *m, uint64_t *n)
+int sq_count_files(struct meta *mb, uint64_t *n)
 {
-	return meta_count(m->st[ST_COUNT_FILES], n);
+	struct meta_sq *m = sq(mb);
+
+	return sq_count(m->st[ST_COUNT_FILES], n);
 }
 
-int meta_count_mappings(struct meta *m, uint64_t *n)
+int sq_count_mappings(struct meta *mb, uint64_t *n)
 {
-	return meta_count(m->st[ST_COUNT_MAPPINGS], n);
+	struct meta_sq *m = sq(mb);
+
+	return sq_count(m->st[ST_COUNT_MAPPINGS], n);
 }

@@ -2,14 +2,14 @@
  * task.c: promotion tasks of the DRAM tier: queued, claimed by the
  * worker, finished; kept for operators until pruned.
  */
-#include "meta_int.h"
+#include "sqlite_int.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-static int64_t meta_wall_ns(void)
+static int64_t sq_wall_ns(void)
 {
 	struct timespec ts;
 
@@ -17,12 +17,13 @@ static int64_t meta_wall_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int meta_task_add(struct meta *m, struct meta_task *t)
+int sq_task_add(struct meta *mb, struct meta_task *t)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_TASK_ADD];
 	int ret;
 
-	t->created = meta_wall_ns();
+	t->created = sq_wall_ns();
 	t->state = META_TASK_QUEUED;
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)t->ino);
 	sqlite3_bind_text(s, 2, t->key, -1, SQLITE_STATIC);
@@ -32,14 +33,15 @@ int meta_task_add(struct meta *m, struct meta_task *t)
 	sqlite3_bind_int64(s, 6, (sqlite3_int64)t->page);
 	sqlite3_bind_int64(s, 7, (sqlite3_int64)t->csum);
 	sqlite3_bind_int64(s, 8, t->created);
-	ret = meta_step_done(m, s);
+	ret = sq_step_done(m, s);
 	if (!ret)
 		t->id = (uint64_t)sqlite3_last_insert_rowid(m->db);
 	return ret;
 }
 
-int meta_task_claim(struct meta *m, struct meta_task *t)
+int sq_task_claim(struct meta *mb, struct meta_task *t)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_TASK_NEXT];
 	int rc, ret;
 
@@ -59,48 +61,53 @@ int meta_task_claim(struct meta *m, struct meta_task *t)
 		t->created = sqlite3_column_int64(s, 8);
 		ret = 0;
 	} else {
-		ret = rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
+		ret = rc == SQLITE_DONE ? -ENOENT : sq_errno(rc);
 	}
-	meta_finish(s);
+	sq_finish(s);
 	if (ret)
 		return ret;
 	s = m->st[ST_TASK_START];
-	t->started = meta_wall_ns();
+	t->started = sq_wall_ns();
 	t->state = META_TASK_RUNNING;
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)t->id);
 	sqlite3_bind_int64(s, 2, t->started);
-	return meta_step_done(m, s);
+	return sq_step_done(m, s);
 }
 
-int meta_task_finish(struct meta *m, uint64_t id, int state, const char *error)
+int sq_task_finish(struct meta *mb, uint64_t id, int state, const char *error)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_TASK_FINISH];
 
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
 	sqlite3_bind_int(s, 2, state);
-	sqlite3_bind_int64(s, 3, meta_wall_ns());
+	sqlite3_bind_int64(s, 3, sq_wall_ns());
 	if (error)
 		sqlite3_bind_text(s, 4, error, -1, SQLITE_STATIC);
 	else
 		sqlite3_bind_null(s, 4);
-	return meta_changed_one(m, meta_step_done(m, s));
+	return sq_changed_one(m, sq_step_done(m, s));
 }
 
-int meta_task_pending(struct meta *m, uint64_t ino)
+int sq_task_pending(struct meta *mb, uint64_t ino)
 {
-	return meta_exists(m, ST_TASK_PENDING, ino);
+	struct meta_sq *m = sq(mb);
+
+	return sq_exists(m, ST_TASK_PENDING, ino);
 }
 
-int meta_task_requeue(struct meta *m, uint64_t *n)
+int sq_task_requeue(struct meta *mb, uint64_t *n)
 {
-	int ret = meta_exec(m, "UPDATE tasks SET state = 0, started = NULL WHERE state = 1");
+	struct meta_sq *m = sq(mb);
+	int ret = sq_exec(m, "UPDATE tasks SET state = 0, started = NULL WHERE state = 1");
 
 	*n = ret ? 0 : (uint64_t)sqlite3_changes(m->db);
 	return ret;
 }
 
-int meta_task_count(struct meta *m, int state, uint64_t *n)
+int sq_task_count(struct meta *mb, int state, uint64_t *n)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = NULL;
 	int rc;
 
@@ -115,17 +122,18 @@ int meta_task_count(struct meta *m, int state, uint64_t *n)
 		}
 	}
 	sqlite3_finalize(s);
-	return meta_errno(rc);
+	return sq_errno(rc);
 }
 
-int meta_task_prune(struct meta *m, uint64_t keep)
+int sq_task_prune(struct meta *mb, uint64_t keep)
 {
+	struct meta_sq *m = sq(mb);
 	char sql[200];
 
 	snprintf(sql, sizeof(sql),
 		 "DELETE FROM tasks WHERE state >= 2 AND id NOT IN (SELECT id FROM tasks "
 		 "WHERE state >= 2 ORDER BY id DESC LIMIT %llu)",
 		 (unsigned long long)keep);
-	return meta_exec(m, sql);
+	return sq_exec(m, sql);
 }
 

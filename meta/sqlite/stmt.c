@@ -1,62 +1,58 @@
 /*
- * stmt.c: the helpers every file of the sqlite engine shares (meta_int.h):
+ * stmt.c: the helpers every file of the sqlite engine shares (sqlite_int.h):
  * running statements and turning sqlite's codes into errnos, the settings
  * table, transactions, and reading inode rows.  The engine's floor: it
  * calls nothing in the other files.
  */
-#include "meta_int.h"
+#include "sqlite_int.h"
 
 #include <errno.h>
 #include <stdio.h>
 
 #include <sqlite3.h>
 
-int meta_begin(struct meta *m)
+int sq_begin(struct meta *mb)
 {
-	return meta_step_done(m, m->st[ST_BEGIN]);
+	struct meta_sq *m = sq(mb);
+
+	return sq_step_done(m, m->st[ST_BEGIN]);
 }
 
-int meta_commit(struct meta *m)
+int sq_commit(struct meta *mb)
 {
-	int ret = meta_step_done(m, m->st[ST_COMMIT]);
+	struct meta_sq *m = sq(mb);
+	int ret = sq_step_done(m, m->st[ST_COMMIT]);
 
 	if (ret)
-		meta_rollback(m);
+		sq_rollback(&m->base);
 	return ret;
 }
 
-int meta_read_begin(struct meta *m)
+int sq_read_begin(struct meta *mb)
 {
-	return meta_step_done(m, m->st[ST_BEGIN_READ]);
+	struct meta_sq *m = sq(mb);
+
+	return sq_step_done(m, m->st[ST_BEGIN_READ]);
 }
 
-void meta_read_end(struct meta *m)
+void sq_read_end(struct meta *mb)
 {
+	struct meta_sq *m = sq(mb);
+
 	/* A read transaction left open would refuse every later BEGIN. */
-	if (!sqlite3_get_autocommit(m->db) && meta_step_done(m, m->st[ST_COMMIT]))
-		meta_rollback(m);
+	if (!sqlite3_get_autocommit(m->db) && sq_step_done(m, m->st[ST_COMMIT]))
+		sq_rollback(&m->base);
 }
 
-void meta_rollback(struct meta *m)
+void sq_rollback(struct meta *mb)
 {
+	struct meta_sq *m = sq(mb);
+
 	if (!sqlite3_get_autocommit(m->db))
-		meta_step_done(m, m->st[ST_ROLLBACK]);
+		sq_step_done(m, m->st[ST_ROLLBACK]);
 }
 
-/* Count a write statement; -EIO when it is the one chosen to fail. */
-int meta_fault(struct meta *m)
-{
-	m->changes++;
-	if (!m->fault_at)
-		return 0;
-	if (++m->writes == m->fault_at) {
-		m->fault_at = 0;
-		return -EIO;
-	}
-	return 0;
-}
-
-int meta_errno(int rc)
+int sq_errno(int rc)
 {
 	switch (rc & 0xff) {
 	case SQLITE_OK:
@@ -85,7 +81,7 @@ int meta_errno(int rc)
 }
 
 /* Reset after use so the statement holds no read lock between calls. */
-int meta_step_done(struct meta *m, sqlite3_stmt *s)
+int sq_step_done(struct meta_sq *m, sqlite3_stmt *s)
 {
 	int own = sqlite3_get_autocommit(m->db);
 	int rc = sqlite3_step(s);
@@ -97,9 +93,9 @@ int meta_step_done(struct meta *m, sqlite3_stmt *s)
 	 * transaction (sqlite rolled it back; the log is emptied first, its
 	 * blocks returned), or a COMMIT that left its transaction open.
 	 */
-	if ((rc & 0xff) == SQLITE_FULL && m->full_hook &&
+	if ((rc & 0xff) == SQLITE_FULL && m->base.full_hook &&
 	    (own || (s == m->st[ST_COMMIT] && !sqlite3_get_autocommit(m->db)))) {
-		m->full_hook(m->full_arg);
+		m->base.full_hook(m->base.full_arg);
 		if (own && !__atomic_load_n(&m->log_failed, __ATOMIC_RELAXED))
 			sqlite3_wal_checkpoint_v2(m->db, "main", SQLITE_CHECKPOINT_TRUNCATE, NULL,
 						  NULL);
@@ -109,23 +105,23 @@ int meta_step_done(struct meta *m, sqlite3_stmt *s)
 	sqlite3_clear_bindings(s);
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
 		(void)m;
-		return meta_errno(rc);
+		return sq_errno(rc);
 	}
 	return 0;
 }
 
-void meta_finish(sqlite3_stmt *s)
+void sq_finish(sqlite3_stmt *s)
 {
 	sqlite3_reset(s);
 	sqlite3_clear_bindings(s);
 }
 
-int meta_exec(struct meta *m, const char *sql)
+int sq_exec(struct meta_sq *m, const char *sql)
 {
-	return meta_errno(sqlite3_exec(m->db, sql, NULL, NULL, NULL));
+	return sq_errno(sqlite3_exec(m->db, sql, NULL, NULL, NULL));
 }
 
-int meta_kv_get(struct meta *m, const char *k, sqlite3_int64 *iv, char *sv, size_t slen)
+int sq_kv_get(struct meta_sq *m, const char *k, sqlite3_int64 *iv, char *sv, size_t slen)
 {
 	sqlite3_stmt *s = m->st[ST_KV_GET];
 	int rc, ret = -ENOENT;
@@ -141,31 +137,31 @@ int meta_kv_get(struct meta *m, const char *k, sqlite3_int64 *iv, char *sv, size
 		}
 		ret = 0;
 	} else if (rc != SQLITE_DONE) {
-		ret = meta_errno(rc);
+		ret = sq_errno(rc);
 	}
-	meta_finish(s);
+	sq_finish(s);
 	return ret;
 }
 
-int meta_kv_set_int(struct meta *m, const char *k, sqlite3_int64 v)
+int sq_kv_set_int(struct meta_sq *m, const char *k, sqlite3_int64 v)
 {
 	sqlite3_stmt *s = m->st[ST_KV_SET];
 
 	sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, v);
-	return meta_step_done(m, s);
+	return sq_step_done(m, s);
 }
 
-int meta_kv_set_text(struct meta *m, const char *k, const char *v)
+int sq_kv_set_text(struct meta_sq *m, const char *k, const char *v)
 {
 	sqlite3_stmt *s = m->st[ST_KV_SET];
 
 	sqlite3_bind_text(s, 1, k, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, v, -1, SQLITE_STATIC);
-	return meta_step_done(m, s);
+	return sq_step_done(m, s);
 }
 
-void meta_bind_new_inode(sqlite3_stmt *s, const struct meta_inode *in, const char *name,
+void sq_bind_new_inode(sqlite3_stmt *s, const struct meta_inode *in, const char *name,
 			 size_t len)
 {
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)in->parent);
@@ -184,7 +180,7 @@ void meta_bind_new_inode(sqlite3_stmt *s, const struct meta_inode *in, const cha
 	sqlite3_bind_int(s, 14, in->state);
 }
 
-void meta_row_inode(sqlite3_stmt *s, struct meta_inode *in)
+void sq_row_inode(sqlite3_stmt *s, struct meta_inode *in)
 {
 	in->ino = (uint64_t)sqlite3_column_int64(s, 0);
 	in->parent = (uint64_t)sqlite3_column_int64(s, 1);
@@ -210,44 +206,44 @@ void meta_row_inode(sqlite3_stmt *s, struct meta_inode *in)
 	in->ext = 0;
 }
 
-void meta_row_mapping(sqlite3_stmt *s, struct meta_inode *in)
+void sq_row_mapping(sqlite3_stmt *s, struct meta_inode *in)
 {
-	meta_row_inode(s, in);
+	sq_row_inode(s, in);
 	in->ext = (uint64_t)sqlite3_column_int64(s, INODE_NCOLS);
 }
 
-int meta_each_mapping(sqlite3_stmt *s, meta_ino_fn fn, void *ctx)
+int sq_each_mapping(sqlite3_stmt *s, meta_ino_fn fn, void *ctx)
 {
 	struct meta_inode in;
 	int rc, ret = 0;
 
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		meta_row_mapping(s, &in);
+		sq_row_mapping(s, &in);
 		ret = fn(ctx, &in);
 		if (ret)
 			break;
 	}
 	if (!ret && rc != SQLITE_DONE)
-		ret = meta_errno(rc);
-	meta_finish(s);
+		ret = sq_errno(rc);
+	sq_finish(s);
 	return ret;
 }
 
-int meta_one_inode(sqlite3_stmt *s, struct meta_inode *out)
+int sq_one_inode(sqlite3_stmt *s, struct meta_inode *out)
 {
 	int rc = sqlite3_step(s), ret;
 
 	if (rc == SQLITE_ROW) {
-		meta_row_inode(s, out);
+		sq_row_inode(s, out);
 		ret = 0;
 	} else {
-		ret = rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
+		ret = rc == SQLITE_DONE ? -ENOENT : sq_errno(rc);
 	}
-	meta_finish(s);
+	sq_finish(s);
 	return ret;
 }
 
-int meta_changed_one(struct meta *m, int ret)
+int sq_changed_one(struct meta_sq *m, int ret)
 {
 	if (!ret && sqlite3_changes(m->db) == 0)
 		return -ENOENT;
@@ -255,33 +251,33 @@ int meta_changed_one(struct meta *m, int ret)
 }
 
 /* Run statement st with ?1 = id: 1 when it returns a row, 0 when not. */
-int meta_exists(struct meta *m, int st, uint64_t id)
+int sq_exists(struct meta_sq *m, int st, uint64_t id)
 {
 	sqlite3_stmt *s = m->st[st];
 	int rc;
 
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
 	rc = sqlite3_step(s);
-	meta_finish(s);
+	sq_finish(s);
 	if (rc == SQLITE_ROW)
 		return 1;
-	return rc == SQLITE_DONE ? 0 : meta_errno(rc);
+	return rc == SQLITE_DONE ? 0 : sq_errno(rc);
 }
 
 /* Step s to the end, calling fn on each row until it returns non-zero. */
-int meta_each_inode(sqlite3_stmt *s, meta_ino_fn fn, void *ctx)
+int sq_each_inode(sqlite3_stmt *s, meta_ino_fn fn, void *ctx)
 {
 	struct meta_inode in;
 	int rc, ret = 0;
 
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		meta_row_inode(s, &in);
+		sq_row_inode(s, &in);
 		ret = fn(ctx, &in);
 		if (ret)
 			break;
 	}
 	if (!ret && rc != SQLITE_DONE)
-		ret = meta_errno(rc);
-	meta_finish(s);
+		ret = sq_errno(rc);
+	sq_finish(s);
 	return ret;
 }

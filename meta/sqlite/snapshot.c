@@ -3,39 +3,44 @@
  * of each bucket's allocation bitmap, so that the next mount need not
  * rebuild the bitmaps from every mapping.
  */
-#include "meta_int.h"
+#include "sqlite_int.h"
 
 #include <errno.h>
 #include <string.h>
 
-int meta_clean_get(struct meta *m, int *clean)
+int sq_clean_get(struct meta *mb, int *clean)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_int64 v = 0;
-	int ret = meta_kv_get(m, "clean", &v, NULL, 0);
+	int ret = sq_kv_get(m, "clean", &v, NULL, 0);
 
 	*clean = ret == 0 && v == 1;
 	return ret == -ENOENT ? 0 : ret;
 }
 
-int meta_clean_set(struct meta *m, int clean)
+int sq_clean_set(struct meta *mb, int clean)
 {
-	return meta_kv_set_int(m, "clean", clean ? 1 : 0);
+	struct meta_sq *m = sq(mb);
+
+	return sq_kv_set_int(m, "clean", clean ? 1 : 0);
 }
 
-int meta_bitmap_save(struct meta *m, uint32_t bucket, uint64_t npages,
+int sq_bitmap_save(struct meta *mb, uint32_t bucket, uint64_t npages,
 		     const uint64_t *words, uint64_t nwords)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_BITMAP_SAVE];
 
 	sqlite3_bind_int64(s, 1, bucket);
 	sqlite3_bind_int64(s, 2, (sqlite3_int64)npages);
 	sqlite3_bind_blob64(s, 3, words, nwords * sizeof(uint64_t), SQLITE_STATIC);
-	return meta_step_done(m, s);
+	return sq_step_done(m, s);
 }
 
-int meta_bitmap_load(struct meta *m, uint32_t bucket, uint64_t npages,
+int sq_bitmap_load(struct meta *mb, uint32_t bucket, uint64_t npages,
 		     uint64_t *words, uint64_t nwords)
 {
+	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s = m->st[ST_BITMAP_LOAD];
 	int rc, ret;
 
@@ -50,13 +55,15 @@ int meta_bitmap_load(struct meta *m, uint32_t bucket, uint64_t npages,
 			ret = 0;
 		}
 	} else {
-		ret = rc == SQLITE_DONE ? -ENOENT : meta_errno(rc);
+		ret = rc == SQLITE_DONE ? -ENOENT : sq_errno(rc);
 	}
-	meta_finish(s);
+	sq_finish(s);
 	return ret;
 }
 
-int meta_bitmap_clear(struct meta *m)
+int sq_bitmap_clear(struct meta *mb)
 {
-	return meta_step_done(m, m->st[ST_BITMAP_CLEAR]);
+	struct meta_sq *m = sq(mb);
+
+	return sq_step_done(m, m->st[ST_BITMAP_CLEAR]);
 }
