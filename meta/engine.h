@@ -94,6 +94,8 @@ struct meta_ops {
 	int (*extents)(struct meta *m, uint64_t ino, meta_ino_fn fn, void *ctx);
 	int (*extent_pcsums_get)(struct meta *m, uint64_t ino, uint64_t idx, uint64_t *pcsums,
 				 uint64_t n);
+	int (*extent_from_row)(struct meta *m, uint64_t ino);
+	int (*extent_to_row)(struct meta *m, uint64_t ino);
 	int (*count_unsettled)(struct meta *m, uint64_t *new_files, uint64_t *orphans);
 	int (*recover)(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphans);
 	int (*foreach_unsynced)(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ctx);

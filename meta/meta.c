@@ -347,6 +347,16 @@ int meta_extents(struct meta *m, uint64_t ino, meta_ino_fn fn, void *ctx)
 	return m->ops->extents(m, ino, fn, ctx);
 }
 
+int meta_extent_from_row(struct meta *m, uint64_t ino)
+{
+	return m->ops->extent_from_row(m, ino);
+}
+
+int meta_extent_to_row(struct meta *m, uint64_t ino)
+{
+	return m->ops->extent_to_row(m, ino);
+}
+
 int meta_extent_pcsums_get(struct meta *m, uint64_t ino, uint64_t idx, uint64_t *pcsums,
 			   uint64_t n)
 {

@@ -89,26 +89,27 @@ int sq_extent_pcsums_get(struct meta *mb, uint64_t ino, uint64_t idx, uint64_t *
 }
 
 /* Run sql with ?1 = ino: a rare statement, prepared each time. */
-static int meta_run_ino(struct meta *m, const char *sql, uint64_t ino)
+static int sq_run_ino(struct meta_sq *m, const char *sql, uint64_t ino)
 {
 	sqlite3_stmt *s = NULL;
 	int rc = sqlite3_prepare_v2(m->db, sql, -1, &s, NULL);
 
 	if (rc != SQLITE_OK)
-		return meta_errno(rc);
+		return sq_errno(rc);
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
-	rc = meta_step_done(m, s);
+	rc = sq_step_done(m, s);
 	sqlite3_finalize(s);
 	return rc;
 }
 
-int meta_extent_from_row(struct meta *m, uint64_t ino)
+int sq_extent_from_row(struct meta *mb, uint64_t ino)
 {
+	struct meta_sq *m = sq(mb);
 	int ret;
 
-	if (meta_fault(m))
+	if (meta_fault(&m->base))
 		return -EIO;
-	ret = meta_run_ino(m,
+	ret = sq_run_ino(m,
 			   "INSERT INTO extents (ino, idx, size, bucket, page, npages, csum, gen, "
 			   "prev_bucket, prev_page, prev_npages, prev_size, prev_csum, pcsums, skey, "
 			   "prev_skey) SELECT ino, 0, size, bucket, page, npages, csum, gen, "
@@ -116,19 +117,20 @@ int meta_extent_from_row(struct meta *m, uint64_t ino)
 			   "prev_skey FROM inodes WHERE ino = ?1 AND bucket >= 0",
 			   ino);
 	return ret ? ret
-		   : meta_run_ino(m,
+		   : sq_run_ino(m,
 				  "UPDATE inodes SET pcsums = NULL, skey = NULL, prev_skey = NULL, "
 				  "prev_bucket = -1 WHERE ino = ?1",
 				  ino);
 }
 
-int meta_extent_to_row(struct meta *m, uint64_t ino)
+int sq_extent_to_row(struct meta *mb, uint64_t ino)
 {
+	struct meta_sq *m = sq(mb);
 	int ret;
 
-	if (meta_fault(m))
+	if (meta_fault(&m->base))
 		return -EIO;
-	ret = meta_run_ino(m,
+	ret = sq_run_ino(m,
 			   "UPDATE inodes SET (size, bucket, page, npages, csum, gen, prev_bucket, "
 			   "prev_page, prev_npages, prev_size, prev_csum, pcsums, skey, prev_skey) = "
 			   "(SELECT size, bucket, page, npages, csum, gen, prev_bucket, prev_page, "
@@ -136,5 +138,5 @@ int meta_extent_to_row(struct meta *m, uint64_t ino)
 			   "WHERE ino = ?1 AND idx = 0) WHERE ino = ?1 AND EXISTS "
 			   "(SELECT 1 FROM extents WHERE ino = ?1 AND idx = 0)",
 			   ino);
-	return ret ? ret : meta_run_ino(m, "DELETE FROM extents WHERE ino = ?1", ino);
+	return ret ? ret : sq_run_ino(m, "DELETE FROM extents WHERE ino = ?1", ino);
 }
