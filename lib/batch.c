@@ -844,6 +844,38 @@ static int get_read(const struct offloadfs_desc *d, void *buf, size_t cap)
 }
 
 /*
+ * A file of several extents has no one-run descriptor (the lookup's
+ * EFBIG): read through the mount, as any reader, into buf.
+ */
+static int get_by_path(const char *tenant_dir, const char *key, void *buf, size_t cap,
+		       uint64_t *size)
+{
+	char path[8192];
+	struct stat st;
+	ssize_t r;
+	int fd, ret = 0;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", tenant_dir, key) >= sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st)) {
+		ret = -errno;
+	} else {
+		*size = (uint64_t)st.st_size;
+		if (*size > cap) {
+			ret = -EOVERFLOW;
+		} else {
+			r = full_pread(fd, buf, *size, 0);
+			ret = r < 0 ? (int)r : (uint64_t)r == *size ? 0 : -EIO;
+		}
+	}
+	close(fd);
+	return ret;
+}
+
+/*
  * Descriptors for keys[idx[0..ni)] into d: kept ones when kept is set,
  * the others looked up in one request.
  */
@@ -923,6 +955,9 @@ int offloadfs_get_many(const char *tenant_dir, const char *const *keys, void *co
 		}
 		ni = nstale;
 	}
+	for (i = 0; i < n; i++)
+		if (e[i] == -EFBIG)
+			e[i] = get_by_path(tenant_dir, keys[i], bufs[i], caps[i], &d[i].size);
 	for (i = 0; i < n; i++) {
 		/* EOVERFLOW: the size a buffer needs. */
 		if (lens)
@@ -968,8 +1003,9 @@ int offloadfs_exists_many(const char *tenant_dir, const char *const *keys, size_
 	/* A kept, valid descriptor answers without the daemon. */
 	get_descs(b, keys, idx, n, 1, d, mkeys, miss, md);
 	for (i = 0; i < n; i++) {
-		exists[i] = d[i].err == 0;
-		if (d[i].err && d[i].err != -ENOENT && !ret)
+		/* EFBIG: a file of several extents, which has no one-run descriptor. */
+		exists[i] = d[i].err == 0 || d[i].err == -EFBIG;
+		if (d[i].err && d[i].err != -ENOENT && d[i].err != -EFBIG && !ret)
 			ret = d[i].err;
 	}
 out:

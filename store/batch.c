@@ -361,7 +361,7 @@ static int batch_reserve(struct ofs_store *s, struct ofs_batch *b, const struct 
 	for (i = 0; i < n; i++) {
 		size_t had = b->nresv;
 
-		if (r->ent[i]->size > s->geom.bucket_size)
+		if (r->ent[i]->size > s->esize)
 			d[i].err = -EFBIG;
 		else
 			d[i].err = batch_reserve_one(s, b, before, r->key[i], r->ent[i]->klen,
@@ -639,6 +639,8 @@ static int batch_lookup(struct ofs_store *s, struct ofs_batch *b, const struct b
 				e = -EISDIR;
 			else if (m.state != META_COMMITTED)
 				e = -ENOENT;
+			else if (m.bucket == META_EXTENTS)
+				e = -EFBIG; /* no one-run descriptor: read through the mount */
 		}
 		d[i].err = e;
 		if (e)

@@ -92,6 +92,28 @@ check_eq "its descriptor has no extents" "extents 0" \
 	"$(desc_check "$MNT/t/sparse" <(head -c $((48 * MB)) /dev/zero) 2>&1)"
 rm -f "$MNT/t/sparse"
 
+# ---- the batch interface (pages backend) ----
+if [ "$OFS_BACKEND" == pages ]; then
+	export OFFLOADFS_BATCH_LIB="$OFS_BUILD/liboffloadfs_batch.so"
+	mkrand "$REF/mid" $((6 * MB))
+	cp "$REF/mid" "$MNT/t/mid"
+	check_eq "get_many of a file of extents (read through the mount), exists_many, and a put_many past one extent: EFBIG" \
+		"6291456 True EFBIG" "$(python3 - "$MNT/t" "$OFS_TESTS_DIR/../../lib/python" "$REF/mid" <<'PY' 2>&1
+import errno, sys
+sys.path.insert(0, sys.argv[2])
+import offloadfs_batch as ob
+t = ob.Tenant(sys.argv[1])
+buf = [bytearray(8 << 20)]
+n = t.get_many(["mid"], buf)[0]
+same = bytes(buf[0][:n]) == open(sys.argv[3], "rb").read()
+ex = t.exists_many(["mid"])[0]
+errs = t.put_many_errs(["toolarge"], [bytes(5 << 20)])
+print(n if same else "differs", ex, errno.errorcode.get(-errs[0], errs[0]))
+PY
+)"
+	rm -f "$MNT/t/mid"
+fi
+
 # ---- back under one extent ----
 check "a truncate to 1 MiB" truncate -s 1M "$MNT/t/big"
 head -c $((1 * MB)) "$REF/big2" >"$REF/small"
