@@ -303,6 +303,12 @@ static int store_extent_size(struct ofs_store *s, const struct ofs_config *cfg, 
 				 "size up to the bucket size", s->meta_path, buf);
 			return -EUCLEAN;
 		}
+		if (cfg->extent_size && cfg->extent_size != v) {
+			snprintf(err, errlen, "extent_size=%llu asked, but the store has %llu "
+				 "(fixed when it was made)",
+				 (unsigned long long)cfg->extent_size, (unsigned long long)v);
+			return -EINVAL;
+		}
 		s->esize = v;
 		return 0;
 	}

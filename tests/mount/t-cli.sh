@@ -136,7 +136,7 @@ cp "$ROOT/offloadfs.db" "$TESTDIR/db.saved"
 sqlite3 "$ROOT/offloadfs.db" 'pragma user_version = 7'
 sum=$(md5sum <"$ROOT/offloadfs.db")
 refuse "a database of another schema version is refused" \
-	"unsupported schema version: found 7, expected 3" "$ROOT" "$MNT"
+	"unsupported schema version: found 7, expected 4" "$ROOT" "$MNT"
 check_eq "that database is unchanged" "$sum" "$(md5sum <"$ROOT/offloadfs.db")"
 cp "$TESTDIR/db.saved" "$ROOT/offloadfs.db"
 rm -f "$ROOT/offloadfs.db-wal" "$ROOT/offloadfs.db-shm"

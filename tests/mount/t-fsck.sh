@@ -243,13 +243,14 @@ sqlite3 "$DB" "PRAGMA user_version = 9"
 sum=$(md5sum <"$DB")
 ofs_fsck
 check_eq "newer schema: fsck exits 2" 2 "$RC"
-check_contains "newer schema: found X, expected Y" "found 9, expected 3" "$ERR"
+check_contains "newer schema: found X, expected Y" "found 9, expected 4" "$ERR"
 check_eq "newer schema: the database is untouched" "$sum" "$(md5sum <"$DB")"
 rm -rf "$ROOT"/* 2>/dev/null
 
 # ---- an older schema (1): fsck leaves it as it is; --repair or a mount upgrades it ----
 make_store
-sqlite3 "$DB" "DROP TRIGGER inodes_nlink_insert; DROP TRIGGER inodes_nlink_delete;
+sqlite3 "$DB" "DROP TRIGGER inodes_extents; DROP TABLE extents;
+	DROP TRIGGER inodes_nlink_insert; DROP TRIGGER inodes_nlink_delete;
 	DROP TRIGGER inodes_nlink_move; DROP TRIGGER inodes_xattrs; DROP TABLE xattrs;
 	ALTER TABLE inodes DROP COLUMN nlink;
 	ALTER TABLE inodes DROP COLUMN skey; ALTER TABLE inodes DROP COLUMN prev_skey;
@@ -257,11 +258,11 @@ sqlite3 "$DB" "DROP TRIGGER inodes_nlink_insert; DROP TRIGGER inodes_nlink_delet
 sum=$(md5sum <"$DB")
 ofs_fsck
 check_eq "older schema: fsck without --repair exits 2" 2 "$RC"
-check_contains "older schema: says how it gets upgraded" "schema version 1, older than this build's 3" "$ERR"
+check_contains "older schema: says how it gets upgraded" "schema version 1, older than this build's 4" "$ERR"
 check_eq "older schema: the database is untouched" "$sum" "$(md5sum <"$DB")"
 run "$OFSCTL" fsck "$ROOT" --repair
 check_eq "older schema: fsck --repair upgrades it and checks it" 0 "$RC"
-check_eq "older schema: now schema 3" 3 "$(sqlite3 "$DB" 'PRAGMA user_version')"
+check_eq "older schema: now schema 4" 4 "$(sqlite3 "$DB" 'PRAGMA user_version')"
 ofs_mount "$GEOM" || ofs_bail "cannot mount the upgraded store"
 check_cmp "older schema: the upgraded store mounts and reads" "$REF/a" "$MNT/t/d/a"
 ofs_umount

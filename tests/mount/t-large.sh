@@ -261,6 +261,9 @@ check "a file of extents again" cp "$REF/big2" "$MNT/t/kept"
 
 ofs_umount || ofs_bail "cannot unmount"
 check_fsck_clean "fsck of a store with a file of extents"
+ofs_mount "bucket_count=4,bucket_size=16M,extent_size=8M"
+check_eq "a mount asking for another extent_size is refused, naming both" 1 \
+	"$(grep -c 'extent_size=8388608 asked, but the store has 4194304' "$LOG")"
 ofs_mount "$GEOM" || ofs_bail "cannot mount"
 check_cmp "kept across the fsck" "$REF/big2" "$MNT/t/kept"
 ofs_done
