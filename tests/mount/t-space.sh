@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # t-space.sh: space accounting on a tiny store, bucket_count=2 and
 # bucket_size=1M (16 pages of 64K per bucket, 32 in all): EFBIG for a file
-# bigger than a bucket, ENOSPC once every page is used, space back after
+# past the store's capacity, a file bigger than a bucket in two extents,
+# ENOSPC once every page is used, space back after
 # unlink, exact statfs numbers throughout and after a remount.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -10,17 +11,21 @@ ofs_mount "bucket_count=2,bucket_size=1M" || ofs_bail "cannot mount"
 check_eq "statfs: 32 blocks of 64K, all free" "32,32,$PAGE" "$(stat -f -c %b,%f,%S "$MNT")"
 mkdir "$MNT/t"
 
-# ---- EFBIG ----
-check_fails "a 2 MiB file: EFBIG (head)" "File too large" \
-	sh -c "head -c 2M /dev/urandom > '$MNT/t/big'"
+# ---- EFBIG: past the store's capacity (a larger file than a bucket is extents) ----
+check_fails "a 3 MiB file: EFBIG (head)" "File too large" \
+	sh -c "head -c 3M /dev/urandom > '$MNT/t/big'"
 rm -f "$MNT/t/big"
-check_fails "a 2 MiB file: EFBIG (dd, one 2 MiB write)" "File too large" \
-	dd if=/dev/zero of="$MNT/t/big" bs=2M count=1 status=none
+check_fails "a 3 MiB file: EFBIG (dd, one 3 MiB write)" "File too large" \
+	dd if=/dev/zero of="$MNT/t/big" bs=3M count=1 status=none
 rm -f "$MNT/t/big"
-check_fails "1 MiB + 1 byte: EFBIG" "File too large" \
-	sh -c "head -c $((1024 * 1024 + 1)) /dev/zero > '$MNT/t/big'"
+check_fails "2 MiB + 1 byte: EFBIG" "File too large" \
+	sh -c "head -c $((2 * 1024 * 1024 + 1)) /dev/zero > '$MNT/t/big'"
 rm -f "$MNT/t/big"
-check_fails "truncate -s 1M+1: EFBIG" "File too large" truncate -s $((1024 * 1024 + 1)) "$MNT/t/big"
+check_fails "truncate -s 2M+1: EFBIG" "File too large" truncate -s $((2 * 1024 * 1024 + 1)) "$MNT/t/big"
+mkrand "$REF/two" $((1024 * 1024 + 1))
+check "1 MiB + 1 byte, larger than a bucket: two extents" cp "$REF/two" "$MNT/t/big"
+check_cmp "it reads back" "$REF/two" "$MNT/t/big"
+rm -f "$MNT/t/big"
 rm -f "$MNT/t/big"
 check_eq "all 32 pages free after removing the failed files" 32 "$(ofs_free)"
 mkrand "$REF/onebucket" $((1024 * 1024))
