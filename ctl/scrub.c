@@ -31,7 +31,7 @@
  * A descriptor: its fields, and the escaped path of a bucket file or key
  * of a value (each byte escaped to at most three).
  */
-#define SCRUB_DESC_MAX (3 * 4096 + 128)
+#define SCRUB_DESC_MAX 65536 /* the kernel's largest xattr value: a file of many extents */
 
 struct scrub {
 	uint64_t files, bytes, bad, errors, skipped, dropped;
@@ -152,41 +152,29 @@ static void scrub_value(struct scrub *sc, const char *file, const char *show, co
 	free(buf);
 }
 
-/* file: a path for the xattr calls (short: through a directory descriptor); show: for messages. */
-static void scrub_file(struct scrub *sc, const char *file, const char *show)
+/*
+ * The object (or extent) a one-run descriptor desc names, against the
+ * checksum sumtxt (hex); file and show as scrub_file's.
+ */
+static void scrub_one_run(struct scrub *sc, const char *file, const char *show,
+			  const char *desc, const char *sumtxt)
 {
-	char desc[SCRUB_DESC_MAX], sumtxt[64], bucket[4096];
+	char bucket[4096];
 	uint64_t off, size, want, done = 0;
 	XXH3_state_t *st;
 	ssize_t n;
 	char *buf;
 	int fd;
 
-	n = getxattr(file, "user.offload.descriptor", desc, sizeof(desc) - 1);
-	if (n < 0 && errno == ENODATA) {
-		/* Being written, or quarantined: nothing committed to check. */
-		sc->skipped++;
-		return;
-	}
-	if (n < 0) {
-		printf("%s: not checked: cannot read its descriptor: %s\n", show, strerror(errno));
-		sc->errors++;
-		sc->unchecked++;
-		return;
-	}
-	desc[n] = '\0';
-	n = getxattr(file, "user.offload.checksum", sumtxt, sizeof(sumtxt) - 1);
-	if (n >= 0 && strstr(desc, "store=ubsio\n") == desc) {
-		sumtxt[n] = '\0';
+	if (strstr(desc, "store=ubsio\n") == desc) {
 		scrub_value(sc, file, show, desc, sumtxt);
 		return;
 	}
-	if (n < 0 || scrub_parse(desc, bucket, sizeof(bucket), &off, &size)) {
+	if (scrub_parse(desc, bucket, sizeof(bucket), &off, &size)) {
 		printf("%s: unreadable descriptor\n", show);
 		sc->errors++;
 		return;
 	}
-	sumtxt[n] = '\0';
 	want = strtoull(sumtxt, NULL, 16);
 	sc->files++;
 	if (size == 0)
@@ -236,6 +224,79 @@ out:
 		close(fd);
 	free(buf);
 	XXH3_freeState(st);
+}
+
+/*
+ * A file of extents: its descriptor lists them, each after its
+ * extent_offset and checksum lines, in a one-run descriptor of its own;
+ * each is checked as a file of one run, and the file counts once.
+ */
+static void scrub_extents(struct scrub *sc, const char *file, const char *show, char *desc)
+{
+	char *p = strstr(desc, "\nextent_offset="), sumtxt[64];
+	uint64_t files = sc->files;
+
+	while (p) {
+		char *sum = strstr(p + 1, "\nchecksum="), *next, *body;
+		size_t n;
+
+		if (!sum || (n = strcspn(sum + 10, "\n")) >= sizeof(sumtxt)) {
+			printf("%s: unreadable descriptor\n", show);
+			sc->errors++;
+			return;
+		}
+		memcpy(sumtxt, sum + 10, n);
+		sumtxt[n] = '\0';
+		body = sum + 10 + n + 1;
+		next = strstr(body - 1, "\nextent_offset=");
+		if (next)
+			*next = '\0';
+		scrub_one_run(sc, file, show, body - 1, sumtxt);
+		if (next)
+			*next = '\n';
+		p = next;
+	}
+	/* A file, whatever its count of extents (a hole-only file has none). */
+	sc->files = files + 1;
+}
+
+/* file: a path for the xattr calls (short: through a directory descriptor); show: for messages. */
+static void scrub_file(struct scrub *sc, const char *file, const char *show)
+{
+	char *desc = malloc(SCRUB_DESC_MAX), sumtxt[64];
+	ssize_t n;
+
+	if (!desc) {
+		sc->errors++;
+		return;
+	}
+	n = getxattr(file, "user.offload.descriptor", desc, SCRUB_DESC_MAX - 1);
+	if (n < 0 && errno == ENODATA) {
+		/* Being written, or quarantined: nothing committed to check. */
+		sc->skipped++;
+		goto out;
+	}
+	if (n < 0) {
+		printf("%s: not checked: cannot read its descriptor: %s\n", show, strerror(errno));
+		sc->errors++;
+		sc->unchecked++;
+		goto out;
+	}
+	desc[n] = '\0';
+	if (strncmp(desc, "object_size=", 12) == 0 && strstr(desc, "\nextents=")) {
+		scrub_extents(sc, file, show, desc);
+		goto out;
+	}
+	n = getxattr(file, "user.offload.checksum", sumtxt, sizeof(sumtxt) - 1);
+	if (n < 0) {
+		printf("%s: unreadable descriptor\n", show);
+		sc->errors++;
+		goto out;
+	}
+	sumtxt[n] = '\0';
+	scrub_one_run(sc, file, show, desc, sumtxt);
+out:
+	free(desc);
 }
 
 /*

@@ -783,8 +783,9 @@ int ofs_extents_describe(struct ofs_store *s, struct ofs_object *o, char *buf, s
 
 		if (map.bucket < 0)
 			continue;
-		n = snprintf(buf + at, len - at, "extent_offset=%llu\n",
-			     (unsigned long long)(x->v[i].idx * s->esize));
+		n = snprintf(buf + at, len - at, "extent_offset=%llu\nchecksum=%016llx\n",
+			     (unsigned long long)(x->v[i].idx * s->esize),
+			     (unsigned long long)x->v[i].v.csum);
 		if (n < 0 || (size_t)n >= len - at)
 			return -E2BIG;
 		at += (size_t)n;

@@ -259,6 +259,28 @@ check_cmp "after kill -9 of the daemon: the fsynced content, not the later write
 rm -f "$MNT/t/killed" "$MNT/t/killed.synced"
 check "a file of extents again" cp "$REF/big2" "$MNT/t/kept"
 
+run "$OFSCTL" scrub "$MNT"
+check_eq "scrub of a file of extents: exits 0" 0 "$RC"
+check_contains "scrub counts it once" "1 files" "$OUT"
+if [ "$OFS_BACKEND" == pages ]; then
+	# One byte of its third extent changed behind the daemon's back.
+	read -r bf bo <<<"$(python3 - "$MNT/t/kept" <<'PY'
+import os, sys
+v = os.getxattr(sys.argv[1], "user.offload.descriptor").decode().split("\n")
+i = [k for k, l in enumerate(v) if l.startswith("extent_offset=")][2]
+blk = dict(l.split("=", 1) for l in v[i:i + 5])
+print(blk["file_path"], int(blk["offset"]) + 100)
+PY
+)"
+	flip() { python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR); o = int(sys.argv[2])
+os.pwrite(fd, bytes([os.pread(fd, 1, o)[0] ^ 1]), o)' "$bf" "$bo"; }
+	flip
+	run "$OFSCTL" scrub "$MNT"
+	check_eq "scrub finds a damaged extent: exits 1" 1 "$RC"
+	check_contains "and names it" "checksum mismatch" "$OUT"
+	flip
+fi
 ofs_umount || ofs_bail "cannot unmount"
 check_fsck_clean "fsck of a store with a file of extents"
 ofs_mount "bucket_count=4,bucket_size=16M,extent_size=8M"
