@@ -283,6 +283,34 @@ os.pwrite(fd, bytes([os.pread(fd, 1, o)[0] ^ 1]), o)' "$bf" "$bo"; }
 fi
 ofs_umount || ofs_bail "cannot unmount"
 check_fsck_clean "fsck of a store with a file of extents"
+
+# ---- 6 GiB by cp, on the default geometry (4 GiB buckets, 64 MiB extents) ----
+avail=$(df --output=avail -B1G "$TESTDIR" | tail -1)
+if [ "$avail" -lt 20 ]; then
+	skip "a 6 GiB file by cp" "$avail GiB free under $TESTDIR, 20 needed (the source and the store)"
+else
+	ROOT6="$TESTDIR/root6"
+	mkdir "$ROOT6"
+	ROOT_SAVED=$ROOT
+	ROOT=$ROOT6
+	ofs_mount "" || ofs_bail "cannot mount a default store"
+	mkdir "$MNT/t"
+	mkrand "$REF/64m" $((64 * MB))
+	for i in $(seq 96); do cat "$REF/64m"; done >"$REF/6g"
+	rm -f "$REF/64m"
+	check "cp of a 6 GiB file" cp "$REF/6g" "$MNT/t/6g"
+	echo 3 >/proc/sys/vm/drop_caches
+	check_cmp "it reads back cold" "$REF/6g" "$MNT/t/6g"
+	check_eq "in 96 extents of 64 MiB" "extents=96" \
+		"$(getfattr --absolute-names -n user.offload.descriptor --only-values "$MNT/t/6g" |
+			grep ^extents=)"
+	ofs_umount || ofs_bail "cannot unmount"
+	check_fsck_clean "fsck of the store of a 6 GiB file"
+	rm -f "$REF/6g"
+	rm -rf "$ROOT6"
+	ROOT=$ROOT_SAVED
+fi
+
 ofs_mount "bucket_count=4,bucket_size=16M,extent_size=8M"
 check_eq "a mount asking for another extent_size is refused, naming both" 1 \
 	"$(grep -c 'extent_size=8388608 asked, but the store has 4194304' "$LOG")"
