@@ -128,6 +128,7 @@ struct meta_ops {
 
 /* The engines. */
 extern const struct meta_ops meta_sqlite_ops;
+extern const struct meta_ops meta_pg_ops;
 
 /*
  * Count a namespace or object write (for meta_changes), and fail it with

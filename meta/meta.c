@@ -21,11 +21,61 @@ static int meta_is_uri(const char *target)
 int meta_open(const char *target, int create, struct meta **out, char *err, size_t errlen)
 {
 	*out = NULL;
-	if (meta_is_uri(target)) {
-		snprintf(err, errlen, "this build has no PostgreSQL engine");
-		return -EPROTONOSUPPORT;
-	}
+	if (meta_is_uri(target))
+		return meta_pg_ops.open(target, create, out, err, errlen);
 	return meta_sqlite_ops.open(target, create, out, err, errlen);
+}
+
+int meta_is_remote(const char *target)
+{
+	return target && meta_is_uri(target);
+}
+
+void meta_target_show(const char *target, char *buf, size_t len)
+{
+	const char *p = target, *auth, *end, *at, *colon;
+	size_t n = 0;
+
+	if (!len)
+		return;
+	buf[0] = '\0';
+#define PUT(s, l) do { size_t l_ = (l); if (n + l_ >= len) l_ = len - 1 - n; \
+		memcpy(buf + n, (s), l_); n += l_; buf[n] = '\0'; } while (0)
+	if (!meta_is_uri(target)) {
+		PUT(target, strlen(target));
+		return;
+	}
+	/* scheme://[user[:password]@]host/db?params: the password left out of both places. */
+	auth = strstr(p, "://") + 3;
+	PUT(p, (size_t)(auth - p));
+	end = auth + strcspn(auth, "/?");
+	at = memrchr(auth, '@', (size_t)(end - auth));
+	if (at) {
+		colon = memchr(auth, ':', (size_t)(at - auth));
+		PUT(auth, (size_t)((colon ? colon : at) - auth));
+		auth = at;
+	}
+	p = auth;
+	end = p + strcspn(p, "?");
+	PUT(p, (size_t)(end - p));
+	if (!*end)
+		return;
+	p = end + 1;
+	{
+		int first = 1;
+
+		while (*p) {
+			size_t l = strcspn(p, "&");
+
+			if (strncmp(p, "password=", 9) != 0) {
+				PUT(first ? "?" : "&", 1);
+				PUT(p, l);
+				first = 0;
+			}
+			p += l + (p[l] == '&');
+		}
+	}
+#undef PUT
 }
 
 int meta_fault(struct meta *m)

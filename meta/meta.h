@@ -112,13 +112,24 @@ struct meta_inode {
 /* ---- opening, settings ---- */
 
 /*
- * Open (and with create set, create) the database at path.  A file that is not
+ * Open (and with create set, create) the store path names: a libpq
+ * connection URI (postgresql://... or postgres://...: the schema
+ * "offloadfs" of that database; a password in it is refused, libpq's
+ * ~/.pgpass, PGPASSFILE, PGPASSWORD or a service file give one), or else
+ * the path of a sqlite database.  A file that is not
  * an offloadfs database, or has another schema version, is refused and never
  * written: err gets a message such as "schema version: found 7, expected 3".
  * A database of an older schema is migrated to this one.
  * Returns 1 when the database was created by this call, 0 when it existed.
  */
 int meta_open(const char *path, int create, struct meta **out, char *err, size_t errlen);
+/*
+ * 1 when path is a libpq connection URI (postgresql:// or postgres://):
+ * a store in PostgreSQL, with no file of its own next to the data.
+ */
+int meta_is_remote(const char *path);
+/* path as messages and logs show it: a URI without its password. */
+void meta_target_show(const char *path, char *buf, size_t len);
 /*
  * Or'ed into create: refuse (-EPROTONOSUPPORT, unwritten) a database of an
  * older schema rather than migrate it (a read-only check).

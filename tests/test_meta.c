@@ -1,4 +1,9 @@
-/* Unit tests for meta/: the sqlite metadata store. */
+/*
+ * Unit tests for meta/: the metadata store, on the sqlite engine, and with
+ * OFS_TEST_PG_URI set (tests/meta-pg.sh starts a server with scripts/pg)
+ * the same cases on the PostgreSQL engine, each on a fresh schema, with
+ * that engine's refusals.
+ */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,17 +15,42 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <libpq-fe.h>
 #include <sqlite3.h>
 
 #include "meta.h"
 
 static char dir[256], dbpath[512];
+/* The PostgreSQL database the cases run on, or NULL: sqlite. */
+static const char *pg_uri;
+
+/* Run sql on the test's PostgreSQL database as its owner; the first value or "". */
+static void pg_sql(const char *sql, char *out, size_t len)
+{
+	PGconn *c = PQconnectdb(pg_uri);
+	PGresult *r;
+
+	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+	r = PQexec(c, sql);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK,
+		      "%s: %s", sql, PQresultErrorMessage(r));
+	if (out)
+		snprintf(out, len, "%s",
+			 PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) ? PQgetvalue(r, 0, 0)
+									   : "");
+	PQclear(r);
+	PQfinish(c);
+}
 
 static void setup(void)
 {
 	snprintf(dir, sizeof(dir), "/tmp/ofs-test-meta-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(dbpath, sizeof(dbpath), "%s/offloadfs.db", dir);
+	if (pg_uri) {
+		snprintf(dbpath, sizeof(dbpath), "%s", pg_uri);
+		pg_sql("DROP SCHEMA IF EXISTS offloadfs CASCADE", NULL, 0);
+	}
 }
 
 static void teardown(void)
@@ -37,7 +67,8 @@ static struct meta *open_new(void)
 	struct meta *m;
 	char err[256];
 
-	ck_assert_int_eq(meta_open(dbpath, 1, &m, err, sizeof(err)), 1);
+	err[0] = '\0';
+	ck_assert_msg(meta_open(dbpath, 1, &m, err, sizeof(err)) == 1, "%s", err);
 	ck_assert_int_eq(meta_format(m, &g, "pages", 040755, 0, 0), 0);
 	return m;
 }
@@ -89,7 +120,14 @@ START_TEST(test_open_missing_without_create)
 	char err[256];
 
 	ck_assert_int_eq(meta_open(dbpath, 0, &m, err, sizeof(err)), -ENOENT);
-	ck_assert_int_ne(access(dbpath, F_OK), 0);
+	if (pg_uri) {
+		char n[16];
+
+		pg_sql("SELECT count(*) FROM pg_namespace WHERE nspname = 'offloadfs'", n, sizeof(n));
+		ck_assert_str_eq(n, "0");
+	} else {
+		ck_assert_int_ne(access(dbpath, F_OK), 0);
+	}
 }
 END_TEST
 
@@ -1269,18 +1307,174 @@ START_TEST(test_log_fd_read_only_and_closed)
 }
 END_TEST
 
+/* ---- the PostgreSQL engine's own ---- */
+
+/* pg_uri with from replaced by to (one place). */
+static void pg_uri_with(const char *from, const char *to, char *out, size_t len)
+{
+	const char *at = strstr(pg_uri, from);
+
+	ck_assert_ptr_nonnull(at);
+	snprintf(out, len, "%.*s%s%s", (int)(at - pg_uri), pg_uri, to, at + strlen(from));
+}
+
+/* What a refusal must leave as it was: every setting, every row. */
+#define PG_STATE "SELECT md5(string_agg(k || '=' || coalesce(v, ''), ',' ORDER BY k)) || " \
+		 "(SELECT count(*) FROM offloadfs.inodes) FROM offloadfs.store"
+
+START_TEST(test_pg_newer_schema_refused)
+{
+	char err[256], before[64], after[64];
+	struct meta *m = open_new();
+
+	meta_close(m);
+	pg_sql("UPDATE offloadfs.store SET v = '7' WHERE k = 'schema_version'", NULL, 0);
+	pg_sql(PG_STATE, before, sizeof(before));
+	ck_assert_int_eq(meta_open(dbpath, 1, &m, err, sizeof(err)), -EPROTONOSUPPORT);
+	ck_assert_ptr_nonnull(strstr(err, "found 7, expected 4"));
+	pg_sql(PG_STATE, after, sizeof(after));
+	ck_assert_str_eq(before, after);
+}
+END_TEST
+
+START_TEST(test_pg_foreign_tables_refused)
+{
+	char err[256], n[64];
+	struct meta *m;
+
+	/* Someone else's table in a schema of our name: never adopted, never written. */
+	pg_sql("CREATE SCHEMA offloadfs; CREATE TABLE offloadfs.users (name text);"
+	       "INSERT INTO offloadfs.users VALUES ('alice')", NULL, 0);
+	ck_assert_int_eq(meta_open(dbpath, 1, &m, err, sizeof(err)), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(err, "users"));
+	pg_sql("SELECT string_agg(tablename, ',') FROM pg_tables WHERE schemaname = 'offloadfs'", n,
+	       sizeof(n));
+	ck_assert_str_eq(n, "users");
+	pg_sql("SELECT count(*) FROM offloadfs.users", n, sizeof(n));
+	ck_assert_str_eq(n, "1");
+
+	/* And beside our tables: the store is refused, unwritten. */
+	pg_sql("DROP SCHEMA offloadfs CASCADE", NULL, 0);
+	m = open_new();
+	meta_close(m);
+	pg_sql("CREATE TABLE offloadfs.users (name text)", NULL, 0);
+	pg_sql(PG_STATE, n, sizeof(n));
+	ck_assert_int_eq(meta_open(dbpath, 0, &m, err, sizeof(err)), -EUCLEAN);
+	ck_assert_ptr_nonnull(strstr(err, "not ours (users)"));
+	{
+		char after[64];
+
+		pg_sql(PG_STATE, after, sizeof(after));
+		ck_assert_str_eq(n, after);
+	}
+}
+END_TEST
+
+START_TEST(test_pg_refusals_name_the_uri)
+{
+	char uri[600], err[512], shown[700];
+	struct meta *m;
+
+	/* A wrong password: libpq's reason, and the URI. */
+	pg_uri_with("user=postgres", "user=ofs_pw", uri, sizeof(uri));
+	setenv("PGPASSWORD", "wrong", 1);
+	ck_assert_int_lt(meta_open(uri, 1, &m, err, sizeof(err)), 0);
+	ck_assert_msg(strstr(err, "password authentication failed"), "%s", err);
+	ck_assert_msg(strstr(err, uri), "%s", err);
+	/* The right one from the environment: a store. */
+	setenv("PGPASSWORD", "ofs-secret", 1);
+	ck_assert_int_eq(meta_open(uri, 1, &m, err, sizeof(err)), 1);
+	meta_close(m);
+	unsetenv("PGPASSWORD");
+
+	/* A password in the URI (the command line): refused, and never shown. */
+	snprintf(shown, sizeof(shown), "%s&password=ofs-secret", uri);
+	ck_assert_int_eq(meta_open(shown, 1, &m, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, uri) && !strstr(err, "ofs-secret"), "%s", err);
+
+	/* No server there. */
+	snprintf(uri, sizeof(uri), "postgresql:///offloadfs?host=/nonexistent-ofs&user=postgres");
+	ck_assert_int_lt(meta_open(uri, 1, &m, err, sizeof(err)), 0);
+	ck_assert_msg(strstr(err, "cannot connect to postgresql:///offloadfs?host=/nonexistent-ofs"),
+		      "%s", err);
+	ck_assert_msg(strstr(err, "No such file"), "%s", err);
+
+	/* No such database. */
+	pg_uri_with("///offloadfs?", "///nosuchdb?", uri, sizeof(uri));
+	ck_assert_int_lt(meta_open(uri, 1, &m, err, sizeof(err)), 0);
+	ck_assert_msg(strstr(err, uri) && strstr(err, "\"nosuchdb\" does not exist"), "%s", err);
+
+	meta_target_show("postgresql://u:pw@h/db?password=x&sslmode=disable", shown, sizeof(shown));
+	ck_assert_str_eq(shown, "postgresql://u@h/db?sslmode=disable");
+	meta_target_show("/var/lib/x.db", shown, sizeof(shown));
+	ck_assert_str_eq(shown, "/var/lib/x.db");
+}
+END_TEST
+
+START_TEST(test_pg_one_user)
+{
+	struct meta *m = open_new(), *m2;
+	char err[256];
+
+	ck_assert_int_eq(meta_open(dbpath, 1, &m2, err, sizeof(err)), -EBUSY);
+	ck_assert_msg(strstr(err, "in use"), "%s", err);
+	meta_close(m);
+	ck_assert_int_eq(meta_open(dbpath, 0, &m2, err, sizeof(err)), 0);
+	meta_close(m2);
+}
+END_TEST
+
+/* 1 when the server has flushed its WAL through the position it had inserted up to at lsn. */
+static int pg_flushed(const char *lsn)
+{
+	char sql[160], v[8];
+
+	snprintf(sql, sizeof(sql), "SELECT pg_current_wal_flush_lsn() >= '%s'::pg_lsn", lsn);
+	pg_sql(sql, v, sizeof(v));
+	return !strcmp(v, "t");
+}
+
+START_TEST(test_pg_synced_commits)
+{
+	struct meta *m = open_new();
+	struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED);
+	char lsn[64];
+
+	/* The WAL writer's own flushes, rarely: what is flushed then is the engine's doing. */
+	pg_sql("ALTER SYSTEM SET wal_writer_delay = '10s'", NULL, 0);
+	pg_sql("SELECT pg_reload_conf()", NULL, 0);
+	usleep(300000);
+	meta_sync(m, 1);
+	ck_assert_int_eq(meta_insert(m, &a, "async", 5), 0);
+	pg_sql("SELECT pg_current_wal_insert_lsn()", lsn, sizeof(lsn));
+	/* An ordinary commit does not wait for the disk... */
+	ck_assert_int_eq(pg_flushed(lsn), 0);
+	/* ...the barrier's does, through every commit before it. */
+	ck_assert_int_eq(meta_sync_begin(m, 2), 0);
+	ck_assert_int_eq(pg_flushed(lsn), 0);
+	ck_assert_int_eq(meta_sync_end(m), 0);
+	ck_assert_int_eq(pg_flushed(lsn), 1);
+	ck_assert_int_eq(meta_insert(m, &a, "async2", 6), 0);
+	pg_sql("SELECT pg_current_wal_insert_lsn()", lsn, sizeof(lsn));
+	ck_assert_int_eq(pg_flushed(lsn), 0);
+	ck_assert_int_eq(meta_sync(m, 3), 0);
+	ck_assert_int_eq(pg_flushed(lsn), 1);
+	meta_close(m);
+	pg_sql("ALTER SYSTEM RESET wal_writer_delay", NULL, 0);
+	pg_sql("SELECT pg_reload_conf()", NULL, 0);
+}
+END_TEST
+
+
 static Suite *meta_suite(void)
 {
-	Suite *s = suite_create("meta");
-	TCase *tc = tcase_create("core");
+	Suite *s = suite_create(pg_uri ? "meta-pg" : "meta");
+	TCase *tc = tcase_create("core"), *own = tcase_create(pg_uri ? "postgresql" : "sqlite");
 
 	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(own, setup, teardown);
 	tcase_add_test(tc, test_format_and_reopen);
 	tcase_add_test(tc, test_open_missing_without_create);
-	tcase_add_test(tc, test_foreign_db_untouched);
-	tcase_add_test(tc, test_not_a_database);
-	tcase_add_test(tc, test_newer_schema_refused);
-	tcase_add_test(tc, test_migrate_v1);
 	tcase_add_test(tc, test_value_keys);
 	tcase_add_test(tc, test_insert_lookup_update_delete);
 	tcase_add_test(tc, test_insert_object);
@@ -1289,27 +1483,45 @@ static Suite *meta_suite(void)
 	tcase_add_test(tc, test_recover_and_mappings);
 	tcase_add_test(tc, test_bitmaps);
 	tcase_add_test(tc, test_transactions_and_sync);
-	tcase_add_test(tc, test_log_prefetch);
-	tcase_add_test(tc, test_log_read_ahead);
-	tcase_add_test(tc, test_log_fd_read_only_and_closed);
 	tcase_add_test(tc, test_path);
 	tcase_add_test(tc, test_dir_nlink);
 	tcase_add_test(tc, test_lookup_brief_in_read_txn);
 	tcase_add_test(tc, test_key_len);
 	tcase_add_test(tc, test_xattrs);
-	tcase_add_test(tc, test_migrate_v2);
-	tcase_add_test(tc, test_migrate_v3);
 	tcase_add_test(tc, test_extents);
 	tcase_add_test(tc, test_lru);
 	tcase_add_test(tc, test_tenant_evictions);
+	if (pg_uri) {
+		tcase_add_test(own, test_pg_newer_schema_refused);
+		tcase_add_test(own, test_pg_foreign_tables_refused);
+		tcase_add_test(own, test_pg_refusals_name_the_uri);
+		tcase_add_test(own, test_pg_one_user);
+		tcase_add_test(own, test_pg_synced_commits);
+	} else {
+		tcase_add_test(own, test_foreign_db_untouched);
+		tcase_add_test(own, test_not_a_database);
+		tcase_add_test(own, test_newer_schema_refused);
+		tcase_add_test(own, test_migrate_v1);
+		tcase_add_test(own, test_log_prefetch);
+		tcase_add_test(own, test_log_read_ahead);
+		tcase_add_test(own, test_log_fd_read_only_and_closed);
+		tcase_add_test(own, test_migrate_v2);
+		tcase_add_test(own, test_migrate_v3);
+	}
 	suite_add_tcase(s, tc);
+	suite_add_tcase(s, own);
 	return s;
 }
 
 int main(void)
 {
-	SRunner *sr = srunner_create(meta_suite());
+	SRunner *sr;
 	int failed;
+
+	pg_uri = getenv("OFS_TEST_PG_URI");
+	if (pg_uri && !*pg_uri)
+		pg_uri = NULL;
+	sr = srunner_create(meta_suite());
 
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

@@ -1,0 +1,61 @@
+/*
+ * extent.c: the extents of files larger than one extent: each one's
+ * committed version and the last durable one, as an inode row keeps them
+ * for a file of one run.
+ */
+#include "pg_int.h"
+
+#include <errno.h>
+#include <string.h>
+
+int pq_extent_commit(struct meta *mb, const struct meta_inode *e, const uint64_t *pcsums,
+		     uint64_t n, const char *skey, enum meta_skey_op op)
+{
+	struct pq_params p = { 0 };
+
+	if (meta_fault(mb))
+		return -EIO;
+	if (e->ext == 0)
+		return -EINVAL;
+	pq_int(&p, (int64_t)e->ino);
+	pq_int(&p, (int64_t)(e->ext - 1));
+	pq_int(&p, (int64_t)e->size);
+	pq_int(&p, e->bucket);
+	pq_int(&p, (int64_t)e->page);
+	pq_int(&p, (int64_t)e->npages);
+	pq_int(&p, (int64_t)e->csum);
+	pq_int(&p, (int64_t)e->gen);
+	pq_int(&p, e->prev_bucket);
+	pq_int(&p, (int64_t)e->prev_page);
+	pq_int(&p, (int64_t)e->prev_npages);
+	pq_int(&p, (int64_t)e->prev_size);
+	pq_int(&p, (int64_t)e->prev_csum);
+	pq_blob(&p, n ? pcsums : NULL, n * sizeof(uint64_t));
+	pq_blob(&p, skey, skey ? strlen(skey) : 0);
+	pq_int(&p, (int)op);
+	return pq_done(pq(mb), PQ_EXTENT_COMMIT, &p, NULL);
+}
+
+int pq_extent_delete(struct meta *mb, uint64_t ino, uint64_t idx)
+{
+	struct pq_params p = { 0 };
+	uint64_t changed = 0;
+	int ret;
+
+	if (meta_fault(mb))
+		return -EIO;
+	pq_int(&p, (int64_t)ino);
+	pq_int(&p, (int64_t)idx);
+	ret = pq_done(pq(mb), PQ_EXTENT_DELETE, &p, &changed);
+	return !ret && changed == 0 ? -ENOENT : ret;
+}
+
+int pq_extent_pcsums_get(struct meta *mb, uint64_t ino, uint64_t idx, uint64_t *pcsums,
+			 uint64_t n)
+{
+	struct pq_params p = { 0 };
+
+	pq_int(&p, (int64_t)ino);
+	pq_int(&p, (int64_t)idx);
+	return pq_pcsums_row(pq(mb), PQ_EXTENT_PCSUMS, &p, pcsums, n);
+}
