@@ -124,6 +124,53 @@ check_eq "it is one run again: the one-run descriptor" object_size=$MB \
 	"$(getfattr --absolute-names -n user.offload.descriptor --only-values "$MNT/t/big" |
 		grep ^object_size=)"
 
+# ---- mmap, copy_file_range, unlinked while open ----
+check_eq "msync of one page of a 64 MiB MAP_SHARED mapping, then its reads" OK "$(python3 - "$MNT/t/mapped" <<'PY' 2>&1
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.ftruncate(fd, 64 << 20)
+m = mmap.mmap(fd, 64 << 20)
+for off in (0, 33 << 20, (64 << 20) - 4096):
+    m[off:off + 4096] = bytes([off % 251 + 1]) * 4096
+    m.flush(off, 4096)
+m.close()
+os.close(fd)
+d = open(sys.argv[1], "rb").read()
+ok = len(d) == 64 << 20 and all(d[o:o + 4096] == bytes([o % 251 + 1]) * 4096
+                                   for o in (0, 33 << 20, (64 << 20) - 4096))
+print("OK" if ok and d[4096:8192] == bytes(4096) else "differs")
+PY
+)"
+rm -f "$MNT/t/mapped"
+check_eq "copy_file_range of a file of extents into a new file" OK "$(python3 - "$MNT/t/big" "$MNT/t/copy" <<'PY' 2>&1
+import os, sys
+src = os.open(sys.argv[1], os.O_RDONLY)
+dst = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT, 0o644)
+n, size = 0, os.fstat(src).st_size
+while n < size:
+    c = os.copy_file_range(src, dst, size - n, n, n)
+    if c <= 0:
+        break
+    n += c
+os.close(dst)
+print("OK" if open(sys.argv[1], "rb").read() == open(sys.argv[2], "rb").read() else "differs")
+PY
+)"
+rm -f "$MNT/t/copy"
+free1=$(ofs_free)
+check_eq "a file of extents unlinked while open still reads, and its pages come back at its close" \
+	"OK" "$(python3 - "$MNT/t/gone" "$REF/big2" <<'PY' 2>&1
+import os, shutil, sys
+shutil.copyfile(sys.argv[2], sys.argv[1])
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.unlink(sys.argv[1])
+ref = open(sys.argv[2], "rb").read()
+print("OK" if os.pread(fd, len(ref) + 1, 0) == ref else "differs")
+os.close(fd)
+PY
+)"
+check_pages "... all of them" "$free1" "$(wait_free "$free1" && echo "$free1" || ofs_free)"
+
 # ---- removal frees every extent ----
 check "cp again" cp "$REF/big2" "$MNT/t/big"
 check "rm" rm "$MNT/t/big"
@@ -228,6 +275,15 @@ check_pages "the failed writer's pages are free again" "$TOTAL" "$(ofs_free)"
 check_eq "past the store's capacity: EFBIG at the write" EFBIG \
 	"$(pyerr 'os.pwrite(os.open(a[1], os.O_WRONLY | os.O_CREAT), b"x", 64 << 20)' "$MNT/t/far")"
 rm -f "$MNT/t/far"
+
+# ---- eviction takes a file of extents whole ----
+ofs_remount "$GEOM,evict=lru,evict_min_age=0" || ofs_bail "cannot remount with eviction"
+check "a 40 MiB file to evict" cp "$REF/big2" "$MNT/t/old"
+check "offloadctl evict 1 MiB" "$OFSCTL" evict "$MNT" --bytes 1M
+check_eq "the least recently used file went: it was the only one" \
+	"No such file or directory" "$(stat "$MNT/t/old" 2>&1 | sed 's/.*: //')"
+check_pages "every extent's pages came back" "$TOTAL" "$(wait_free "$TOTAL" && echo "$TOTAL" || ofs_free)"
+ofs_remount "$GEOM" || ofs_bail "cannot remount"
 
 # ---- kill -9 during offset writes ----
 mkrand "$REF/k" $((24 * MB))
