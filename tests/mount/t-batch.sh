@@ -255,6 +255,27 @@ check_eq "nothing of it is visible" "" "$(cd "$MNT/t1" && ls -d bad* 2>/dev/null
 wait_free "$FREE0"
 check_eq "its runs are freed at close" "$FREE0" "$(ofs_free)"
 
+# ---- a commit with the whole sums records them unread; OFFLOADFS_VERIFY reads back ----
+# torn: the bytes in the bucket file are not those the sums were taken of.
+run env OFFLOADFS_VERIFY=1 "$BT" torn "$MNT/t1"
+check_eq "OFFLOADFS_VERIFY=1: the commit reads the pages back and refuses it (EBADMSG)" \
+	"torn -74 -74" "$OUT"
+check_eq "nothing of it is visible" "" "$(cd "$MNT/t1" && ls -d torn 2>/dev/null)"
+run "$BT" torn "$MNT/t1"
+check_eq "by default the commit records the client's sums without reading the pages" \
+	"torn 0 0" "$OUT"
+check_fails "a read through the mount (verify) gets EIO" "Input/output error" cat "$MNT/t1/torn"
+run python3 -c '
+import sys
+sys.path.insert(0, sys.argv[2])
+import offloadfs_batch as ob
+print(ob.Tenant(sys.argv[1]).get_many_errs(["torn"], [bytearray(200000)])[1][0])
+' "$MNT/t1" "$PYLIB"
+check_eq "and so does get_many (EIO)" "-5" "$OUT${ERR:+ $ERR}"
+run "$OFSCTL" scrub "$MNT"
+check_contains "offloadctl scrub names it" "torn" "$OUT $ERR"
+rm -f "$MNT/t1/torn"
+
 # ---- names taken, directories removed between reserve and commit ----
 run "$BT" taken "$MNT/t1"
 check_eq "a name taken since its reserve: that entry EEXIST, the others commit" \
