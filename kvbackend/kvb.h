@@ -144,9 +144,12 @@ struct kvb_ops {
 	 * obj_reserve, holds size bytes that someone else wrote there through
 	 * the bucket file (a batch client): take size as the working size
 	 * without writing, and count the bucket as written for the next
-	 * barrier.  commit_prepare then hashes the pages as they are.
+	 * barrier.  commit_prepare then hashes the pages as they are; or,
+	 * with pcs (a sum per page below size), hands out pcs and csum as
+	 * the writer's sums, reading nothing.
 	 */
-	int (*obj_adopt)(void *arg, struct kvb_obj *o, uint64_t size);
+	int (*obj_adopt)(void *arg, struct kvb_obj *o, uint64_t size, const uint64_t *pcs,
+			 uint64_t csum);
 
 	/* Read committed (or viewed) bytes; short at the end of the object. */
 	ssize_t (*read)(void *arg, const struct kvb_map *m, void *buf, size_t len, uint64_t off);
@@ -317,9 +320,10 @@ static inline void kvb_reserve_end(const struct kvb *k, struct kvb_obj *const *o
 		errs[i] = 0;
 }
 
-static inline int kvb_obj_adopt(const struct kvb *k, struct kvb_obj *o, uint64_t size)
+static inline int kvb_obj_adopt(const struct kvb *k, struct kvb_obj *o, uint64_t size,
+				const uint64_t *pcs, uint64_t csum)
 {
-	return k->ops->obj_adopt ? k->ops->obj_adopt(k->arg, o, size) : -EOPNOTSUPP;
+	return k->ops->obj_adopt ? k->ops->obj_adopt(k->arg, o, size, pcs, csum) : -EOPNOTSUPP;
 }
 
 static inline void kvb_obj_view(const struct kvb *k, struct kvb_obj *o, struct kvb_map *view)

@@ -56,6 +56,8 @@ struct offloadfs_batch {
 	size_t replycap;
 	size_t rlen;            /* bytes of reply the last call received; 0 when it failed */
 	int verify;             /* the store checks what it reads: get_many too */
+	int commit_verify;      /* OFFLOADFS_VERIFY=1: every commit has the pages read back */
+	int csum_ok;            /* the daemon takes the whole sums (OFS_BATCH_CSUM) */
 	const struct ofs_batch_epochs *ep; /* mapped read-only; NULL: none */
 	pthread_mutex_t keeplock; /* kept */
 	struct batch_kept *kept;  /* BATCH_KEEP_SLOTS; NULL without ep */
@@ -152,6 +154,8 @@ static size_t batch_build(struct offloadfs_batch *b, int op, int flags, const ch
 		e.klen = (uint32_t)klen;
 		e.size = sizes ? sizes[i] : 0;
 		e.npcs = pcs ? (uint32_t)((e.size + b->page_size - 1) / b->page_size) : 0;
+		if (pcs && (flags & OFS_BATCH_CSUM))
+			e.npcs++; /* the whole content's */
 		need = sizeof(e) + ofs_batch_pad8(e.klen) + (size_t)e.npcs * 8;
 		if (pos + need > OFS_BATCH_REQ_MAX)
 			break;
@@ -339,6 +343,7 @@ struct offloadfs_batch *offloadfs_batch_open(const char *tenant_dir)
 	struct ofs_batch_hdr *hdr;
 	struct ofs_batch_info *in;
 	char path[4200];
+	const char *env;
 	int ret, i;
 
 	if (!b)
@@ -374,6 +379,9 @@ struct offloadfs_batch *offloadfs_batch_open(const char *tenant_dir)
 	memcpy(b->root, in->root, in->rootlen);
 	b->root[in->rootlen] = '\0';
 	b->verify = (in->flags & OFS_BATCH_INFO_VERIFY) != 0;
+	b->csum_ok = (in->flags & OFS_BATCH_INFO_CSUM) != 0;
+	env = getenv("OFFLOADFS_VERIFY");
+	b->commit_verify = env && *env && strcmp(env, "0") != 0;
 	if (in->flags & OFS_BATCH_INFO_EPOCHS)
 		batch_map_epochs(b);
 	return b;
@@ -564,8 +572,11 @@ int offloadfs_batch_commit(struct offloadfs_batch *b, const char *const *keys,
 			   const size_t *lens, const uint64_t *const *pcs, size_t n, int flags,
 			   int *errs)
 {
-	return batch_statuses(b, OFS_BATCH_COMMIT, flags & OFFLOADFS_SYNC ? OFS_BATCH_SYNC : 0,
-			      keys, lens, pcs, n, errs);
+	int f = (flags & OFFLOADFS_SYNC ? OFS_BATCH_SYNC : 0) |
+		(flags & OFFLOADFS_CSUM && b->csum_ok ? OFS_BATCH_CSUM : 0) |
+		(flags & OFFLOADFS_VERIFY || b->commit_verify ? OFS_BATCH_VERIFY : 0);
+
+	return batch_statuses(b, OFS_BATCH_COMMIT, f, keys, lens, pcs, n, errs);
 }
 
 /* ---- the per-process cache of tenants ---- */
@@ -744,7 +755,7 @@ int offloadfs_put_many(const char *tenant_dir, const char *const *keys, const vo
 	rlens = calloc(n + 1, sizeof(*rlens));
 	ridx = calloc(n + 1, sizeof(*ridx));
 	for (i = 0; i < n; i++)
-		npcs += (lens[i] + b->page_size - 1) / b->page_size;
+		npcs += (lens[i] + b->page_size - 1) / b->page_size + 1;
 	pcbuf = calloc(npcs + 1, sizeof(*pcbuf));
 	if (!d || !ckeys || !clens || !cpcs || !idx || !cerr || !kerr || !rkeys || !rlens ||
 	    !ridx || !pcbuf) {
@@ -787,13 +798,15 @@ int offloadfs_put_many(const char *tenant_dir, const char *const *keys, const vo
 
 			pcbuf[npcs++] = XXH3_64bits((const char *)bufs[i] + off, len);
 		}
+		/* The whole content's too: the commit records the sums without reading the pages. */
+		pcbuf[npcs++] = XXH3_64bits(bufs[i], lens[i]);
 		ckeys[nc] = keys[i];
 		clens[nc] = lens[i];
 		idx[nc++] = i;
 	}
 	if (nc) {
 		int c = offloadfs_batch_commit(b, ckeys, clens, (const uint64_t *const *)cpcs, nc,
-					       flags, cerr);
+					       flags | OFFLOADFS_CSUM, cerr);
 
 		if (c) {
 			/* Whatever was not committed is given back now rather than at close. */

@@ -31,8 +31,13 @@ extern "C" {
  * entry is -EEXIST (delete it first to replace it).  Missing directories
  * of a key are made.  All keys of one internal batch become visible at
  * once, durable as a close(2) is (OFFLOADFS_SYNC: as an fsync(2)).
+ * The daemon records the sums of what this process wrote without
+ * reading it back; OFFLOADFS_VERIFY (or the environment variable
+ * OFFLOADFS_VERIFY=1) has it read the pages back and refuse the batch
+ * (-EBADMSG) when they differ (docs/batch.md, "Commit").
  */
 #define OFFLOADFS_SYNC 1
+#define OFFLOADFS_VERIFY 4
 int offloadfs_put_many(const char *tenant_dir, const char *const *keys, const void *const *bufs,
 		       const size_t *lens, size_t n, int flags, int *errs);
 /*
@@ -70,7 +75,14 @@ void offloadfs_batch_close(struct offloadfs_batch *b);
 uint64_t offloadfs_batch_page_size(const struct offloadfs_batch *b);
 int offloadfs_batch_reserve(struct offloadfs_batch *b, const char *const *keys,
 			    const size_t *lens, size_t n, struct offloadfs_desc *d);
-/* pcs[i]: ceil(lens[i] / page size) sums of keys[i]'s pages. */
+/*
+ * pcs[i]: ceil(lens[i] / page size) sums of keys[i]'s pages; with
+ * OFFLOADFS_CSUM one more, the XXH3-64 of its whole content, and the
+ * daemon records them without reading the pages back (unless
+ * OFFLOADFS_VERIFY or OFFLOADFS_VERIFY=1 in the environment).  Without
+ * it the daemon reads the pages back to hash them.
+ */
+#define OFFLOADFS_CSUM 2
 int offloadfs_batch_commit(struct offloadfs_batch *b, const char *const *keys,
 			   const size_t *lens, const uint64_t *const *pcs, size_t n, int flags,
 			   int *errs);

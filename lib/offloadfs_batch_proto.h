@@ -30,6 +30,15 @@ enum ofs_batch_op {
 
 /* OFS_BATCH_COMMIT flag: run the durability barrier before replying (fsync). */
 #define OFS_BATCH_SYNC 1u
+/*
+ * OFS_BATCH_COMMIT flag: each entry's sums end with one more, the XXH3-64
+ * of its whole content (npcs: pages + 1).  The daemon records them as
+ * given, reading nothing back, unless OFS_BATCH_VERIFY.  Without it the
+ * daemon reads the pages back to hash them (the whole sum is not given).
+ */
+#define OFS_BATCH_CSUM 2u
+/* OFS_BATCH_COMMIT flag: read the pages back and check them against the sums given. */
+#define OFS_BATCH_VERIFY 4u
 
 struct ofs_batch_hdr {
 	uint32_t magic;
@@ -44,7 +53,8 @@ struct ofs_batch_hdr {
 /*
  * A request entry, 8-byte aligned: klen bytes of key (the path below the
  * tenant, no NUL), padded to 8, then for COMMIT npcs XXH3-64 page sums
- * (of each page's bytes below size).  size: RESERVE and COMMIT.
+ * (of each page's bytes below size; with OFS_BATCH_CSUM, then the whole
+ * content's).  size: RESERVE and COMMIT.
  */
 struct ofs_batch_ent {
 	uint32_t klen;
@@ -84,6 +94,7 @@ struct ofs_batch_status {
 /* INFO flags. */
 #define OFS_BATCH_INFO_VERIFY 1u  /* the store checks what it reads: so does get_many */
 #define OFS_BATCH_INFO_EPOCHS 2u  /* ROOT/OFS_BATCH_EPOCH_NAME is kept */
+#define OFS_BATCH_INFO_CSUM 4u    /* COMMIT takes OFS_BATCH_CSUM (older daemons: not sent) */
 
 /* Reply of INFO; the bucket files are ROOT/bucket_XX.data (two lowercase hex digits). */
 struct ofs_batch_info {

@@ -114,7 +114,8 @@ struct meta_ops {
 	int (*task_requeue)(struct meta *m, uint64_t *n);
 	int (*task_count)(struct meta *m, int state, uint64_t *n);
 	int (*task_prune)(struct meta *m, uint64_t keep);
-	int (*lru)(struct meta *m, int64_t after_atime, uint64_t after_ino, unsigned limit,
+	int (*lru)(struct meta *m, int64_t after_atime, uint64_t after_ino, int64_t before,
+		   unsigned limit,
 		   meta_ino_fn fn, void *ctx);
 	int (*set_atimes)(struct meta *m, const uint64_t *inos, const int64_t *atimes, size_t n);
 	int (*xattr_count)(struct meta *m, const char *name, uint64_t *n);

@@ -495,10 +495,10 @@ int meta_task_prune(struct meta *m, uint64_t keep)
 	return m->ops->task_prune(m, keep);
 }
 
-int meta_lru(struct meta *m, int64_t after_atime, uint64_t after_ino, unsigned limit,
-	     meta_ino_fn fn, void *ctx)
+int meta_lru(struct meta *m, int64_t after_atime, uint64_t after_ino, int64_t before,
+	     unsigned limit, meta_ino_fn fn, void *ctx)
 {
-	return m->ops->lru(m, after_atime, after_ino, limit, fn, ctx);
+	return m->ops->lru(m, after_atime, after_ino, before, limit, fn, ctx);
 }
 
 int meta_set_atimes(struct meta *m, const uint64_t *inos, const int64_t *atimes, size_t n)

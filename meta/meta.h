@@ -455,11 +455,12 @@ int meta_task_prune(struct meta *m, uint64_t keep);
 
 /*
  * Call fn for up to limit closed candidates of eviction (committed regular
- * files in the namespace) in order of (atime, ino) after (after_atime,
+ * files in the namespace whose atime, mtime and ctime are all before
+ * before; INT64_MAX: any) in order of (atime, ino) after (after_atime,
  * after_ino), oldest first, until fn returns non-zero (returned).
  */
-int meta_lru(struct meta *m, int64_t after_atime, uint64_t after_ino, unsigned limit,
-	     meta_ino_fn fn, void *ctx);
+int meta_lru(struct meta *m, int64_t after_atime, uint64_t after_ino, int64_t before,
+	     unsigned limit, meta_ino_fn fn, void *ctx);
 /* Write the atimes of n inodes (last uses kept in memory), in the caller's transaction. */
 int meta_set_atimes(struct meta *m, const uint64_t *inos, const int64_t *atimes, size_t n);
 /* How many inodes have the xattr name. */

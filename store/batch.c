@@ -513,6 +513,14 @@ static int batch_commit(struct ofs_store *s, struct ofs_batch *b, const struct b
 	struct batch_commit_ent *ce;
 	uint32_t i, n = r->hdr->n;
 	int sync = (r->hdr->flags & OFS_BATCH_SYNC) != 0, bad = 0, ret = 0, dup;
+	/*
+	 * With the whole sums given, the client's sums are recorded as they
+	 * are: what the pages hold is checked when they are read (verify,
+	 * get_many, scrub).  Without them, or when asked, the pages are read
+	 * back and hashed.
+	 */
+	int given = (r->hdr->flags & OFS_BATCH_CSUM) != 0;
+	int check = !given || (r->hdr->flags & OFS_BATCH_VERIFY);
 	uint64_t ncommitted = 0;
 	size_t hint = 0;
 
@@ -528,6 +536,8 @@ static int batch_commit(struct ofs_store *s, struct ofs_batch *b, const struct b
 		return -ENOMEM;
 	/* Verify: the pages as they are now against the client's sums, outside every lock. */
 	for (i = 0; i < n; i++) {
+		uint64_t size = r->ent[i]->size, ps = s->geom.page_size;
+		uint64_t np = (size + ps - 1) / ps;
 		struct kvb_obj *obj;
 		int e;
 
@@ -539,18 +549,21 @@ static int batch_commit(struct ofs_store *s, struct ofs_batch *b, const struct b
 		}
 		hint = (size_t)ce[i].resv + 1;
 		obj = b->resv[ce[i].resv].obj;
-		e = r->ent[i]->size > b->resv[ce[i].resv].size ? -EINVAL :
-			kvb_obj_adopt(&s->kvb, obj, r->ent[i]->size);
+		if (size > b->resv[ce[i].resv].size)
+			e = -EINVAL;
+		else if (r->ent[i]->npcs != np + (given ? 1 : 0))
+			e = -EBADMSG;
+		else
+			e = kvb_obj_adopt(&s->kvb, obj, size, check ? NULL : r->pcs[i],
+					  given ? r->pcs[i][np] : 0);
 		/* With sync, the barrier below syncs every bucket adopt marked: once, not per key. */
 		if (!e)
 			e = kvb_obj_commit_prepare(&s->kvb, obj, 0, &ce[i].map, &ce[i].csum,
 						   &ce[i].pcs);
 		if (!e) {
-			uint64_t np = ce[i].map.bucket >= 0 ? ce[i].map.npages : 0;
-
 			ce[i].prepared = 1;
-			if (r->ent[i]->npcs != np ||
-			    memcmp(r->pcs[i], ce[i].pcs, np * sizeof(uint64_t)))
+			if (check && (memcmp(r->pcs[i], ce[i].pcs, np * sizeof(uint64_t)) ||
+				      (given && r->pcs[i][np] != ce[i].csum)))
 				e = -EBADMSG;
 		}
 		st[i].err = e;
@@ -733,7 +746,7 @@ static int batch_info(struct ofs_store *s, struct ofs_batch *b, const struct bat
 	in = (void *)(b->reply + sizeof(*hdr));
 	in->page_size = s->geom.page_size;
 	in->bucket_count = s->geom.bucket_count;
-	in->flags = (s->verify ? OFS_BATCH_INFO_VERIFY : 0) |
+	in->flags = OFS_BATCH_INFO_CSUM | (s->verify ? OFS_BATCH_INFO_VERIFY : 0) |
 		    (s->epochs ? OFS_BATCH_INFO_EPOCHS : 0);
 	in->rootlen = (uint32_t)strlen(s->root);
 	if (in->rootlen >= sizeof(in->root))

@@ -474,9 +474,12 @@ int ofs_evict_tenant_counts(struct ofs_store *s, struct ofs_tenant_evicted *t, i
 	return n;
 }
 
-/* m, whose record the store holds under its lock, may go.  Under s->lock. */
+/*
+ * m, whose record the store holds under its lock, may go; one younger
+ * than min_age only when young.  Under s->lock.
+ */
 static int evict_allowed(struct ofs_store *s, const struct meta_inode *m, uint64_t tenant,
-			 int64_t now)
+			 int64_t now, int young)
 {
 	struct ofs_object *o = ofs_object_find(s, m->ino);
 	const struct meta_inode *cur = o ? &o->m : m;
@@ -493,7 +496,7 @@ static int evict_allowed(struct ofs_store *s, const struct meta_inode *m, uint64
 		last = cur->mtime;
 	if (cur->ctime > last)
 		last = cur->ctime;
-	if (now - last < s->evict.min_age_ns)
+	if (!young && now - last < s->evict.min_age_ns)
 		return 0;
 	if (meta_xattr_get(s->meta, m->ino, OFS_PIN_XATTR, NULL, 0) != -ENODATA)
 		return 0;
@@ -502,27 +505,27 @@ static int evict_allowed(struct ofs_store *s, const struct meta_inode *m, uint64
 	return 1;
 }
 
-uint64_t ofs_evict(struct ofs_store *s, uint64_t need, uint64_t tenant,
-		   enum ofs_evict_reason reason)
+/*
+ * One sweep of the candidates in order of use, until done reaches need:
+ * those past min_age only, or (young) any.  Under e->run.
+ */
+static uint64_t evict_sweep(struct ofs_store *s, struct evict_rows *r, uint64_t need,
+			    uint64_t done, uint64_t tenant, int young, uint64_t *count)
 {
 	struct ofs_evict *e = &s->evict;
-	struct evict_rows *r = malloc(sizeof(*r));
 	int64_t after_atime = INT64_MIN;
-	uint64_t after_ino = 0, done = 0, count = 0;
+	uint64_t after_ino = 0;
 	int ret = 0;
 
-	if (!r)
-		return 0;
-	pthread_mutex_lock(&e->run);
-	/* The order on record is the order of use. */
-	(void)ofs_evict_flush(s);
 	while (done < need && !ret) {
 		int64_t now = ofs_now();
 		unsigned i;
 
 		r->n = 0;
 		pthread_mutex_lock(&s->lock);
-		ret = meta_lru(s->meta, after_atime, after_ino, EVICT_BATCH, evict_row, r);
+		ret = meta_lru(s->meta, after_atime, after_ino,
+			       young ? INT64_MAX : now - e->min_age_ns + 1, EVICT_BATCH, evict_row,
+			       r);
 		for (i = 0; !ret && i < r->n && done < need; i++) {
 			const struct meta_inode *m = &r->rows[i];
 			char name[META_NAME_MAX + 1];
@@ -532,7 +535,7 @@ uint64_t ofs_evict(struct ofs_store *s, uint64_t need, uint64_t tenant,
 
 			after_atime = m->atime;
 			after_ino = m->ino;
-			if (!evict_allowed(s, m, tenant, now) ||
+			if (!evict_allowed(s, m, tenant, now, young) ||
 			    meta_name(s->meta, m->ino, &parent, name, &len))
 				continue;
 			bytes = m->npages ? m->npages * s->geom.page_size : m->size;
@@ -547,7 +550,7 @@ uint64_t ofs_evict(struct ofs_store *s, uint64_t need, uint64_t tenant,
 				e->tev[slot].dirty = e->tev_dirty = 1;
 			}
 			done += bytes;
-			count++;
+			(*count)++;
 			if (e->gone)
 				e->gone(e->gone_arg, parent, name, len);
 		}
@@ -555,16 +558,46 @@ uint64_t ofs_evict(struct ofs_store *s, uint64_t need, uint64_t tenant,
 		if (r->n < EVICT_BATCH)
 			break;
 	}
-	pthread_mutex_unlock(&e->run);
-	free(r);
 	if (ret)
 		ofs_log("eviction: cannot read the candidates: %s", strerror(-ret));
+	return done;
+}
+
+/*
+ * ofs_evict; with young, objects younger than min_age go too when the
+ * older ones do not free need: a writer that finds no room gets it while
+ * the store holds anything closed and unpinned.  min_age orders, the old
+ * first, so a burst of writes keeps what it just wrote as long as it can.
+ */
+static uint64_t evict_run(struct ofs_store *s, uint64_t need, uint64_t tenant,
+			  enum ofs_evict_reason reason, int young)
+{
+	struct ofs_evict *e = &s->evict;
+	struct evict_rows *r = malloc(sizeof(*r));
+	uint64_t done, count = 0;
+
+	if (!r)
+		return 0;
+	pthread_mutex_lock(&e->run);
+	/* The order on record is the order of use. */
+	(void)ofs_evict_flush(s);
+	done = evict_sweep(s, r, need, 0, tenant, 0, &count);
+	if (young && done < need)
+		done = evict_sweep(s, r, need, done, tenant, 1, &count);
+	pthread_mutex_unlock(&e->run);
+	free(r);
 	if (count) {
 		OFS_COUNT(e->evictions[reason], count);
 		OFS_COUNT(e->evicted_bytes, done);
 		(void)ofs_store_barrier(s, NULL);
 	}
 	return done;
+}
+
+uint64_t ofs_evict(struct ofs_store *s, uint64_t need, uint64_t tenant,
+		   enum ofs_evict_reason reason)
+{
+	return evict_run(s, need, tenant, reason, 0);
 }
 
 /* Bytes above pct percent of the capacity statfs reports; 0 when below. */
@@ -633,8 +666,10 @@ int ofs_evict_tenants(struct ofs_store *s, struct ofs_tenant_use *t, int max)
  * take past it: its usage plus those bytes down to the quota.  A tenant
  * sitting at its quota holds no more than its share, yet its next file
  * is over it: the room comes from its own files, never another tenant's.
+ * young: as evict_run's.
  */
-static uint64_t evict_quotas(struct ofs_store *s, const struct ofs_evict_want *want, unsigned nw)
+static uint64_t evict_quotas(struct ofs_store *s, const struct ofs_evict_want *want, unsigned nw,
+			     int young)
 {
 	struct ofs_tenant_use *t = malloc(EVICT_TENANTS_MAX * sizeof(*t));
 	uint64_t done = 0;
@@ -651,7 +686,7 @@ static uint64_t evict_quotas(struct ofs_store *s, const struct ofs_evict_want *w
 			if (want[k].tenant == t[i].ino)
 				use += want[k].bytes;
 		if (use > t[i].quota)
-			done += ofs_evict(s, use - t[i].quota, t[i].ino, OFS_EVICT_QUOTA);
+			done += evict_run(s, use - t[i].quota, t[i].ino, OFS_EVICT_QUOTA, young);
 	}
 	free(t);
 	return done;
@@ -659,7 +694,7 @@ static uint64_t evict_quotas(struct ofs_store *s, const struct ofs_evict_want *w
 
 uint64_t ofs_evict_quotas(struct ofs_store *s)
 {
-	return evict_quotas(s, NULL, 0);
+	return evict_quotas(s, NULL, 0, 0);
 }
 
 /* Eviction off: note the tenants' usage against their quotas (ofs_evict_quota_check). */
@@ -784,8 +819,8 @@ uint64_t ofs_evict_tick(struct ofs_store *s)
  * that releases what deletes freed (enough when it brings usage below
  * the high watermark), else tenants over their quota or that a writer
  * would take past it, else the least recently used down to the low
- * watermark, at least the band between the two.  1 when something was
- * released or freed.
+ * watermark, at least the band between the two; objects younger than
+ * min_age after the others.  1 when something was released or freed.
  */
 static int evict_for_room(struct ofs_store *s, const struct ofs_evict_want *want, unsigned nw)
 {
@@ -796,7 +831,8 @@ static int evict_for_room(struct ofs_store *s, const struct ofs_evict_want *want
 		return 1;
 	if (kvb_statfs(&s->kvb, &ks))
 		return released > 0;
-	if (evict_quotas(s, want, nw))
+	/* A writer found no room: objects younger than min_age yield. */
+	if (evict_quotas(s, want, nw, 1))
 		return 1;
 	band = ks.blocks * ks.block_size / 100 * (s->evict.high - s->evict.low);
 	need = evict_over(s, s->evict.low);
@@ -804,7 +840,7 @@ static int evict_for_room(struct ofs_store *s, const struct ofs_evict_want *want
 		need = band;
 	if (need < ks.block_size)
 		need = ks.block_size;
-	return ofs_evict(s, need, 0, OFS_EVICT_PUT) > 0 || released > 0;
+	return evict_run(s, need, 0, OFS_EVICT_PUT, 1) > 0 || released > 0;
 }
 
 static int64_t evict_mono_ns(void)

@@ -5,8 +5,9 @@
  * capacity statfs reports, or when a write finds no room, the least
  * recently used closed objects are unlinked (the store's drop: durable,
  * pages freed at the next barrier) until the low one.  Never evicted:
- * objects open anywhere, pinned (OFS_PIN_XATTR), younger than min_age by
- * any of their times, directories.
+ * objects open anywhere or being written, pinned (OFS_PIN_XATTR),
+ * directories.  Objects younger than min_age by any of their times go
+ * only for a write that finds no room, and after every older one.
  */
 #ifndef OFFLOADFS_EVICT_H
 #define OFFLOADFS_EVICT_H
@@ -186,8 +187,9 @@ uint64_t ofs_evict_tick(struct ofs_store *s);
  * tenant (0: none): with a worker, wait for its pass; without, run one
  * here: the barrier that releases what deletes freed, else tenants over
  * their quota, or that this write would take past it, down to it, else
- * evict down to the low watermark, at least the band between the two.
- * 1 when something was freed or released (retry).  No lock held, or an
+ * evict down to the low watermark, at least the band between the two;
+ * objects younger than min_age too, after the older ones.  1 when
+ * something was freed or released (retry).  No lock held, or an
  * object's stripe.
  */
 int ofs_evict_for_put(struct ofs_store *s, uint64_t tenant, uint64_t bytes);

@@ -7,6 +7,8 @@
  *   hold TENANT N SIZE        reserve and write N keys, print "held", wait to be killed
  *   dup TENANT                duplicate keys in a reserve and in a commit: EINVAL
  *   badsum TENANT             a commit with one wrong page sum fails, nothing visible
+ *   torn TENANT               commit key "torn" with the sums (whole one too) of bytes
+ *                             other than those written: prints "torn COMMIT ERR"
  *   taken TENANT [rmdir]      a name created (or the key's directory removed) through the
  *                             mount between reserve and commit
  *   race TENANT ROUNDS        commits racing unlinks of the same key
@@ -73,6 +75,7 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* The sums of buf's pages, then the whole content's (OFFLOADFS_CSUM). */
 static uint64_t *page_sums(const char *buf, size_t len, uint64_t ps)
 {
 	size_t np = (len + ps - 1) / ps, p;
@@ -80,6 +83,7 @@ static uint64_t *page_sums(const char *buf, size_t len, uint64_t ps)
 
 	for (p = 0; p < np; p++)
 		pcs[p] = XXH3_64bits(buf + p * ps, len - p * ps < ps ? len - p * ps : ps);
+	pcs[np] = XXH3_64bits(buf, len);
 	return pcs;
 }
 
@@ -305,6 +309,33 @@ static int cmd_badsum(const char *t)
 	return 0;
 }
 
+static int cmd_torn(const char *t)
+{
+	struct offloadfs_batch *b = offloadfs_batch_open(t);
+	const char *keys[1] = { "torn" };
+	size_t lens[1] = { 200000 };
+	struct offloadfs_desc d;
+	char *buf = malloc(lens[0]);
+	uint64_t *pcs;
+	int errs[1] = { 0 }, ret;
+
+	if (!b || !buf)
+		die("open", -errno);
+	ret = offloadfs_batch_reserve(b, keys, lens, 1, &d);
+	if (ret)
+		die("reserve", ret);
+	fill(buf, lens[0], 5, 0);
+	pcs = page_sums(buf, lens[0], offloadfs_batch_page_size(b));
+	buf[lens[0] / 2] ^= 1; /* what reaches the bucket file is not what was summed */
+	if (pwrite(d.fd, buf, lens[0], (off_t)d.offset) != (ssize_t)lens[0])
+		die("pwrite", -errno);
+	ret = offloadfs_batch_commit(b, keys, lens, (const uint64_t *const *)&pcs, 1,
+				     OFFLOADFS_CSUM, errs);
+	printf("torn %d %d\n", ret, errs[0]);
+	offloadfs_batch_close(b);
+	return 0;
+}
+
 struct racer {
 	const char *path;
 	volatile int stop;
@@ -502,9 +533,11 @@ static int cmd_bench(const char *t, size_t n, size_t size, unsigned rounds, cons
 			for (i = 0; i < n; i++)
 				pcs[i] = page_sums(bufs[i], size, offloadfs_batch_page_size(b));
 			t3 = now();
+			/* As put_many commits: the sums recorded as given. */
 			if (!ret)
 				ret = offloadfs_batch_commit(b, (const char *const *)keys, lens,
-							     (const uint64_t *const *)pcs, n, 0, errs);
+							     (const uint64_t *const *)pcs, n,
+							     OFFLOADFS_CSUM, errs);
 			if (ret)
 				die("steps", ret);
 			steps[0][r] = t1 - t0;
@@ -648,6 +681,8 @@ int main(int argc, char **argv)
 		return cmd_dup(argv[2]);
 	if (!strcmp(argv[1], "badsum"))
 		return cmd_badsum(argv[2]);
+	if (!strcmp(argv[1], "torn"))
+		return cmd_torn(argv[2]);
 	if (!strcmp(argv[1], "taken"))
 		return cmd_taken(argv[2], argc > 3 && !strcmp(argv[3], "rmdir"));
 	if (!strcmp(argv[1], "stale"))

@@ -958,14 +958,14 @@ START_TEST(test_lru)
 	}
 	n = file_in(META_ROOT_INO, META_NEW); /* never committed: not a candidate */
 	ck_assert_int_eq(meta_insert(m, &n, "n", 1), 0);
-	ck_assert_int_eq(meta_lru(m, INT64_MIN, 0, 3, lru_collect, got), 0);
+	ck_assert_int_eq(meta_lru(m, INT64_MIN, 0, INT64_MAX, 3, lru_collect, got), 0);
 	ck_assert_uint_eq(got[0], 3);
 	ck_assert_uint_eq(got[1], f[3].ino);
 	ck_assert_uint_eq(got[2], f[2].ino);
 	ck_assert_uint_eq(got[3], f[1].ino);
 	/* Paged after the last one seen. */
 	got[0] = 0;
-	ck_assert_int_eq(meta_lru(m, 999, f[1].ino, 3, lru_collect, got), 0);
+	ck_assert_int_eq(meta_lru(m, 999, f[1].ino, INT64_MAX, 3, lru_collect, got), 0);
 	ck_assert_uint_eq(got[0], 1);
 	ck_assert_uint_eq(got[1], f[0].ino);
 	/* Last uses written in one batch reorder them: b and c are now the newest. */
@@ -977,12 +977,19 @@ START_TEST(test_lru)
 	ck_assert_int_eq(meta_set_atimes(m, inos, at, 2), 0);
 	ck_assert_int_eq(meta_commit(m), 0);
 	got[0] = 0;
-	ck_assert_int_eq(meta_lru(m, INT64_MIN, 0, 8, lru_collect, got), 0);
+	ck_assert_int_eq(meta_lru(m, INT64_MIN, 0, INT64_MAX, 8, lru_collect, got), 0);
 	ck_assert_uint_eq(got[0], 4);
 	ck_assert_uint_eq(got[1], f[3].ino);
 	ck_assert_uint_eq(got[2], f[0].ino);
 	ck_assert_uint_eq(got[3], f[2].ino);
 	ck_assert_uint_eq(got[4], f[1].ino);
+	/* Only those whose every time is before the bound: here their mtime. */
+	got[0] = 0;
+	ck_assert_int_eq(meta_lru(m, INT64_MIN, 0, f[0].mtime + 1, 8, lru_collect, got), 0);
+	ck_assert_uint_eq(got[0], 4);
+	got[0] = 0;
+	ck_assert_int_eq(meta_lru(m, INT64_MIN, 0, f[0].mtime, 8, lru_collect, got), 0);
+	ck_assert_uint_eq(got[0], 0);
 	ck_assert_int_eq(meta_xattr_count(m, "user.offload.pin", &pinned), 0);
 	ck_assert_uint_eq(pinned, 0);
 	ck_assert_int_eq(meta_xattr_set(m, f[0].ino, "user.offload.pin", "1", 1, 0), 0);

@@ -506,8 +506,8 @@ START_TEST(test_adopt_run_written_outside)
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(pwrite(fd, buf, sizeof(buf), (off_t)(view.page * PS)), (ssize_t)sizeof(buf));
 	close(fd);
-	ck_assert_int_eq(kvb_obj_adopt(&kvb, o, 3 * PS + 1), -EINVAL);
-	ck_assert_int_eq(kvb_obj_adopt(&kvb, o, sizeof(buf)), 0);
+	ck_assert_int_eq(kvb_obj_adopt(&kvb, o, 3 * PS + 1, NULL, 0), -EINVAL);
+	ck_assert_int_eq(kvb_obj_adopt(&kvb, o, sizeof(buf), NULL, 0), 0);
 	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &map, &csum, &pcs), 0);
 	ck_assert_uint_eq(csum, XXH3_64bits(buf, sizeof(buf)));
 	for (p = 0; p < 3; p++)

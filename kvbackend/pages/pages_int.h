@@ -155,6 +155,9 @@ struct kvb_obj {
 	struct pages_hasher h;
 	int hash_ok;
 	uint64_t *pcs;     /* per-page sums handed out by commit_prepare */
+	/* Adopted with the writer's sums (in pcs) for this size: commit_prepare reads nothing. */
+	int given;
+	uint64_t given_size, given_csum;
 	/* Lazy copy-on-write (see backend.c): src.bucket -1 when none. */
 	struct kvb_map src;
 	uint64_t *filled;  /* bit per page below src.size: the working run holds it */
@@ -257,7 +260,8 @@ ssize_t pages_obj_copy(void *arg, struct kvb_obj *o, const struct kvb_map *from,
 int pages_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size);
 int pages_obj_reserve(void *arg, struct kvb_obj *o, uint64_t size);
 void pages_obj_view(void *arg, struct kvb_obj *o, struct kvb_map *view);
-int pages_obj_adopt(void *arg, struct kvb_obj *o, uint64_t size);
+int pages_obj_adopt(void *arg, struct kvb_obj *o, uint64_t size, const uint64_t *pcs,
+		    uint64_t csum);
 int pages_obj_settle(void *arg, struct kvb_obj *o, uint64_t off, uint64_t len);
 int pages_obj_dirty(void *arg, struct kvb_obj *o);
 int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,

@@ -584,6 +584,7 @@ static ssize_t pages_obj_put(struct pages *p, struct kvb_obj *o, const struct pa
 		o->hash_ok = 0;
 	}
 	o->dirty = 1;
+	o->given = 0; /* the bytes are no longer the adopted ones */
 	return (ssize_t)len;
 }
 
@@ -654,6 +655,7 @@ int pages_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size)
 	}
 	o->w.size = size;
 	o->dirty = 1;
+	o->given = 0;
 	return 0;
 }
 
@@ -718,6 +720,8 @@ int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_
 	ret = pages_fill_all(p, o);
 	if (ret)
 		return ret;
+	if (o->given && o->w.size != o->given_size)
+		o->given = 0;
 	*map = o->w;
 	if (map->size == 0) {
 		*map = KVB_MAP_EMPTY;
@@ -736,7 +740,10 @@ int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_
 	if (!pcs)
 		return -ENOMEM;
 	o->pcs = pcs;
-	if (o->hash_ok && o->h.done == map->size) {
+	if (o->given && map->size) {
+		/* The writer's sums, already in pcs (pages_obj_adopt). */
+		*csum = o->given_csum;
+	} else if (o->hash_ok && o->h.done == map->size) {
 		hasher_result(&o->h, p->page_size, csum, pcs);
 	} else {
 		ret = pages_hash_map(p, map, csum, pcs, reuse ? o->diff : NULL,
@@ -839,10 +846,12 @@ void pages_obj_close(void *arg, struct kvb_obj *o)
 	free(o);
 }
 
-int pages_obj_adopt(void *arg, struct kvb_obj *o, uint64_t size)
+int pages_obj_adopt(void *arg, struct kvb_obj *o, uint64_t size, const uint64_t *pcs,
+		    uint64_t csum)
 {
 	struct pages *p = arg;
 
+	o->given = 0;
 	/* Only a fresh run of the object's own: committed pages are never taken over. */
 	if (o->c.bucket >= 0 || o->src.bucket >= 0)
 		return -EINVAL;
@@ -853,6 +862,17 @@ int pages_obj_adopt(void *arg, struct kvb_obj *o, uint64_t size)
 	}
 	if (o->w.bucket < 0 || pages_for(p, size) > o->w.npages)
 		return -EINVAL;
+	if (pcs) {
+		uint64_t n = pages_for(p, size), *v = realloc(o->pcs, (n + 1) * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		memcpy(v, pcs, n * sizeof(*v));
+		o->pcs = v;
+		o->given = 1;
+		o->given_size = size;
+		o->given_csum = csum;
+	}
 	o->w.size = size;
 	o->hash_ok = 0;
 	o->diff_ok = 0;

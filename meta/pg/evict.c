@@ -27,8 +27,8 @@ static PGresult *pq_query(struct meta_pg *m, const char *sql, const struct pq_pa
 	return NULL;
 }
 
-int pq_lru(struct meta *mb, int64_t after_atime, uint64_t after_ino, unsigned limit,
-	   meta_ino_fn fn, void *ctx)
+int pq_lru(struct meta *mb, int64_t after_atime, uint64_t after_ino, int64_t before,
+	   unsigned limit, meta_ino_fn fn, void *ctx)
 {
 	struct pq_params p = { 0 };
 	PGresult *r;
@@ -37,10 +37,13 @@ int pq_lru(struct meta *mb, int64_t after_atime, uint64_t after_ino, unsigned li
 	pq_int(&p, after_atime);
 	pq_int(&p, (int64_t)after_ino);
 	pq_int(&p, limit);
+	pq_int(&p, before);
+	/* As sqlite's: the young are left out here (atime, mtime, ctime before $4). */
 	r = pq_query(pq(mb),
 		     "SELECT " PQ_INODE_COLS " FROM " PQ_SCHEMA ".inodes WHERE parent IS NOT NULL "
 		     "AND state = 0 AND (mode & 61440) = 32768 AND (atime, ino) > ($1::bigint, "
-		     "$2::bigint) ORDER BY atime, ino LIMIT $3::bigint",
+		     "$2::bigint) AND atime < $4::bigint AND mtime < $4::bigint "
+		     "AND ctime < $4::bigint ORDER BY atime, ino LIMIT $3::bigint",
 		     &p, &ret);
 	if (!r)
 		return ret;

@@ -224,7 +224,8 @@ int pq_task_pending(struct meta *m, uint64_t ino);
 int pq_task_requeue(struct meta *m, uint64_t *n);
 int pq_task_count(struct meta *m, int state, uint64_t *n);
 int pq_task_prune(struct meta *m, uint64_t keep);
-int pq_lru(struct meta *m, int64_t after_atime, uint64_t after_ino, unsigned limit, meta_ino_fn fn,
+int pq_lru(struct meta *m, int64_t after_atime, uint64_t after_ino, int64_t before,
+	   unsigned limit, meta_ino_fn fn,
 	   void *ctx);
 int pq_set_atimes(struct meta *m, const uint64_t *inos, const int64_t *atimes, size_t n);
 int pq_xattr_count(struct meta *m, const char *name, uint64_t *n);

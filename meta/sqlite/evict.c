@@ -12,24 +12,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-int sq_lru(struct meta *mb, int64_t after_atime, uint64_t after_ino, unsigned limit,
-	     meta_ino_fn fn, void *ctx)
+int sq_lru(struct meta *mb, int64_t after_atime, uint64_t after_ino, int64_t before,
+	   unsigned limit, meta_ino_fn fn, void *ctx)
 {
 	struct meta_sq *m = sq(mb);
 	sqlite3_stmt *s;
 	int rc, ret;
 
-	/* Closed, committed regular files in the namespace; (atime, ino) pages the order. */
+	/*
+	 * Closed, committed regular files in the namespace; (atime, ino) pages
+	 * the order.  The young are left out here rather than skipped by the
+	 * caller: a pass over a store of young objects ends after one query.
+	 */
 	rc = sqlite3_prepare_v2(m->db,
 				"SELECT " INODE_COLS " FROM inodes WHERE parent IS NOT NULL "
 				"AND state = 0 AND (mode & 61440) = 32768 "
-				"AND (atime, ino) > (?1, ?2) ORDER BY atime, ino LIMIT ?3",
+				"AND (atime, ino) > (?1, ?2) AND atime < ?4 AND mtime < ?4 "
+				"AND ctime < ?4 ORDER BY atime, ino LIMIT ?3",
 				-1, &s, NULL);
 	if (rc != SQLITE_OK)
 		return sq_errno(rc);
 	sqlite3_bind_int64(s, 1, after_atime);
 	sqlite3_bind_int64(s, 2, (sqlite3_int64)after_ino);
 	sqlite3_bind_int64(s, 3, limit);
+	sqlite3_bind_int64(s, 4, before);
 	ret = sq_each_inode(s, fn, ctx);
 	sqlite3_finalize(s);
 	return ret;

@@ -188,7 +188,8 @@ int sq_task_pending(struct meta *m, uint64_t ino);
 int sq_task_requeue(struct meta *m, uint64_t *n);
 int sq_task_count(struct meta *m, int state, uint64_t *n);
 int sq_task_prune(struct meta *m, uint64_t keep);
-int sq_lru(struct meta *m, int64_t after_atime, uint64_t after_ino, unsigned limit, meta_ino_fn fn,
+int sq_lru(struct meta *m, int64_t after_atime, uint64_t after_ino, int64_t before,
+	   unsigned limit, meta_ino_fn fn,
 	   void *ctx);
 int sq_set_atimes(struct meta *m, const uint64_t *inos, const int64_t *atimes, size_t n);
 int sq_xattr_count(struct meta *m, const char *name, uint64_t *n);

@@ -467,6 +467,32 @@ bg_kill() {
 	return 0
 }
 
+# ---- commands run as another user ----
+
+# nobody_ready [bins]: let user nobody (65534) reach $TESTDIR (made 0755);
+# with bins, also copies of offloadfs and offloadctl it can run, as
+# $OFS_NOBODY and $OFSCTL_NOBODY in $TESTDIR/bin: the build may be where
+# nobody cannot enter (a checkout under /root, 0700).  1 when nobody still
+# cannot reach them (a $TMPDIR out of its reach), the reason in
+# $NOBODY_WHY for the caller's skip.
+nobody_ready() {
+	local _t="$TESTDIR"
+	chmod 0755 "$TESTDIR"
+	if [ "${1:-}" == bins ]; then
+		mkdir -p "$TESTDIR/bin" && cp "$OFS" "$OFSCTL" "$TESTDIR/bin/" &&
+			chmod 0755 "$TESTDIR/bin" "$TESTDIR/bin/offloadfs" "$TESTDIR/bin/offloadctl" || {
+			NOBODY_WHY="cannot copy the binaries into $TESTDIR/bin"
+			return 1
+		}
+		OFS_NOBODY="$TESTDIR/bin/offloadfs" OFSCTL_NOBODY="$TESTDIR/bin/offloadctl"
+		_t="$OFSCTL_NOBODY"
+	fi
+	if ! setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$_t"; then
+		NOBODY_WHY="user nobody cannot reach $_t (a directory above it is closed to others)"
+		return 1
+	fi
+}
+
 # ---- a process holding a file open ----
 
 # holder_start PATH MODE [DATAFILE]: start a python3 process that opens PATH

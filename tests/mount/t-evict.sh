@@ -2,7 +2,9 @@
 # t-evict.sh: the store as a cache.  Recency: an open moves st_atime, kept
 # across a clean remount.  With evict=lru a workload writing 3x the store's
 # capacity keeps succeeding and keeps the most recently used objects, open
-# and pinned files, and never touches objects younger than evict_min_age;
+# and pinned files; objects younger than evict_min_age go after older
+# ones, and only when a write finds no room (ENOSPC only when every object
+# left is open, pinned or being written);
 # a tenant over its quota (user.offload.quota) is evicted first and never
 # pushes out another tenant's objects (with evict=off: EDQUOT for its new
 # files and its writes, truncates and fallocates past the quota);
@@ -314,22 +316,85 @@ check "below its quota again, the tenant writes" cp "$REF/open" "$MNT/a/k4"
 ofs_umount
 fresh
 
-# ---- young objects are never evicted ----
-ofs_mount "$GEOM,evict=lru,evict_min_age=60" || ofs_bail "cannot mount"
+# ---- evict_min_age orders eviction; under pressure it yields ----
+# 4 buckets of 16 MiB and 1 MiB objects, all written well within
+# evict_min_age: the writers that find no room get it from the young ones.
+BIG="bucket_count=4,bucket_size=16M"
+MIB=$((1024 * 1024))
+ofs_mount "$BIG,evict=lru,evict_min_age=60" || ofs_bail "cannot mount"
+mkdir "$MNT/t"
+mkrand "$REF/ypin" $MIB
+cp "$REF/ypin" "$MNT/t/ypin"
+setfattr -n user.offload.pin -v 1 "$MNT/t/ypin"
+mkrand "$REF/yopen" $MIB
+cp "$REF/yopen" "$MNT/t/yopen"
+holder_start "$MNT/t/yopen" r || ofs_bail "cannot hold a file open"
+run python3 - "$MNT/t" $MIB <<'PY'
+import errno, os, sys
+d, size = sys.argv[1], int(sys.argv[2])
+for i in range(192):
+    try:
+        with open("%s/y%d" % (d, i), "wb") as f:
+            f.write(os.urandom(size))
+    except OSError as e:
+        print("error at", i, errno.errorcode.get(e.errno, e.errno))
+        break
+else:
+    print("wrote 192")
+PY
+check_eq "192 objects of 1 MiB younger than evict_min_age (3x the capacity) written" \
+	"wrote 192" "$OUT"
+check "the last objects written are kept" test -s "$MNT/t/y191" -a -s "$MNT/t/y190"
+check "the first ones were evicted" wait_until 5 test ! -e "$MNT/t/y0"
+check_cmp "a pinned young object is kept" "$REF/ypin" "$MNT/t/ypin"
+holder_read "$REF/yopen.read"
+check_cmp "an open young object is kept" "$REF/yopen" "$REF/yopen.read"
+holder_close
+check "the writers' passes evicted them" [ "$(metric 'offloadfs_evictions_total{reason="put"}')" -ge 60 ]
+ofs_umount
+check_fsck_clean "after evicting young objects"
+fresh
+# Objects past evict_min_age go first, though a young one was used least
+# recently (its atime set to 2020; its ctime is now).  evict_high=100: only
+# the writers' passes, which free the band between the watermarks (7
+# objects), all from the 8 old ones.
+ofs_mount "$LRU,evict_min_age=3,evict_high=100" || ofs_bail "cannot mount"
+mkdir "$MNT/t"
+for i in $(seq 0 7); do head -c $OBJ /dev/urandom >"$MNT/t/o$i"; done
+sleep 3.5
+mkrand "$REF/young" $OBJ
+cp "$REF/young" "$MNT/t/young"
+touch -a -d 2020-01-01 "$MNT/t/young"
+run python3 - "$MNT/t" $OBJ <<'PY'
+import os, sys
+d, size = sys.argv[1], int(sys.argv[2])
+for i in range(26):  # 35 objects: 3 past the capacity
+    with open("%s/n%d" % (d, i), "wb") as f:
+        f.write(os.urandom(size))
+PY
+check_eq "written past the capacity" 0 "$RC"
+check "an old object was evicted" wait_until 5 test ! -e "$MNT/t/o0"
+check_cmp "before a young one used less recently" "$REF/young" "$MNT/t/young"
+ofs_umount
+fresh
+
+# ---- ENOSPC when every object left is pinned ----
+ofs_mount "$LRU,evict_min_age=60" || ofs_bail "cannot mount"
 mkdir "$MNT/t"
 run python3 - "$MNT/t" $OBJ <<'PY'
 import errno, os, sys
 d, size = sys.argv[1], int(sys.argv[2])
 for i in range(96):
     try:
-        with open("%s/y%d" % (d, i), "wb") as f:
+        with open("%s/p%d" % (d, i), "wb") as f:
             f.write(os.urandom(size))
+        os.setxattr("%s/p%d" % (d, i), "user.offload.pin", b"1")
     except OSError as e:
         print("ENOSPC at", i if e.errno == errno.ENOSPC else e)
         break
 PY
-check_contains "objects younger than evict_min_age: ENOSPC" "ENOSPC at" "$OUT"
-check "none of them evicted" test -s "$MNT/t/y0" -a -s "$MNT/t/y1"
+check_contains "every object pinned: ENOSPC" "ENOSPC at" "$OUT"
+check "none of them evicted" test -s "$MNT/t/p0" -a -s "$MNT/t/p1"
 check_eq "no eviction counted" 0 "$(metric 'offloadfs_evictions_total{reason="put"}')"
 ofs_umount
 fresh
