@@ -135,8 +135,12 @@ void ofs_fill_stat(const struct ofs *ofs, const struct ofs_inode *in,
 	uint64_t size = m->size, npages = m->npages;
 
 	if (in && in->o.obj && in->o.x) {
-		ofs_extents_view((struct ofs_store *)&ofs->store, (struct ofs_object *)&in->o, &size,
-				 &npages);
+		/*
+		 * Its writers' size; the blocks of its committed extents (its
+		 * working states change under the stripe, which a getattr does
+		 * not take).
+		 */
+		size = __atomic_load_n(&in->o.x->wsize, __ATOMIC_RELAXED);
 	} else if (in && in->o.obj) {
 		struct kvb_map view;
 

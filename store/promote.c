@@ -29,6 +29,9 @@ int ofs_promote_queue(struct ofs_store *s, const struct meta_inode *m, const cha
 		return -EOPNOTSUPP;
 	if (!S_ISREG(m->mode) || m->state != META_COMMITTED)
 		return -EINVAL;
+	/* The DRAM tier holds KV blocks: a file of extents (a pool) stays where it is. */
+	if (m->bucket == META_EXTENTS)
+		return -EFBIG;
 	ofs_version(m, &v);
 	if (m->size == 0 || (!warmup && ofs_dram_has(&s->dram, m->ino, &v)))
 		return 0;
