@@ -678,17 +678,11 @@ ssize_t ofs_extents_pread(struct ofs_store *s, struct ofs_object *o, size_t size
 
 /* ---- removal ---- */
 
-/*
- * Mappings taken from records being deleted, until their transaction
- * ends (s->lock): a vector of (ino, map) pairs.
- */
-struct ext_taken {
+/* A mapping taken from a record being deleted, until its transaction ends (s->xtaken). */
+struct ofs_ext_taken {
 	uint64_t ino;
 	struct kvb_map map;
 };
-
-static struct ext_taken *taken;
-static size_t ntaken, captaken;
 
 struct ext_take_ctx {
 	struct ofs_store *s;
@@ -702,18 +696,20 @@ static int ext_take_one(void *ctx, const struct meta_inode *in)
 
 	if (in->bucket < 0)
 		return 0;
-	if (ntaken == captaken) {
-		size_t cap = captaken ? captaken * 2 : 64;
-		struct ext_taken *v = realloc(taken, cap * sizeof(*v));
+	struct ofs_store *s = t->s;
+
+	if (s->nxtaken == s->capxtaken) {
+		size_t cap = s->capxtaken ? s->capxtaken * 2 : 64;
+		struct ofs_ext_taken *v = realloc(s->xtaken, cap * sizeof(*v));
 
 		if (!v)
 			return -ENOMEM;
-		taken = v;
-		captaken = cap;
+		s->xtaken = v;
+		s->capxtaken = cap;
 	}
-	taken[ntaken].ino = in->ino;
-	taken[ntaken++].map = map;
-	return kvb_remove_prepare(&t->s->kvb, &map);
+	s->xtaken[s->nxtaken].ino = in->ino;
+	s->xtaken[s->nxtaken++].map = map;
+	return kvb_remove_prepare(&s->kvb, &map);
 }
 
 int ofs_extents_take(struct ofs_store *s, uint64_t ino, struct kvb_map *to_free)
@@ -735,13 +731,12 @@ void ofs_extents_untake(struct ofs_store *s, const struct kvb_map *to_free)
 {
 	size_t i, j = 0;
 
-	(void)s;
 	if (to_free->bucket != META_EXTENTS)
 		return;
-	for (i = 0; i < ntaken; i++)
-		if (taken[i].ino != to_free->page)
-			taken[j++] = taken[i];
-	ntaken = j;
+	for (i = 0; i < s->nxtaken; i++)
+		if (s->xtaken[i].ino != to_free->page)
+			s->xtaken[j++] = s->xtaken[i];
+	s->nxtaken = j;
 }
 
 void ofs_store_remove(struct ofs_store *s, const struct kvb_map *to_free)
@@ -754,13 +749,13 @@ void ofs_store_remove(struct ofs_store *s, const struct kvb_map *to_free)
 	}
 	if (to_free->bucket != META_EXTENTS)
 		return;
-	for (i = 0; i < ntaken; i++) {
-		if (taken[i].ino == to_free->page)
-			kvb_remove(&s->kvb, &taken[i].map);
+	for (i = 0; i < s->nxtaken; i++) {
+		if (s->xtaken[i].ino == to_free->page)
+			kvb_remove(&s->kvb, &s->xtaken[i].map);
 		else
-			taken[j++] = taken[i];
+			s->xtaken[j++] = s->xtaken[i];
 	}
-	ntaken = j;
+	s->nxtaken = j;
 }
 
 /* ---- the descriptor ---- */

@@ -641,6 +641,9 @@ void ofs_store_crash(struct ofs_store *s)
 	free(s->root);
 	free(s->meta_path);
 	s->root = s->meta_path = NULL;
+	free(s->xtaken);
+	s->xtaken = NULL;
+	s->nxtaken = s->capxtaken = 0;
 	if (s->dram_capacity)
 		ofs_dram_release(&s->dram);
 	s->dram_capacity = 0;

@@ -71,6 +71,7 @@ struct ofs_config {
 #define OFS_NLOCKS 1024
 
 struct htab;
+struct ofs_ext_taken;
 
 /*
  * Lock order: an object's stripe of rw, then sync_lock, then lock, then
@@ -100,6 +101,12 @@ struct ofs_store {
 	struct meta_geom geom;
 	/* Files larger than this are cut into extents of this size (extent.h). */
 	uint64_t esize;
+	/*
+	 * The extents of files whose records a transaction is deleting
+	 * (ofs_extents_take), freed once it commits.  Under lock.
+	 */
+	struct ofs_ext_taken *xtaken;
+	size_t nxtaken, capxtaken;
 	char *root;
 	char *meta_path;
 	int lock_fd;
