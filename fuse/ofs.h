@@ -39,8 +39,8 @@ struct ofs_inode {
 	uint32_t busy;        /* requests using the struct now (ofs_iget..ofs_iput); store.lock */
 	/*
 	 * 1 from the lookup that gave the kernel this inode until its first
-	 * open: the kernel caches none of its pages yet; 2 while that open
-	 * fills them (ofs_prefill); 3 while its creator's write-only handle,
+	 * open: the kernel caches none of its pages yet; 2 while that open,
+	 * or the release of a put's handle, fills them (ofs_prefill); 3 while its creator's write-only handle,
 	 * whose writes bypass the kernel's cache, is its only open since the
 	 * create (1 again at that handle's release).  Under store.lock.
 	 */
