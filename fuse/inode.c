@@ -177,13 +177,16 @@ void ofs_fill_stat(const struct ofs *ofs, const struct ofs_inode *in,
  * A create's such handle that was the inode's only open since leaves no
  * page in the cache: the next reader may prefill it.  Under store.lock.
  */
-void ofs_direct_close(struct ofs_inode *in, int direct)
+int ofs_direct_close(struct ofs_inode *in, int direct)
 {
 	if (!direct)
-		return;
+		return 0;
 	assert(in->ndirect > 0);
-	if (--in->ndirect == 0 && in->kfresh == 3)
+	if (--in->ndirect == 0 && in->kfresh == 3) {
 		in->kfresh = 1;
+		return 1;
+	}
+	return 0;
 }
 
 /* Count a kernel lookup of m and fill its entry.  Under store.lock. */

@@ -240,7 +240,7 @@ static void ofs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, in
 static int ofs_open_inode(struct ofs *ofs, struct ofs_inode *in, int writer, int trunc,
 			  int *direct, int *keep)
 {
-	int ret = 0, prefill, shown;
+	int ret = 0, prefill;
 
 	/*
 	 * Counted open before the working state exists: an unlink from now on
@@ -279,7 +279,7 @@ static int ofs_open_inode(struct ofs *ofs, struct ofs_inode *in, int writer, int
 	pthread_mutex_unlock(&ofs->store.lock);
 	if (prefill) {
 		/* A value the backend has lost is a file that is gone. */
-		ret = ofs_prefill(ofs, in);
+		ret = ofs_prefill(ofs, in) < 0 ? -ENOENT : 0;
 		pthread_mutex_lock(&ofs->store.lock);
 		in->kfresh = 0;
 		pthread_cond_broadcast(&ofs->kcond);
@@ -306,12 +306,15 @@ static int ofs_open_inode(struct ofs *ofs, struct ofs_inode *in, int writer, int
 		pthread_mutex_unlock(&ofs->store.lock);
 	}
 	if (!ret) {
-		/* Recency is per open: warm reads never reach us. */
+		/*
+		 * Recency is per open: warm reads never reach us.  The kernel
+		 * keeps its cached attributes: dropping them would make the
+		 * stat after every get a GETATTR, so st_atime shows the open
+		 * at the kernel's next attribute reply (relatime's lag).
+		 */
 		pthread_mutex_lock(&ofs->store.lock);
-		shown = ofs_evict_touch(&ofs->store, &in->o);
+		ofs_evict_touch(&ofs->store, &in->o);
 		pthread_mutex_unlock(&ofs->store.lock);
-		if (shown)
-			ofs_queue_inval_attr(ofs, in->o.m.ino);
 	}
 	return ret;
 }
@@ -520,11 +523,49 @@ static void ofs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 	ofs_iput(ofs, in);
 }
 
+/*
+ * A put's bytes into the kernel's cache once its write-only create's
+ * handle is gone (ofs_direct_close gave kfresh 1 back): the first get after
+ * the put then reads them there, with no request but its OPEN, as a warm
+ * get does.  The release is asynchronous for the putter, so this is off
+ * its path.  It is the prefill of the first open (rules in ofs_prefill),
+ * done by the release while it holds the inode open: opens wait for it
+ * (kfresh 2), an unlink meanwhile detaches the record rather than free
+ * its pages.  At most OFS_STORE_MAX at once: more puts releasing together
+ * leave their first reader's open to prefill.  Under store.lock: 1 when
+ * the caller is to run ofs_release_store after its reply.
+ */
+static int ofs_release_store_begin(struct ofs *ofs, struct ofs_inode *in, int fresh)
+{
+	if (!fresh || !ofs->prefill_max || in->o.unlinked || in->o.obj ||
+	    in->o.m.state != META_COMMITTED || in->o.m.size == 0 ||
+	    in->o.m.size > ofs->prefill_max || ofs->nstoring >= OFS_STORE_MAX)
+		return 0;
+	ofs->nstoring++;
+	in->kfresh = 2;
+	in->o.nopen++;
+	return 1;
+}
+
+static void ofs_release_store(struct ofs *ofs, struct ofs_inode *in)
+{
+	int stored = ofs_prefill(ofs, in);
+
+	ofs_object_prepare_last_close(&ofs->store, &in->o);
+	pthread_mutex_lock(&ofs->store.lock);
+	/* Nothing stored: the kernel still caches no page, the first open may try. */
+	in->kfresh = stored > 0 ? 0 : 1;
+	ofs->nstoring--;
+	pthread_cond_broadcast(&ofs->kcond);
+	ofs_iclose(ofs, in);
+	pthread_mutex_unlock(&ofs->store.lock);
+}
+
 static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fuse_file_info *fi,
 			   struct ofs_inode *in)
 {
 	struct ofs *ofs = ofs_of(req);
-	int stale = 0;
+	int stale = 0, store;
 
 	if (!in) {
 		fuse_reply_err(req, 0);
@@ -539,10 +580,13 @@ static void ofs_do_release(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, struct fus
 	}
 	ofs_object_prepare_last_close(&ofs->store, &in->o);
 	pthread_mutex_lock(&ofs->store.lock);
-	ofs_direct_close(in, fi->fh & OFS_FH_DIRECT);
+	store = ofs_release_store_begin(ofs, in, ofs_direct_close(in, fi->fh & OFS_FH_DIRECT));
 	ofs_iclose(ofs, in);
 	pthread_mutex_unlock(&ofs->store.lock);
 	fuse_reply_err(req, 0);
+	/* The inode is held open (and by the request) until the store is done. */
+	if (store)
+		ofs_release_store(ofs, in);
 }
 
 static void ofs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -23,6 +23,7 @@
 #define OFS_MAX_REQUEST (1u << 20) /* bytes of one READ or WRITE */
 #define OFS_INVAL_MAX 64       /* inodes queued for invalidation */
 #define OFS_INVAL_ENTRY_MAX 256 /* names queued for invalidation (evictions come in batches) */
+#define OFS_STORE_MAX 2        /* releases storing a put's bytes at once; more skip it */
 
 /* A file handle's fh: a writer's, and a write-only create's writing around the kernel's cache. */
 #define OFS_FH_WRITER 1u
@@ -38,8 +39,8 @@ struct ofs_inode {
 	uint32_t busy;        /* requests using the struct now (ofs_iget..ofs_iput); store.lock */
 	/*
 	 * 1 from the lookup that gave the kernel this inode until its first
-	 * open: the kernel caches none of its pages yet; 2 while that open
-	 * fills them (ofs_prefill); 3 while its creator's write-only handle,
+	 * open: the kernel caches none of its pages yet; 2 while that open,
+	 * or the release of a put's handle, fills them (ofs_prefill); 3 while its creator's write-only handle,
 	 * whose writes bypass the kernel's cache, is its only open since the
 	 * create (1 again at that handle's release).  Under store.lock.
 	 */
@@ -69,6 +70,7 @@ struct ofs {
 	int foreground;
 	uint64_t prefill_max;  /* largest object ofs_prefill puts in the kernel's cache; 0: off */
 	pthread_cond_t kcond;  /* an open waiting for another one's prefill; with store.lock */
+	unsigned nstoring;     /* put's bytes being stored at its release (OFS_STORE_MAX); store.lock */
 	unsigned sync_ms;      /* group-commit interval; 0: only fsync makes durable */
 	pthread_t syncer;
 	int syncer_running, stopping;
@@ -129,7 +131,8 @@ int ofs_table_init(struct ofs *ofs);
 void ofs_table_release(struct ofs *ofs);
 /* Under store.lock. */
 struct ofs_inode *ofs_ifind(struct ofs *ofs, uint64_t ino);
-void ofs_direct_close(struct ofs_inode *in, int direct);
+/* 1 when it was a create's handle that leaves the kernel no page cached (kfresh 1 again). */
+int ofs_direct_close(struct ofs_inode *in, int direct);
 /* A request's inode, held until ofs_iput (takes store.lock). */
 struct ofs_inode *ofs_iget(struct ofs *ofs, fuse_ino_t ino);
 void ofs_iput(struct ofs *ofs, struct ofs_inode *in);
@@ -173,6 +176,7 @@ void ofs_promotion_policy(struct ofs *ofs, struct ofs_inode *in);
 ssize_t ofs_read(struct ofs *ofs, struct ofs_inode *in, size_t size, uint64_t off,
 		 struct ofs_bytes *b);
 struct fuse_bufvec ofs_bytes_vec(const struct ofs_bytes *b, size_t n);
+/* 1 when it stored the object, 0 when not, -ENOENT when its value is lost. */
 int ofs_prefill(struct ofs *ofs, struct ofs_inode *in);
 
 /* ll.c: the one table of FUSE operations. */

@@ -108,6 +108,7 @@ int ofs_prefill(struct ofs *ofs, struct ofs_inode *in)
 	struct kvb_map map;
 	struct ofs_bytes b;
 	ssize_t n = 0;
+	int stored = 0;
 
 	pthread_rwlock_rdlock(lk);
 	map = ofs_committed(&in->o.m);
@@ -122,10 +123,11 @@ int ofs_prefill(struct ofs *ofs, struct ofs_inode *in)
 						       b.fd >= 0 ? 0 : FUSE_BUF_NO_SPLICE) == 0) {
 				OFS_COUNT(ofs->store.metrics.prefills, 1);
 				OFS_COUNT(ofs->store.metrics.bytes_read, (size_t)n);
+				stored = 1;
 			}
 		}
 		ofs_bytes_release(&ofs->store, &b);
 	}
 	pthread_rwlock_unlock(lk);
-	return n == -ENOENT ? -ENOENT : 0;
+	return n == -ENOENT ? -ENOENT : stored;
 }

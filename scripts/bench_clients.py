@@ -11,6 +11,8 @@ Phases, each timed over all keys, one worker:
   put         the client's store of one block (its own existence check
               first where it does one, temp file and rename where it uses
               them, O_DIRECT where it uses it)
+  get_after_put  the client's load of the blocks it just put, on each
+              target right after its own puts, in their order
   exists_put  the client's existence check, right after the puts
   get_cold    the client's load of one block, after the page cache is dropped
   get_warm    the same again
@@ -32,6 +34,9 @@ import uuid
 
 O_DIRECT = getattr(os, "O_DIRECT", 0)
 PHASES = ("put", "exists_put", "get_cold", "get_warm", "exists_get", "delete")
+# Run by scripts/bench beside put (on each target right after it), not as a phase of its own.
+EXTRA_PHASES = ("get_after_put",)
+REPORT_PHASES = ("put", "get_after_put", "exists_put", "get_cold", "get_warm", "exists_get", "delete")
 REFS = "LMCache/LMCache@005121ac (local disk), LMCache/LMCache@0219539f (fs connector), " \
        "sgl-project/sglang@001067ff, vllm-project/vllm@0320ab4d, " \
        "llm-d/llm-d-kv-cache-manager@3492df93 and @37a20604, kvcache-ai/Mooncake@3b5a5941"
