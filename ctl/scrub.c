@@ -251,7 +251,7 @@ static void scrub_extents(struct scrub *sc, const char *file, const char *show, 
 		next = strstr(body - 1, "\nextent_offset=");
 		if (next)
 			*next = '\0';
-		scrub_one_run(sc, file, show, body - 1, sumtxt);
+		scrub_one_run(sc, file, show, body, sumtxt);
 		if (next)
 			*next = '\n';
 		p = next;

@@ -317,8 +317,13 @@ check_cmp "after kill -9 of the daemon: the fsynced content, not the later write
 rm -f "$MNT/t/killed" "$MNT/t/killed.synced"
 check "a file of extents again" cp "$REF/big2" "$MNT/t/kept"
 
-run "$OFSCTL" scrub "$MNT"
+if [ "$OFS_BACKEND" == ubsio ]; then
+	run "$OFSCTL" scrub "$MNT" --ubsio-lib "$OFS_BUILD/tests/libubsio_kvc.so" --ubsio-ssd-size 0
+else
+	run "$OFSCTL" scrub "$MNT"
+fi
 check_eq "scrub of a file of extents: exits 0" 0 "$RC"
+[ "$RC" -eq 0 ] || note "scrub: ${OUT//$'\n'/ | } ${ERR//$'\n'/ | }"
 check_contains "scrub counts it once" "1 files" "$OUT"
 if [ "$OFS_BACKEND" == pages ]; then
 	# One byte of its third extent changed behind the daemon's back.
@@ -344,7 +349,10 @@ check_fsck_clean "fsck of a store with a file of extents"
 
 # ---- 6 GiB by cp, on the default geometry (4 GiB buckets, 64 MiB extents) ----
 avail=$(df --output=avail -B1G "$TESTDIR" | tail -1)
-if [ "$avail" -lt 20 ]; then
+if [ "$OFS_BACKEND" == ubsio ]; then
+	# The ubsio writer holds a file's bytes in memory until its close (kv_buffer_max).
+	skip "a 6 GiB file by cp" "on ubsio a file being written is bounded by kv_buffer_max (1G)"
+elif [ "$avail" -lt 20 ]; then
 	skip "a 6 GiB file by cp" "$avail GiB free under $TESTDIR, 20 needed (the source and the store)"
 else
 	ROOT6="$TESTDIR/root6"
