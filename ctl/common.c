@@ -15,7 +15,7 @@
 
 void ctl_usage(FILE *out)
 {
-	fprintf(out, "usage: offloadctl fsck ROOT [--meta PATH] [--repair] [--ubsio-lib PATH]\n"
+	fprintf(out, "usage: offloadctl fsck ROOT [--meta PATH|URI] [--repair] [--ubsio-lib PATH]\n"
 		     "                        [--ubsio-ssd-size N | --ubsio-old-init] [--ubsio-device N]\n"
 		     "       offloadctl scrub MOUNTPOINT [--ubsio-lib PATH]\n"
 		     "                        [--ubsio-ssd-size N | --ubsio-old-init] [--ubsio-device N]\n"

@@ -1,5 +1,5 @@
 /*
- * offloadctl fsck ROOT [--meta PATH] [--repair] [--ubsio-*]: its arguments;
+ * offloadctl fsck ROOT [--meta PATH|URI] [--repair] [--ubsio-*]: its arguments;
  * the check itself is the store's (store/fsck.h).  Exit 0 only when
  * clean, 1 when problems were found, 2 when the check could not run.
  */
@@ -29,7 +29,7 @@ int ctl_fsck(int argc, char **argv)
 			repair = 1;
 		} else if (!strcmp(argv[i], "--meta")) {
 			if (i + 1 == argc) {
-				fprintf(stderr, "offloadctl: --meta needs a PATH\n");
+				fprintf(stderr, "offloadctl: --meta needs a PATH or a postgresql:// URI\n");
 				return 2;
 			}
 			cfg.meta_path = argv[++i];

@@ -1,7 +1,7 @@
 /*
  * offloadctl: operator commands for an offloadfs store.
  *
- *   offloadctl fsck ROOT [--meta PATH] [--repair] [--ubsio-lib PATH]
+ *   offloadctl fsck ROOT [--meta PATH|URI] [--repair] [--ubsio-lib PATH]
  *                   [--ubsio-ssd-size N | --ubsio-old-init] [--ubsio-device N]
  *                                                    check an unmounted store
  *   offloadctl scrub MOUNTPOINT [--ubsio-*]          checksum pass on a mounted store

@@ -138,7 +138,9 @@ static void ofs_usage(const char *prog)
 	       "    extent_size=N     files larger than this are cut into extents of it\n"
 	       "                      (default 64M, at most bucket_size)\n"
 	       "other offloadfs options:\n"
-	       "    meta=PATH         the sqlite metadata store (default ROOT/offloadfs.db)\n"
+	       "    meta=PATH|URI     the sqlite metadata store (default ROOT/offloadfs.db), or\n"
+	       "                      a PostgreSQL one: postgresql://... (password from\n"
+	       "                      ~/.pgpass, PGPASSFILE, PGPASSWORD, never the URI)\n"
 	       "    cache_timeout=S   kernel entry/attribute cache, seconds (default 3600)\n"
 	       "    sync_interval=MS  group commit: make closed files durable against power\n"
 	       "                      loss every MS milliseconds (default 1000; 0: only fsync)\n"
@@ -238,8 +240,11 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->root = cli->root;
-	/* The statvfs of the metadata's disk, each tick, must find it from /. */
-	if (ofs_abs_opt("meta", &cli->meta))
+	/*
+	 * The statvfs of the metadata's disk, each tick, must find it from /;
+	 * a connection URI is no path.
+	 */
+	if (!meta_is_remote(cli->meta) && ofs_abs_opt("meta", &cli->meta))
 		return -1;
 	cfg->meta_path = cli->meta;
 	cfg->geom.page_size = OFS_DEFAULT_PAGE_SIZE;
@@ -862,7 +867,7 @@ int main(int argc, char *argv[])
 	ofs.store.evict.gone_arg = &ofs;
 	if (ofs_table_init(&ofs)) {
 		fprintf(stderr, "offloadfs: %s: cannot load the root directory\n",
-			ofs.store.meta_path);
+			ofs.store.meta_shown);
 		goto out_store;
 	}
 	if (fuse_set_signal_handlers(se) != 0)

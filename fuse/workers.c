@@ -105,10 +105,10 @@ static void ofs_watch_space(struct ofs *ofs)
 	if (did & OFS_SPACE_RELEASED)
 		ofs_log("the disk holding %s is nearly full: its %llu KiB reserve given back "
 			"(writes get ENOSPC; deletes free space)",
-			ofs->store.meta_path, (unsigned long long)ofs->store.reserve_size >> 10);
+			ofs->store.meta_shown, (unsigned long long)ofs->store.reserve_size >> 10);
 	if (did & OFS_SPACE_ARMED)
 		ofs_log("space is back on the disk holding %s: its reserve taken again",
-			ofs->store.meta_path);
+			ofs->store.meta_shown);
 }
 
 static void *ofs_syncer(void *arg)

@@ -28,8 +28,9 @@ struct meta {
 /*
  * Each method is the meta.h function of its name less "meta_", with its
  * contract.  May be NULL: log_prefetch (nothing to read ahead) and
- * log_failed (never).  meta_open, meta_changes, meta_set_full_hook and
- * meta_path are meta.c's, the same for every engine.
+ * log_failed (never); meta_open asserts every other is set.  meta_open,
+ * meta_changes, meta_set_full_hook and meta_path are meta.c's, the same
+ * for every engine.
  */
 struct meta_ops {
 	const char *engine; /* "sqlite", "postgresql" */

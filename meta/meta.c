@@ -8,7 +8,9 @@
 #include "engine.h"
 #include "meta_test.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,12 +20,37 @@ static int meta_is_uri(const char *target)
 	return !strncmp(target, "postgresql://", 13) || !strncmp(target, "postgres://", 11);
 }
 
+/*
+ * Every method of the table is set but the two engine.h lets an engine
+ * leave NULL: a method added to the table and missed by an engine would
+ * otherwise crash at its first call, far from the cause.  The methods are
+ * all function pointers after .engine, so the table is walked as an array.
+ */
+static void meta_ops_check(const struct meta_ops *o)
+{
+	typedef int (*method)(void);
+	size_t off;
+
+	_Static_assert((sizeof(*o) - offsetof(struct meta_ops, open)) % sizeof(method) == 0,
+		       "the table after .engine is methods only");
+	for (off = offsetof(struct meta_ops, open); off < sizeof(*o); off += sizeof(method)) {
+		method f;
+
+		if (off == offsetof(struct meta_ops, log_prefetch) ||
+		    off == offsetof(struct meta_ops, log_failed))
+			continue;
+		memcpy(&f, (const char *)o + off, sizeof(f));
+		assert(f != NULL && "a method of the engine's table is NULL (engine.h)");
+	}
+}
+
 int meta_open(const char *target, int create, struct meta **out, char *err, size_t errlen)
 {
+	const struct meta_ops *o = meta_is_uri(target) ? &meta_pg_ops : &meta_sqlite_ops;
+
+	meta_ops_check(o);
 	*out = NULL;
-	if (meta_is_uri(target))
-		return meta_pg_ops.open(target, create, out, err, errlen);
-	return meta_sqlite_ops.open(target, create, out, err, errlen);
+	return o->open(target, create, out, err, errlen);
 }
 
 int meta_is_remote(const char *target)

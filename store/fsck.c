@@ -153,7 +153,7 @@ static int fsck_map(void *ctx, const struct meta_inode *in)
 static int fsck_open(const char *root, const char *meta_path, int repair, struct fsck *f,
 		     int *lock_fd)
 {
-	char err[1024], path[4096];
+	char err[1024], path[4096], shown[4096];
 	struct stat st;
 	int ret;
 
@@ -177,12 +177,15 @@ static int fsck_open(const char *root, const char *meta_path, int repair, struct
 	}
 	/* Without --repair nothing is written: not even a schema upgrade. */
 	/* On a full disk, the reserve is what lets sqlite replay its log and a repair write. */
-	if (access(meta_path, F_OK) && errno == ENOENT) {
+	if (!meta_is_remote(meta_path) && access(meta_path, F_OK) && errno == ENOENT) {
 		fsck_err(f, "%s does not exist: no store to check; not touched\n", meta_path);
 		return 2;
 	}
 	ofs_reserve_give_back(meta_path);
 	ret = meta_open(meta_path, repair ? 0 : META_OPEN_NO_MIGRATE, &f->meta, err, sizeof(err));
+	/* From here messages name a URI without its password. */
+	meta_target_show(meta_path, shown, sizeof(shown));
+	meta_path = shown;
 	if (ret < 0) {
 		fsck_err(f, "%s: %s; not touched\n", meta_path, err);
 		return 2;

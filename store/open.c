@@ -54,9 +54,9 @@ static int store_scan_root(const char *root, const char *dbpath, int *buckets, i
 
 	*buckets = 0;
 	*last = -1;
-	/* The database counts as ours only when it lives in ROOT itself. */
-	snprintf(dbdir, sizeof(dbdir), "%s", dbpath);
-	slash = strrchr(dbdir, '/');
+	/* The database counts as ours only when it lives in ROOT itself (NULL: on a server). */
+	snprintf(dbdir, sizeof(dbdir), "%s", dbpath ? dbpath : "");
+	slash = dbpath ? strrchr(dbdir, '/') : NULL;
 	if (slash) {
 		char a[PATH_MAX], b[PATH_MAX];
 
@@ -185,8 +185,8 @@ static int store_set_modes(struct ofs_store *s, const struct ofs_config *cfg, ch
 		close(fd);
 	}
 	closedir(d);
-	/* A database elsewhere (meta=) is as private as one in ROOT. */
-	for (i = 0; !ret && i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+	/* A database elsewhere (meta=) is as private as one in ROOT; a server's is its own. */
+	for (i = 0; !ret && !s->meta_remote && i < sizeof(sfx) / sizeof(sfx[0]); i++) {
 		snprintf(path, sizeof(path), "%s%s", s->meta_path, sfx[i]);
 		fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0)
@@ -300,7 +300,7 @@ static int store_extent_size(struct ofs_store *s, const struct ofs_config *cfg, 
 		if (ofs_parse_size(buf, &v) || v == 0 || v % s->geom.page_size ||
 		    v > s->geom.bucket_size) {
 			snprintf(err, errlen, "%s: extent_size '%s' is not a multiple of the page "
-				 "size up to the bucket size", s->meta_path, buf);
+				 "size up to the bucket size", s->meta_shown, buf);
 			return -EUCLEAN;
 		}
 		if (cfg->extent_size && cfg->extent_size != v) {
@@ -313,7 +313,7 @@ static int store_extent_size(struct ofs_store *s, const struct ofs_config *cfg, 
 		return 0;
 	}
 	if (ret != -ENOENT) {
-		snprintf(err, errlen, "%s: %s", s->meta_path, meta_errmsg(s->meta));
+		snprintf(err, errlen, "%s: %s", s->meta_shown, meta_errmsg(s->meta));
 		return ret;
 	}
 	if (s->created && cfg->extent_size) {
@@ -334,7 +334,7 @@ static int store_extent_size(struct ofs_store *s, const struct ofs_config *cfg, 
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
 	ret = meta_setting_set(s->meta, OFS_EXTENT_SETTING, buf);
 	if (ret)
-		snprintf(err, errlen, "%s: %s", s->meta_path, meta_errmsg(s->meta));
+		snprintf(err, errlen, "%s: %s", s->meta_shown, meta_errmsg(s->meta));
 	return ret;
 }
 
@@ -344,7 +344,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	struct kvb_ubsio_config uc = cfg->ubsio;
 	struct kvb_pages_geom pg;
 	char backend[32] = "", *db = NULL, *journal = NULL, *s_root = NULL;
-	int created, db_new, id_pending = 0, id_recorded = 0;
+	int created, remote, db_new, id_pending = 0, id_recorded = 0;
 	struct stat st;
 	int ret, buckets, last_bucket;
 
@@ -375,7 +375,13 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	} else if (s->root && asprintf(&s->meta_path, "%s/%s", s->root, OFS_DB_NAME) < 0) {
 		s->meta_path = NULL;
 	}
-	if (!s->root || !s->meta_path) {
+	if (s->meta_path) {
+		s->meta_remote = meta_is_remote(s->meta_path);
+		s->meta_shown = malloc(strlen(s->meta_path) + 1);
+		if (s->meta_shown)
+			meta_target_show(s->meta_path, s->meta_shown, strlen(s->meta_path) + 1);
+	}
+	if (!s->root || !s->meta_path || !s->meta_shown) {
 		ret = -ENOMEM;
 		snprintf(err, errlen, "out of memory");
 		goto out;
@@ -384,7 +390,8 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	ret = ofs_store_lock(s->root, &s->lock_fd, err, errlen);
 	if (ret)
 		goto out;
-	ret = store_scan_root(s->root, s->meta_path, &buckets, &last_bucket, err, errlen);
+	ret = store_scan_root(s->root, s->meta_remote ? NULL : s->meta_path, &buckets,
+			      &last_bucket, err, errlen);
 	if (ret)
 		goto out;
 	/* Before anything is created in it: nobody else may reach what follows. */
@@ -392,7 +399,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 			     cfg->data_gid, cfg->has_data_gid, err, errlen);
 	if (ret)
 		goto out;
-	if (access(s->meta_path, F_OK) && buckets) {
+	if (!s->meta_remote && access(s->meta_path, F_OK) && buckets) {
 		ret = -EEXIST;
 		snprintf(err, errlen,
 			 "ROOT %s holds %d bucket file(s) but there is no metadata at %s; "
@@ -401,7 +408,15 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 		goto out;
 	}
 	store_reserve_open(s, 0);
-	ret = meta_open(s->meta_path, 1, &s->meta, err, errlen);
+	/* A server's database is made only for a ROOT without buckets, as a file would be. */
+	ret = meta_open(s->meta_path, !s->meta_remote || !buckets, &s->meta, err, errlen);
+	if (ret == -ENOENT && s->meta_remote) {
+		ret = -EEXIST;
+		snprintf(err, errlen,
+			 "ROOT %s holds %d bucket file(s) but %s holds no store; refusing to "
+			 "overwrite them",
+			 s->root, buckets, s->meta_shown);
+	}
 	if (ret < 0)
 		goto out;
 	db_new = ret == 1;
@@ -412,14 +427,14 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 		s->created = 1;
 		s->geom = cfg->geom;
 	} else if (ret) {
-		snprintf(err, errlen, "%s: cannot read geometry: %s", s->meta_path,
+		snprintf(err, errlen, "%s: cannot read geometry: %s", s->meta_shown,
 			 strerror(-ret));
 		goto out;
 	} else if ((ret = ofs_geom_valid(&s->geom, err, errlen))) {
 		/* Damaged, not ours to guess at: offloadctl fsck says the same. */
 		size_t n = strlen(err);
 
-		snprintf(err + n, errlen - n, " recorded in %s", s->meta_path);
+		snprintf(err + n, errlen - n, " recorded in %s", s->meta_shown);
 		ret = -EUCLEAN;
 		goto out;
 	} else {
@@ -442,7 +457,12 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	snprintf(s->backend, sizeof(s->backend), "%s",
 		 s->created ? (cfg->backend ? cfg->backend : "pages") : backend);
 	/* Before the backend opens ROOT's files against this database. */
-	ret = ofs_identity_check(s->root, s->meta, s->meta_path, db_new, &id_pending, err,
+	/*
+	 * A server's schema outlives a creation that failed before its format
+	 * (nothing removes it, as a file is): a store with no geometry is new.
+	 */
+	ret = ofs_identity_check(s->root, s->meta, s->meta_shown,
+				 db_new || (s->meta_remote && s->created), &id_pending, err,
 				 errlen);
 	if (ret)
 		goto out;
@@ -478,7 +498,10 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 		pg.page_size = s->geom.page_size;
 		pg.bucket_size = s->geom.bucket_size;
 		pg.bucket_count = s->geom.bucket_count;
-		pg.keep_free = store_same_fs(s->root, s->meta_path) ? s->reserve_size : 0;
+		/* The reserve is the database disk's: ROOT's only when they are one. */
+		pg.keep_free = !s->meta_remote && store_same_fs(s->root, s->meta_path)
+				       ? s->reserve_size
+				       : 0;
 		ret = kvb_pages_init(&s->kvb, s->root, &pg, s->created, err, errlen);
 	} else {
 		ret = -EINVAL;
@@ -489,7 +512,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	if (s->created) {
 		ret = meta_format(s->meta, &s->geom, s->backend, 040755, getuid(), getgid());
 		if (ret) {
-			snprintf(err, errlen, "cannot format %s: %s", s->meta_path,
+			snprintf(err, errlen, "cannot format %s: %s", s->meta_shown,
 				 meta_errmsg(s->meta));
 			goto out;
 		}
@@ -512,7 +535,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	}
 	if (!strcmp(s->backend, "ubsio") && ofs_ubsio_record(s->meta, &uc)) {
 		ret = -EIO;
-		snprintf(err, errlen, "%s: %s", s->meta_path, meta_errmsg(s->meta));
+		snprintf(err, errlen, "%s: %s", s->meta_shown, meta_errmsg(s->meta));
 		goto out;
 	}
 	/* Before recovery changes any record: descriptors taken before are stale from here. */
@@ -565,7 +588,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 	if (!ret)
 		ret = meta_count_files(s->meta, &s->nfiles);
 	if (ret) {
-		snprintf(err, errlen, "%s: %s", s->meta_path, meta_errmsg(s->meta));
+		snprintf(err, errlen, "%s: %s", s->meta_shown, meta_errmsg(s->meta));
 		goto out;
 	}
 	/* Made only now: a refused ROOT is left as it was. */
@@ -584,6 +607,7 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 
 out:
 	created = s->created && s->meta_path && s->root;
+	remote = s->meta_remote;
 	if (created) {
 		s_root = strdup(s->root);
 		db = strdup(s->meta_path);
@@ -602,13 +626,16 @@ out:
 	if (created && db && !store_has_buckets(s_root)) {
 		char aux[PATH_MAX + 8];
 
-		unlink(db);
-		snprintf(aux, sizeof(aux), "%s-wal", db);
-		unlink(aux);
-		snprintf(aux, sizeof(aux), "%s-shm", db);
-		unlink(aux);
-		snprintf(aux, sizeof(aux), "%s" OFS_RESERVE_SUFFIX, db);
-		unlink(aux);
+		/* A server's schema is not a file: the next mount makes its store again. */
+		if (!remote) {
+			unlink(db);
+			snprintf(aux, sizeof(aux), "%s-wal", db);
+			unlink(aux);
+			snprintf(aux, sizeof(aux), "%s-shm", db);
+			unlink(aux);
+			snprintf(aux, sizeof(aux), "%s" OFS_RESERVE_SUFFIX, db);
+			unlink(aux);
+		}
 		if (journal)
 			unlink(journal);
 		snprintf(aux, sizeof(aux), "%s/%s", s_root, OFS_BATCH_EPOCH_NAME);
@@ -640,7 +667,8 @@ void ofs_store_crash(struct ofs_store *s)
 	s->reserve_fd = -1;
 	free(s->root);
 	free(s->meta_path);
-	s->root = s->meta_path = NULL;
+	free(s->meta_shown);
+	s->root = s->meta_path = s->meta_shown = NULL;
 	free(s->xtaken);
 	s->xtaken = NULL;
 	s->nxtaken = s->capxtaken = 0;

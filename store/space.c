@@ -20,7 +20,8 @@ static int64_t store_meta_avail(const struct ofs_store *s)
 {
 	struct statvfs v;
 
-	if (statvfs(s->meta_path, &v))
+	/* A server's disk is not ours to see: its own full-disk errors say it. */
+	if (s->meta_remote || statvfs(s->meta_path, &v))
 		return -1;
 	return (int64_t)((uint64_t)v.f_bavail * v.f_frsize);
 }
@@ -70,6 +71,9 @@ void store_reserve_open(struct ofs_store *s, int create)
 	struct stat st;
 	int64_t avail;
 
+	/* The reserve is for a database file's disk; a server keeps its own. */
+	if (s->meta_remote)
+		return;
 	snprintf(path, sizeof(path), "%s" OFS_RESERVE_SUFFIX, s->meta_path);
 	/* A new store's database does not exist yet: its directory then. */
 	snprintf(dir, sizeof(dir), "%s", s->meta_path);
@@ -130,6 +134,8 @@ void ofs_reserve_give_back(const char *meta_path)
 	struct statvfs v;
 	struct stat st;
 
+	if (meta_is_remote(meta_path))
+		return;
 	snprintf(path, sizeof(path), "%s" OFS_RESERVE_SUFFIX, meta_path);
 	if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && statvfs(meta_path, &v) == 0 &&
 	    (uint64_t)v.f_bavail * v.f_frsize < (uint64_t)st.st_blocks * 512 && truncate(path, 0)) {

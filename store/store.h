@@ -109,6 +109,8 @@ struct ofs_store {
 	size_t nxtaken, capxtaken;
 	char *root;
 	char *meta_path;
+	char *meta_shown;      /* meta_path for messages: a URI without its password */
+	int meta_remote;       /* a database server's (a URI), not a sqlite file beside us */
 	int lock_fd;
 	uint64_t nfiles;
 	int created;           /* this open made a new store */

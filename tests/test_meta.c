@@ -644,6 +644,101 @@ START_TEST(test_value_keys)
 }
 END_TEST
 
+/*
+ * A file of one run becoming a file of extents and back: its version,
+ * previous version, checksums and value keys move to extent 0 and return
+ * to the row, none left behind on either side.
+ */
+START_TEST(test_extent_from_to_row)
+{
+	struct meta *m = open_new();
+	struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED), empty, got[8], row;
+	struct keys_seen k = { 0 };
+	uint64_t pcs[3] = { 7, 8, 9 }, back[3], n;
+
+	ck_assert_int_eq(meta_insert(m, &a, "grows", 5), 0);
+	a.bucket = 2;
+	a.page = 30;
+	a.npages = 3;
+	a.size = 3 * 65536 - 1;
+	a.csum = 77;
+	a.gen = 4;
+	ck_assert_int_eq(meta_commit_object(m, &a, pcs, 3, "t/g#1", META_SKEY_SET), 0);
+	a.prev_bucket = 2;
+	a.prev_page = 30;
+	a.prev_npages = 3;
+	a.prev_size = a.size;
+	a.prev_csum = 77;
+	a.page = 60;
+	a.gen = 5;
+	ck_assert_int_eq(meta_commit_object(m, &a, pcs, 3, "t/g#2", META_SKEY_KEEP_PREV), 0);
+
+	ck_assert_int_eq(meta_begin(m), 0);
+	ck_assert_int_eq(meta_extent_from_row(m, a.ino), 0);
+	row = a;
+	row.bucket = META_EXTENTS;
+	row.page = 0;
+	row.prev_bucket = -1;
+	ck_assert_int_eq(meta_update(m, &row), 0);
+	ck_assert_int_eq(meta_commit(m), 0);
+	memset(got, 0, sizeof(got));
+	ck_assert_int_eq(meta_extents(m, a.ino, collect_ext, got), 0);
+	ck_assert_uint_eq(got[0].ext, 1);
+	ck_assert_int_eq(got[0].bucket, 2);
+	ck_assert_uint_eq(got[0].page, 60);
+	ck_assert_uint_eq(got[0].npages, 3);
+	ck_assert_uint_eq(got[0].size, 3 * 65536 - 1);
+	ck_assert_uint_eq(got[0].csum, 77);
+	ck_assert_uint_eq(got[0].gen, 5);
+	ck_assert_int_eq(got[0].prev_bucket, 2);
+	ck_assert_uint_eq(got[0].prev_page, 30);
+	ck_assert_uint_eq(got[1].ino, 0);
+	ck_assert_int_eq(meta_extent_pcsums_get(m, a.ino, 0, back, 3), 0);
+	ck_assert_uint_eq(back[2], 9);
+	ck_assert_int_eq(meta_pcsums_get(m, a.ino, back, 3), -ENOENT);
+	ck_assert_int_eq(meta_foreach_value(m, keys_fn, &k), 0);
+	ck_assert_int_eq(k.n, 1);
+	ck_assert_str_eq(k.cur[0], "t/g#2");
+	ck_assert_str_eq(k.prev[0], "t/g#1");
+	ck_assert_int_eq(meta_count_mappings(m, &n), 0);
+	ck_assert_uint_eq(n, 1);
+
+	/* Back to one run: extent 0 into the row, no extent left. */
+	ck_assert_int_eq(meta_begin(m), 0);
+	ck_assert_int_eq(meta_extent_to_row(m, a.ino), 0);
+	ck_assert_int_eq(meta_update(m, &a), 0);
+	ck_assert_int_eq(meta_commit(m), 0);
+	memset(got, 0, sizeof(got));
+	ck_assert_int_eq(meta_extents(m, a.ino, collect_ext, got), 0);
+	ck_assert_uint_eq(got[0].ino, 0);
+	ck_assert_int_eq(meta_pcsums_get(m, a.ino, back, 3), 0);
+	ck_assert_uint_eq(back[0], 7);
+	k.n = 0;
+	ck_assert_int_eq(meta_foreach_value(m, keys_fn, &k), 0);
+	ck_assert_int_eq(k.n, 1);
+	ck_assert_str_eq(k.cur[0], "t/g#2");
+	ck_assert_str_eq(k.prev[0], "t/g#1");
+	memset(got, 0, sizeof(got));
+	ck_assert_int_eq(meta_foreach_mapping(m, collect_ext, got), 0);
+	ck_assert_uint_eq(got[0].ino, a.ino);
+	ck_assert_uint_eq(got[0].ext, 0);
+	ck_assert_uint_eq(got[0].page, 60);
+	ck_assert_uint_eq(got[1].ino, 0);
+
+	/* A file without pages has no extent 0 to make, and none to bring back. */
+	empty = file_in(META_ROOT_INO, META_COMMITTED);
+	ck_assert_int_eq(meta_insert(m, &empty, "empty", 5), 0);
+	ck_assert_int_eq(meta_extent_from_row(m, empty.ino), 0);
+	memset(got, 0, sizeof(got));
+	ck_assert_int_eq(meta_extents(m, empty.ino, collect_ext, got), 0);
+	ck_assert_uint_eq(got[0].ino, 0);
+	ck_assert_int_eq(meta_extent_to_row(m, empty.ino), 0);
+	ck_assert_int_eq(meta_get(m, empty.ino, &row), 0);
+	ck_assert_int_eq(row.bucket, -1);
+	meta_close(m);
+}
+END_TEST
+
 START_TEST(test_insert_lookup_update_delete)
 {
 	struct meta *m = open_new();
@@ -1496,6 +1591,7 @@ static Suite *meta_suite(void)
 	tcase_add_test(tc, test_key_len);
 	tcase_add_test(tc, test_xattrs);
 	tcase_add_test(tc, test_extents);
+	tcase_add_test(tc, test_extent_from_to_row);
 	tcase_add_test(tc, test_lru);
 	tcase_add_test(tc, test_tenant_evictions);
 	if (pg_uri) {

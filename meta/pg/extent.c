@@ -59,3 +59,58 @@ int pq_extent_pcsums_get(struct meta *mb, uint64_t ino, uint64_t idx, uint64_t *
 	pq_int(&p, (int64_t)idx);
 	return pq_pcsums_row(pq(mb), PQ_EXTENT_PCSUMS, &p, pcsums, n);
 }
+
+/* Run sql with $1 = ino: a rare statement (a file changing form), not prepared. */
+static int pq_run_ino(struct meta_pg *m, const char *sql, uint64_t ino)
+{
+	struct pq_params p = { 0 };
+	PGresult *r;
+	int ret = 0;
+
+	pq_int(&p, (int64_t)ino);
+	r = PQexecParams(m->conn, sql, p.n, NULL, p.val, p.len, p.fmt, 1);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		ret = pq_error(m, r);
+	PQclear(r);
+	return ret;
+}
+
+int pq_extent_from_row(struct meta *mb, uint64_t ino)
+{
+	struct meta_pg *m = pq(mb);
+	int ret;
+
+	if (meta_fault(mb))
+		return -EIO;
+	ret = pq_run_ino(m,
+			 "INSERT INTO " PQ_SCHEMA ".extents (ino, idx, size, bucket, page, npages, "
+			 "csum, gen, prev_bucket, prev_page, prev_npages, prev_size, prev_csum, "
+			 "pcsums, skey, prev_skey) SELECT ino, 0, size, bucket, page, npages, csum, "
+			 "gen, prev_bucket, prev_page, prev_npages, prev_size, prev_csum, pcsums, "
+			 "skey, prev_skey FROM " PQ_SCHEMA ".inodes WHERE ino = $1 AND bucket >= 0",
+			 ino);
+	return ret ? ret
+		   : pq_run_ino(m,
+				"UPDATE " PQ_SCHEMA ".inodes SET pcsums = NULL, skey = NULL, "
+				"prev_skey = NULL, prev_bucket = -1 WHERE ino = $1",
+				ino);
+}
+
+int pq_extent_to_row(struct meta *mb, uint64_t ino)
+{
+	struct meta_pg *m = pq(mb);
+	int ret;
+
+	if (meta_fault(mb))
+		return -EIO;
+	ret = pq_run_ino(m,
+			 "UPDATE " PQ_SCHEMA ".inodes SET (size, bucket, page, npages, csum, gen, "
+			 "prev_bucket, prev_page, prev_npages, prev_size, prev_csum, pcsums, skey, "
+			 "prev_skey) = (SELECT size, bucket, page, npages, csum, gen, prev_bucket, "
+			 "prev_page, prev_npages, prev_size, prev_csum, pcsums, skey, prev_skey FROM "
+			 PQ_SCHEMA ".extents WHERE ino = $1 AND idx = 0) WHERE ino = $1 AND EXISTS "
+			 "(SELECT 1 FROM " PQ_SCHEMA ".extents WHERE ino = $1 AND idx = 0)",
+			 ino);
+	return ret ? ret
+		   : pq_run_ino(m, "DELETE FROM " PQ_SCHEMA ".extents WHERE ino = $1", ino);
+}

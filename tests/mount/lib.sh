@@ -24,6 +24,10 @@
 # offloadfs and offloadctl; TMPDIR; OFS_BACKEND=ubsio runs the test on the
 # ubsio backend over the stand-in library (tests/ubsio), its store in
 # $UBSIO_STUB_DIR=$TESTDIR/kv: every ofs_mount adds the backend's options.
+# OFS_META=pg keeps the metadata in PostgreSQL: a throwaway server
+# (scripts/pg) in $TESTDIR/pg, its URI in $OFS_META_URI, passed as meta= to
+# every ofs_mount and as --meta to ofs_fsck, stopped by the EXIT trap;
+# ofs_sql runs a query on the store's database whichever it is.
 
 set -u
 
@@ -94,6 +98,9 @@ if [ "$OFS_BACKEND" == ubsio ]; then
 fi
 : >"$LOG"
 : >"$TESTDIR/.daemons"
+OFS_META=${OFS_META:-sqlite}
+OFS_META_URI=""
+OFS_PG_DIR=""
 
 # ---- assertions ----
 
@@ -260,6 +267,7 @@ ofs_mount() {
 		args+=(-o "$OFS_BACKEND_OPTS,kv_max_bytes=$((bc * bs))")
 	fi
 	[ -n "$opts" ] && args+=(-o "$opts")
+	[ -n "$OFS_META_URI" ] && args+=(-o "meta=$OFS_META_URI")
 	# OFS_TRANSPORT=uring: requests over io_uring (ofs_uring_param turned it on).
 	[ "${OFS_TRANSPORT:-}" = uring ] && args+=(-o uring)
 	# Tests of a full store expect ENOSPC: eviction only where a test asks for it.
@@ -428,12 +436,32 @@ ofs_blocks() { stat -f -c %b "$MNT"; }
 
 # ofs_fsck [ROOT]: run offloadctl fsck; RC/OUT/ERR as run sets them.
 ofs_fsck() {
+	local meta=()
+	[ -n "$OFS_META_URI" ] && meta=(--meta "$OFS_META_URI")
 	if [ "$OFS_BACKEND" == ubsio ]; then
-		run "$OFSCTL" fsck "${1:-$ROOT}" --ubsio-lib "$OFS_BUILD/tests/libubsio_kvc.so" \
-			--ubsio-ssd-size 0
+		run "$OFSCTL" fsck "${1:-$ROOT}" "${meta[@]}" \
+			--ubsio-lib "$OFS_BUILD/tests/libubsio_kvc.so" --ubsio-ssd-size 0
 		return
 	fi
-	run "$OFSCTL" fsck "${1:-$ROOT}"
+	run "$OFSCTL" fsck "${1:-$ROOT}" "${meta[@]}"
+}
+
+# ofs_new_store: an empty ROOT, and no database (on PostgreSQL, no schema):
+# the next mount makes a new store.
+ofs_new_store() {
+	rm -rf "$ROOT" && mkdir "$ROOT" || return 1
+	[ -z "$OFS_META_URI" ] ||
+		psql -X -q -d "$OFS_META_URI" -c "DROP SCHEMA IF EXISTS offloadfs CASCADE" >/dev/null
+}
+
+# ofs_sql QUERY: the rows of QUERY (plain SQL both engines take) on the
+# store's database, fields separated by '|'.
+ofs_sql() {
+	if [ -n "$OFS_META_URI" ]; then
+		PGOPTIONS="-c search_path=offloadfs" psql -X -q -At -d "$OFS_META_URI" -c "$1"
+	else
+		sqlite3 "$ROOT/offloadfs.db" "$1"
+	fi
 }
 
 # check_fsck_clean NAME: offloadctl fsck of the (unmounted) store exits 0,
@@ -445,7 +473,7 @@ check_fsck_clean() {
 	if [ "$OFS_BACKEND" == ubsio ]; then
 		# No orphans: the KV store holds the recorded values and nothing else.
 		check_eq "$1: the KV store holds exactly the recorded values" \
-			"$(sqlite3 "$ROOT/offloadfs.db" 'SELECT (SELECT count(*) FROM inodes WHERE skey IS NOT NULL) + (SELECT count(*) FROM extents WHERE skey IS NOT NULL)')" \
+			"$(ofs_sql 'SELECT (SELECT count(*) FROM inodes WHERE skey IS NOT NULL) + (SELECT count(*) FROM extents WHERE skey IS NOT NULL)')" \
 			"$(find "$UBSIO_STUB_DIR" -type f ! -name '.tmp-*' | wc -l)"
 	else
 		check_contains "$1: fsck says the snapshot is identical" \
@@ -584,6 +612,15 @@ ofs_bail() {
 }
 
 ofs_done() {
+	# A meta= the daemon took for a file path would pass every other check on sqlite.
+	if [ -n "$OFS_META_URI" ] && [ "$OFS_NMOUNT" -gt 0 ]; then
+		if [ -e "$ROOT/offloadfs.db" ] || [ "$(ofs_sql 'SELECT count(*) > 0 FROM inodes')" != t ]; then
+			not_ok "the metadata is in PostgreSQL" \
+				"ROOT: $(ls "$ROOT" | tr '\n' ' '); the schema: $(ofs_sql 'SELECT count(*) FROM inodes' 2>&1)"
+		else
+			ok "the metadata is in PostgreSQL"
+		fi
+	fi
 	if [ "$T_FAIL" -gt 0 ]; then
 		# The daemon logs' unusual lines (not the mount/unmount notices).
 		local f
@@ -630,6 +667,11 @@ ofs_cleanup() {
 		{ wait "$p"; } 2>/dev/null
 	done
 	[ -n "$OFS_URING_WAS" ] && echo "$OFS_URING_WAS" >"$OFS_URING_PARAM"
+	# After every daemon is gone: nothing holds a connection to it then.
+	if [ -n "$OFS_PG_DIR" ] && ! "$OFS_TESTS_DIR/../../scripts/pg" stop "$OFS_PG_DIR" >/dev/null; then
+		echo "# cleanup: cannot stop the PostgreSQL server in $OFS_PG_DIR"
+		[ "$rc" -eq 0 ] && rc=1
+	fi
 	# Never recurse into a mount that is still there.
 	while read -r _ m _; do
 		case "$m" in
@@ -671,3 +713,16 @@ mkfifo "$TESTDIR/.watchdog"
 	kill -TERM $$
 ) &
 OFS_WATCHDOG=$!
+
+if [ "$OFS_META" == pg ]; then
+	# The server runs as the postgres user, which must reach its directory.
+	chmod 0711 "$TESTDIR"
+	OFS_PG_DIR="$TESTDIR/pg"
+	OFS_META_URI=$("$OFS_TESTS_DIR/../../scripts/pg" start "$OFS_PG_DIR" 2>"$TESTDIR/.pgerr") || {
+		OFS_META_URI=""
+		ofs_bail "scripts/pg start: $(cat "$TESTDIR/.pgerr")"
+	}
+	note "metadata in PostgreSQL: $OFS_META_URI"
+elif [ "$OFS_META" != sqlite ]; then
+	ofs_bail "OFS_META=$OFS_META: sqlite or pg"
+fi

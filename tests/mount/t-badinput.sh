@@ -120,7 +120,7 @@ check_eq "fsck of the mount point: exit 2" 2 "$RC"
 check_contains "fsck of the mount point says it takes the ROOT" \
 	"is an offloadfs mount point (of $ROOT): fsck takes the ROOT of an unmounted store" "$ERR"
 run "$OFSCTL" fsck "$ROOT" --meta
-check_eq "fsck --meta without a path: exit 2, and says so" "2 offloadctl: --meta needs a PATH" \
+check_eq "fsck --meta without a path: exit 2, and says so" "2 offloadctl: --meta needs a PATH or a postgresql:// URI" \
 	"$RC $ERR"
 
 # ---- a geometry from the environment, not the store's ----

@@ -397,7 +397,7 @@ ofs_umount
 check_fsck_clean "after a kill -9 right after delete_many"
 
 # ---- get_many is a use: eviction keeps the keys it read ----
-rm -rf "$ROOT" && mkdir "$ROOT"
+ofs_new_store
 ofs_mount "bucket_count=2,bucket_size=4M,evict=lru,evict_min_age=0" || ofs_bail "cannot mount"
 mkdir "$MNT/r"
 "$BT" put "$MNT/r" 16 131072 4 >/dev/null
@@ -414,7 +414,7 @@ check_eq "the 8 keys never read are evicted" "exists 8" "$OUT"
 ofs_umount
 
 # ---- evict=off: puts past the tenant's quota get EDQUOT ----
-rm -rf "$ROOT" && mkdir "$ROOT"
+ofs_new_store
 ofs_mount "evict=off" || ofs_bail "cannot mount"
 mkdir "$MNT/q" "$MNT/o"
 setfattr -n user.offload.quota -v $((4 * 131072)) "$MNT/q"
@@ -446,7 +446,7 @@ ofs_umount
 check_fsck_clean "after puts refused for the quota"
 
 # ---- a client without access to ROOT: EACCES, its reservations given back at once ----
-rm -rf "$ROOT" && mkdir "$ROOT"
+ofs_new_store
 ofs_mount "$OFS_OPTS_DEFAULT,allow_other" || ofs_bail "cannot mount"
 # nobody reaches the mount; ROOT stays 0700
 if nobody_ready; then
@@ -470,7 +470,7 @@ fi
 ofs_umount
 
 # ---- a batch that fails whole (the daemon gone) gives each key that error ----
-rm -rf "$ROOT" && mkdir "$ROOT"
+ofs_new_store
 ofs_mount || ofs_bail "cannot mount"
 mkdir -p "$MNT/t1"
 run python3 -c '

@@ -52,7 +52,7 @@ os.close(fd)' "$@"
 # the kernel; the default (verify) reads committed sources through memory.
 for mode in noverify verify; do
 	note "---- $mode ----"
-	rm -rf "$ROOT" && mkdir "$ROOT"
+	ofs_new_store
 	if [ "$OFS_BACKEND" == ubsio ]; then
 		rm -rf "$UBSIO_STUB_DIR" && mkdir -p "$UBSIO_STUB_DIR"
 	fi
@@ -184,7 +184,7 @@ if pid:
 done
 
 # ---- a quota holds a copy as a write ----
-rm -rf "$ROOT" && mkdir "$ROOT"
+ofs_new_store
 if [ "$OFS_BACKEND" == ubsio ]; then
 	rm -rf "$UBSIO_STUB_DIR" && mkdir -p "$UBSIO_STUB_DIR"
 fi

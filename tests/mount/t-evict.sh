@@ -27,7 +27,7 @@ LRU="$GEOM,evict=lru,evict_min_age=0"
 atime() { stat -c %X "$1"; }
 # A new empty store (and KV store, on ubsio) for the next part.
 fresh() {
-	rm -rf "$ROOT" && mkdir "$ROOT"
+	ofs_new_store
 	if [ "$OFS_BACKEND" == ubsio ]; then
 		rm -rf "$UBSIO_STUB_DIR" && mkdir -p "$UBSIO_STUB_DIR"
 	fi

@@ -259,6 +259,6 @@ check_cmp "after a remount too" "$REF/fa.want" "$T/fa"
 
 ofs_umount
 check_eq "an unlinked file's xattrs are gone with it" 0 \
-	"$(sqlite3 "$ROOT/offloadfs.db" 'SELECT count(*) FROM xattrs WHERE ino NOT IN (SELECT ino FROM inodes)')"
+	"$(ofs_sql 'SELECT count(*) FROM xattrs WHERE ino NOT IN (SELECT ino FROM inodes)')"
 check_fsck_clean "after it all"
 ofs_done
