@@ -197,6 +197,7 @@ void ofs_extents_close(struct ofs_store *s, struct ofs_object *o)
 		if (e->obj && e->idx != 0)
 			kvb_obj_close(&s->kvb, e->obj);
 		e->obj = NULL;
+		e->reserved = 0;
 		/* What has no committed version goes with the working state. */
 		if (e->has)
 			x->v[j++] = *e;
@@ -269,11 +270,30 @@ ssize_t ofs_extents_write(struct ofs_store *s, struct ofs_object *o, const void 
 		uint64_t at = off + done, idx = at / es, rel = at - idx * es;
 		size_t n = len - done < es - rel ? len - done : (size_t)(es - rel);
 		struct kvb_obj *obj;
+		struct kvb_map view;
+		struct ofs_ext *e;
 		ssize_t w;
 		int ret = ext_obj(s, o, idx, &obj);
 
 		if (ret)
 			return done ? (ssize_t)done : ret;
+		/*
+		 * The first write past an extent's end in this working state
+		 * reserves the extent whole (as far as the file reaches): writes
+		 * at scattered offsets of a pool then grow it in place, rather
+		 * than moving it to a larger run at each.  The commit keeps
+		 * only the pages its size needs.  No room for that: it grows as
+		 * a one-run file does.
+		 */
+		e = ext_find(o->x, idx);
+		kvb_obj_view(&s->kvb, obj, &view);
+		if (!e->reserved && rel + n > view.size && kvb_has_reserve(&s->kvb)) {
+			uint64_t reach = o->x->wsize > off + len ? o->x->wsize : off + len;
+			uint64_t want = reach - idx * es < es ? reach - idx * es : es;
+
+			e->reserved = 1;
+			(void)kvb_obj_reserve(&s->kvb, obj, want);
+		}
 		w = kvb_obj_write(&s->kvb, obj, (const char *)buf + done, n, rel);
 		if (w < 0)
 			return w;
@@ -559,6 +579,7 @@ int ofs_extents_commit(struct ofs_store *s, struct ofs_object *o)
 
 			e->v = p[i].v;
 			e->has = p[i].map.bucket >= 0 && p[i].map.size > 0;
+			e->reserved = 0; /* the commit kept only the pages its size needs */
 			free(e->pcs);
 			e->pcs = NULL;
 		}

@@ -33,6 +33,7 @@ struct ofs_ext {
 	int has;
 	uint64_t *pcs;        /* v's per-page checksums, once a verified read loaded them; s->lock */
 	struct kvb_obj *obj;  /* working state while writers are open; extent 0's is o->obj */
+	int reserved;         /* obj holds room for the whole extent (ofs_extents_write) */
 };
 
 struct ofs_extents {
