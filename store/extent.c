@@ -372,6 +372,24 @@ int ofs_extents_reserve(struct ofs_store *s, struct ofs_object *o, uint64_t off,
 	return ret;
 }
 
+int ofs_extents_punch(struct ofs_store *s, struct ofs_object *o, uint64_t off, uint64_t end)
+{
+	uint64_t es = s->esize, idx;
+	int ret = 0;
+
+	for (idx = (off + es - 1) / es; !ret && (idx + 1) * es <= end; idx++) {
+		struct ofs_ext *e = ext_find(o->x, idx);
+		struct kvb_obj *obj;
+
+		if (!e || (!e->obj && !e->has))
+			continue; /* a hole already */
+		ret = ext_obj(s, o, idx, &obj);
+		if (!ret)
+			ret = kvb_obj_truncate(&s->kvb, obj, 0);
+	}
+	return ret;
+}
+
 void ofs_extents_view(struct ofs_store *s, struct ofs_object *o, uint64_t *size,
 		      uint64_t *npages)
 {

@@ -77,6 +77,8 @@ int ofs_extents_truncate(struct ofs_store *s, struct ofs_object *o, uint64_t siz
 /* Room for [off, end): keep set, past the size without changing it (KEEP_SIZE). */
 int ofs_extents_reserve(struct ofs_store *s, struct ofs_object *o, uint64_t off, uint64_t end,
 			int keep);
+/* The extents wholly inside [off, end) emptied: holes, their pages freed at the commit. */
+int ofs_extents_punch(struct ofs_store *s, struct ofs_object *o, uint64_t off, uint64_t end);
 /* The working size and the pages the working states (or committed extents) hold. */
 void ofs_extents_view(struct ofs_store *s, struct ofs_object *o, uint64_t *size,
 		      uint64_t *npages);

@@ -468,7 +468,7 @@ int ofs_object_fallocate(struct ofs_store *s, struct ofs_object *o, int mode, ui
 			 uint64_t end)
 {
 	int zero = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE),
-	    keep = mode & FALLOC_FL_KEEP_SIZE, ret = 0;
+	    keep = mode & FALLOC_FL_KEEP_SIZE, ret = 0, punched = 0;
 	struct kvb_map view;
 
 	if (!o->obj)
@@ -485,6 +485,23 @@ int ofs_object_fallocate(struct ofs_store *s, struct ofs_object *o, int mode, ui
 				ret = ofs_extents_reserve(s, o, off, end, keep);
 		} else if (end > view.size && !keep) {
 			ret = ofs_extents_truncate(s, o, end);
+		}
+		/* Whole extents in a punched hole become holes: their pages go. */
+		if (!ret && (mode & FALLOC_FL_PUNCH_HOLE)) {
+			uint64_t lim = end < view.size ? end : view.size;
+
+			ret = ofs_extents_punch(s, o, off, lim);
+			if (!ret) {
+				uint64_t a = (off + s->esize - 1) / s->esize * s->esize,
+					 b = lim / s->esize * s->esize;
+
+				if (a < b) {
+					ret = object_zero_range(s, o, off, a);
+					if (!ret)
+						ret = object_zero_range(s, o, b, lim);
+					punched = 1;
+				}
+			}
 		}
 		goto zeros;
 	}
@@ -504,7 +521,7 @@ int ofs_object_fallocate(struct ofs_store *s, struct ofs_object *o, int mode, ui
 			ret = kvb_obj_reserve(&s->kvb, o->obj, end);
 	}
 zeros:
-	if (!ret && zero)
+	if (!ret && zero && !punched)
 		ret = object_zero_range(s, o, off, end < view.size ? end : view.size);
 	/* Content changed: mtime and ctime, as a write's. */
 	if (!ret && (zero || (end > view.size && !keep))) {

@@ -81,6 +81,23 @@ check_cmp "the file has it, and the rest as it was" "$REF/big2" "$MNT/t/big"
 check_pages "after the barrier it holds no more pages than before" "$used" \
 	"$((TOTAL - $(ofs_free)))"
 
+# ---- a punched hole gives whole extents back ----
+check "punch 8 MiB at 8 MiB (extents 2 and 3) and 100 KiB across the next boundary" \
+	sh -c "fallocate -p -o 8M -l 8M '$MNT/t/big' && fallocate -p -o $((20 * MB - 50000)) -l 100000 '$MNT/t/big'"
+python3 - "$REF/big2" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b[8 << 20:16 << 20] = bytes(8 << 20)
+b[(20 << 20) - 50000:(20 << 20) + 50000] = bytes(100000)
+open(sys.argv[1] + ".holed", "wb").write(b)
+PY
+check_cmp "zeros there, the rest as it was" "$REF/big2.holed" "$MNT/t/big"
+check_pages "the two extents' pages are free after the barrier" $((used - 128)) \
+	"$((TOTAL - $(ofs_free)))"
+cp "$REF/big2.holed" "$REF/big2"
+ofs_remount || ofs_bail "cannot remount"
+check_cmp "after a remount" "$REF/big2" "$MNT/t/big"
+
 # ---- sparse ----
 free0=$(ofs_free)
 check "truncate a new file to 48 MiB" truncate -s 48M "$MNT/t/sparse"
