@@ -314,6 +314,7 @@ START_TEST(test_store_create_snapshot_rebuild)
 	close(s.lock_fd);
 	free(s.root);
 	free(s.meta_path);
+	free(s.meta_shown);
 
 	ck_assert_msg(ofs_store_open(&s, &cfg, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_int_eq(s.was_clean, 0);
