@@ -1,7 +1,7 @@
 /*
  * sync.c: the durability barrier.
  *
- * Every session commits with synchronous_commit=off: a commit is in the
+ * Every connection commits with synchronous_commit=off: a commit is in the
  * server when it returns (it survives a kill -9 of the daemon) without
  * waiting for the server's WAL flush.  A commit with synchronous_commit=on
  * waits for the WAL to be flushed through its own commit record, which

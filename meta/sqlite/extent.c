@@ -67,25 +67,11 @@ int sq_extents(struct meta *mb, uint64_t ino, meta_ino_fn fn, void *ctx)
 int sq_extent_pcsums_get(struct meta *mb, uint64_t ino, uint64_t idx, uint64_t *pcsums,
 			   uint64_t n)
 {
-	struct meta_sq *m = sq(mb);
-	sqlite3_stmt *s = m->st[ST_EXTENT_PCSUMS];
-	int rc, ret = -ENOENT;
+	sqlite3_stmt *s = sq(mb)->st[ST_EXTENT_PCSUMS];
 
 	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
 	sqlite3_bind_int64(s, 2, (sqlite3_int64)idx);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW && sqlite3_column_type(s, 0) == SQLITE_BLOB) {
-		if ((uint64_t)sqlite3_column_bytes(s, 0) == n * sizeof(uint64_t)) {
-			memcpy(pcsums, sqlite3_column_blob(s, 0), n * sizeof(uint64_t));
-			ret = 0;
-		} else {
-			ret = -EUCLEAN;
-		}
-	} else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		ret = sq_errno(rc);
-	}
-	sq_finish(s);
-	return ret;
+	return sq_pcsums_read(s, pcsums, n);
 }
 
 /* Run sql with ?1 = ino: a rare statement, prepared each time. */

@@ -134,13 +134,10 @@ int sq_foreach_value(struct meta *mb, meta_value_fn fn, void *ctx)
 	return ret;
 }
 
-int sq_pcsums_get(struct meta *mb, uint64_t ino, uint64_t *pcsums, uint64_t n)
+int sq_pcsums_read(sqlite3_stmt *s, uint64_t *pcsums, uint64_t n)
 {
-	struct meta_sq *m = sq(mb);
-	sqlite3_stmt *s = m->st[ST_PCSUMS_GET];
 	int rc, ret = -ENOENT;
 
-	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW && sqlite3_column_type(s, 0) == SQLITE_BLOB) {
 		if ((uint64_t)sqlite3_column_bytes(s, 0) == n * sizeof(uint64_t)) {
@@ -154,6 +151,14 @@ int sq_pcsums_get(struct meta *mb, uint64_t ino, uint64_t *pcsums, uint64_t n)
 	}
 	sq_finish(s);
 	return ret;
+}
+
+int sq_pcsums_get(struct meta *mb, uint64_t ino, uint64_t *pcsums, uint64_t n)
+{
+	sqlite3_stmt *s = sq(mb)->st[ST_PCSUMS_GET];
+
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)ino);
+	return sq_pcsums_read(s, pcsums, n);
 }
 
 int sq_foreach_unsynced(struct meta *mb, uint64_t gen, meta_ino_fn fn, void *ctx)

@@ -212,13 +212,15 @@ void sq_row_mapping(sqlite3_stmt *s, struct meta_inode *in)
 	in->ext = (uint64_t)sqlite3_column_int64(s, INODE_NCOLS);
 }
 
-int sq_each_mapping(sqlite3_stmt *s, meta_ino_fn fn, void *ctx)
+/* Step s to the end, each row read by row, calling fn until it returns non-zero. */
+static int sq_each_row(sqlite3_stmt *s, void (*row)(sqlite3_stmt *, struct meta_inode *),
+		       meta_ino_fn fn, void *ctx)
 {
 	struct meta_inode in;
 	int rc, ret = 0;
 
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		sq_row_mapping(s, &in);
+		row(s, &in);
 		ret = fn(ctx, &in);
 		if (ret)
 			break;
@@ -227,6 +229,11 @@ int sq_each_mapping(sqlite3_stmt *s, meta_ino_fn fn, void *ctx)
 		ret = sq_errno(rc);
 	sq_finish(s);
 	return ret;
+}
+
+int sq_each_mapping(sqlite3_stmt *s, meta_ino_fn fn, void *ctx)
+{
+	return sq_each_row(s, sq_row_mapping, fn, ctx);
 }
 
 int sq_one_inode(sqlite3_stmt *s, struct meta_inode *out)
@@ -267,17 +274,5 @@ int sq_exists(struct meta_sq *m, int st, uint64_t id)
 /* Step s to the end, calling fn on each row until it returns non-zero. */
 int sq_each_inode(sqlite3_stmt *s, meta_ino_fn fn, void *ctx)
 {
-	struct meta_inode in;
-	int rc, ret = 0;
-
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		sq_row_inode(s, &in);
-		ret = fn(ctx, &in);
-		if (ret)
-			break;
-	}
-	if (!ret && rc != SQLITE_DONE)
-		ret = sq_errno(rc);
-	sq_finish(s);
-	return ret;
+	return sq_each_row(s, sq_row_inode, fn, ctx);
 }
