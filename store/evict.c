@@ -611,7 +611,9 @@ static uint64_t evict_over(struct ofs_store *s, unsigned pct)
 	cap = ks.blocks * ks.block_size;
 	used = (ks.blocks - (ks.blocks_free < ks.blocks ? ks.blocks_free : ks.blocks)) *
 	       ks.block_size;
-	mark = cap / 100 * pct;
+	/* Rounded up, so evict_high=100 is the capacity itself: only a write
+	 * that finds no room asks for a pass. */
+	mark = cap / 100 * pct + (cap % 100 * pct + 99) / 100;
 	return used > mark ? used - mark : 0;
 }
 
