@@ -8,6 +8,7 @@
 #include "uring.h"
 #include "ll.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -25,7 +26,7 @@
 #include <sqlite3.h>
 
 struct ofs_cli {
-	char *page_size, *bucket_size, *bucket_count, *meta, *timeout, *sync_ms;
+	char *page_size, *bucket_size, *bucket_count, *meta, *meta_timeout, *timeout, *sync_ms;
 	char *dram, *promote_after, *promote_window, *metrics;
 	char *backend, *ubsio_lib, *ubsio_device, *ubsio_ssd_size, *kv_max_bytes, *kv_max_keys;
 	char *kv_buffer_max, *kv_cache, *ubsio_key_max, *prefill, *data_group;
@@ -59,6 +60,7 @@ static const struct fuse_opt ofs_opts[] = {
 	CLI_OPT("bucket_size=%s", bucket_size),
 	CLI_OPT("bucket_count=%s", bucket_count),
 	CLI_OPT("meta=%s", meta),
+	CLI_OPT("meta_timeout=%s", meta_timeout),
 	CLI_OPT("cache_timeout=%s", timeout),
 	CLI_OPT("sync_interval=%s", sync_ms),
 	CLI_OPT("dram=%s", dram),
@@ -141,6 +143,8 @@ static void ofs_usage(const char *prog)
 	       "    meta=PATH|URI     the sqlite metadata store (default ROOT/offloadfs.db), or\n"
 	       "                      a PostgreSQL one: postgresql://... (password from\n"
 	       "                      ~/.pgpass, PGPASSFILE, PGPASSWORD, never the URI)\n"
+	       "    meta_timeout=S    PostgreSQL: how long a request waits for an unreachable or\n"
+	       "                      restarting server before EIO, seconds (default 30)\n"
 	       "    cache_timeout=S   kernel entry/attribute cache, seconds (default 3600)\n"
 	       "    sync_interval=MS  group commit: make closed files durable against power\n"
 	       "                      loss every MS milliseconds (default 1000; 0: only fsync)\n"
@@ -247,6 +251,24 @@ static int ofs_config_from(struct ofs_cli *cli, struct ofs_config *cfg)
 	if (!meta_is_remote(cli->meta) && ofs_abs_opt("meta", &cli->meta))
 		return -1;
 	cfg->meta_path = cli->meta;
+	if (cli->meta_timeout) {
+		unsigned long v;
+		char *end;
+
+		errno = 0;
+		v = strtoul(cli->meta_timeout, &end, 10);
+		if (errno || *end || !isdigit((unsigned char)cli->meta_timeout[0]) || v < 1 ||
+		    v > META_TIMEOUT_MAX) {
+			fprintf(stderr, "offloadfs: invalid meta_timeout '%s': seconds, 1..%u\n",
+				cli->meta_timeout, META_TIMEOUT_MAX);
+			return -1;
+		}
+		if (!meta_is_remote(cli->meta)) {
+			fprintf(stderr, "offloadfs: option meta_timeout needs meta=postgresql://...\n");
+			return -1;
+		}
+		cfg->meta_timeout = (unsigned)v;
+	}
 	cfg->geom.page_size = OFS_DEFAULT_PAGE_SIZE;
 	cfg->geom.bucket_size = OFS_DEFAULT_BUCKET_SIZE;
 	cfg->geom.bucket_count = OFS_DEFAULT_BUCKET_COUNT;

@@ -23,7 +23,14 @@ struct meta {
 	uint64_t changes;               /* namespace and object writes, for group commit */
 	int (*full_hook)(void *);       /* a write found the disk full: see meta_set_full_hook */
 	void *full_arg;
+	unsigned timeout_ms;            /* meta_set_timeout (0: META_TIMEOUT_DEFAULT) */
+	void (*log)(const char *fmt, ...); /* meta_set_log; NULL: stderr */
 };
+
+/* What an engine that reaches a server logs by: m->log, or stderr. */
+void meta_log(struct meta *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* m->timeout_ms, or the default. */
+unsigned meta_timeout_ms(const struct meta *m);
 
 /*
  * Each method is the meta.h function of its name less "meta_", with its

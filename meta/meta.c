@@ -10,6 +10,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -132,6 +133,35 @@ void meta_set_full_hook(struct meta *m, int (*hook)(void *), void *arg)
 {
 	m->full_hook = hook;
 	m->full_arg = arg;
+}
+
+void meta_set_timeout(struct meta *m, unsigned seconds)
+{
+	m->timeout_ms = seconds * 1000U;
+}
+
+unsigned meta_timeout_ms(const struct meta *m)
+{
+	return m->timeout_ms ? m->timeout_ms : META_TIMEOUT_DEFAULT * 1000U;
+}
+
+void meta_set_log(struct meta *m, void (*log)(const char *fmt, ...))
+{
+	m->log = log;
+}
+
+void meta_log(struct meta *m, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (m->log)
+		m->log("%s", line);
+	else
+		fprintf(stderr, "offloadfs: %s\n", line);
 }
 
 int meta_path(struct meta *m, uint64_t ino, int with_tenant, char *buf, size_t cap,

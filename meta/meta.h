@@ -212,6 +212,17 @@ uint64_t meta_changes(struct meta *m);
  */
 void meta_set_full_hook(struct meta *m, int (*hook)(void *), void *arg);
 /*
+ * A store in a database server (meta_is_remote): how long a call waits
+ * for the server when it is unreachable or restarting (reconnecting
+ * meanwhile) before it fails with -EIO, and how long a statement may go
+ * without an answer; 0: META_TIMEOUT_DEFAULT.  A sqlite store ignores it.
+ */
+#define META_TIMEOUT_DEFAULT 30
+#define META_TIMEOUT_MAX 86400
+void meta_set_timeout(struct meta *m, unsigned seconds);
+/* Where the engine's own messages go (a lost connection, a reconnect); NULL: stderr. */
+void meta_set_log(struct meta *m, void (*log)(const char *fmt, ...));
+/*
  * A transaction of several statements found the disk full and was rolled
  * back (the log cannot be emptied while one is open): give back the
  * reserve and empty the log, so that the caller may run it once more.

@@ -421,6 +421,8 @@ int ofs_store_open(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 		goto out;
 	db_new = ret == 1;
 	meta_set_full_hook(s->meta, store_full_hook, s);
+	meta_set_timeout(s->meta, cfg->meta_timeout);
+	meta_set_log(s->meta, ofs_log);
 	ret = meta_geom_get(s->meta, &s->geom, backend, sizeof(backend));
 	if (ret == -ENOENT) {
 		/* New (or never finished formatting): the requested geometry. */

@@ -34,6 +34,7 @@
 struct ofs_config {
 	const char *root;
 	const char *meta_path;   /* NULL: ROOT/offloadfs.db */
+	unsigned meta_timeout;   /* a database server's: seconds (meta_set_timeout); 0: default */
 	struct meta_geom geom;
 	/* A new store's extent size (extent.h); 0: the default.  An existing store keeps its own. */
 	uint64_t extent_size;

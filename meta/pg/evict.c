@@ -11,22 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Run sql with the parameters p, unprepared: the result or NULL with *ret. */
-static PGresult *pq_query(struct meta_pg *m, const char *sql, const struct pq_params *p,
-			  int *ret)
-{
-	PGresult *r = PQexecParams(m->conn, sql, p->n, NULL, p->val, p->len, p->fmt, 1);
-	ExecStatusType s = PQresultStatus(r);
-
-	if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) {
-		*ret = 0;
-		return r;
-	}
-	*ret = pq_error(m, r);
-	PQclear(r);
-	return NULL;
-}
-
 int pq_lru(struct meta *mb, int64_t after_atime, uint64_t after_ino, int64_t before,
 	   unsigned limit, meta_ino_fn fn, void *ctx)
 {

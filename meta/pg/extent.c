@@ -65,12 +65,10 @@ static int pq_run_ino(struct meta_pg *m, const char *sql, uint64_t ino)
 {
 	struct pq_params p = { 0 };
 	PGresult *r;
-	int ret = 0;
+	int ret;
 
 	pq_int(&p, (int64_t)ino);
-	r = PQexecParams(m->conn, sql, p.n, NULL, p.val, p.len, p.fmt, 1);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK)
-		ret = pq_error(m, r);
+	r = pq_query(m, sql, &p, &ret);
 	PQclear(r);
 	return ret;
 }

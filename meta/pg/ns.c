@@ -147,11 +147,9 @@ int pq_subtree_depth(struct meta *mb, uint64_t dir, size_t *len)
 		 " FROM " PQ_SCHEMA ".inodes i JOIN sub ON i.parent = sub.ino)"
 		 " SELECT coalesce(max(len), 0) FROM sub",
 		 (unsigned long long)dir);
-	r = PQexec(m->conn, sql);
-	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r))
+	r = pq_query(m, sql, NULL, &ret);
+	if (r && PQntuples(r))
 		*len = (size_t)strtoull(PQgetvalue(r, 0, 0), NULL, 10);
-	else
-		ret = pq_error(m, r);
 	PQclear(r);
 	return ret;
 }

@@ -188,14 +188,12 @@ int pq_count_unsettled(struct meta *mb, uint64_t *new_files, uint64_t *orphans)
 	int ret = 0;
 
 	*new_files = *orphans = 0;
-	r = PQexec(m->conn, "SELECT count(*) FILTER (WHERE parent IS NOT NULL AND state = 1), "
+	r = pq_query(m, "SELECT count(*) FILTER (WHERE parent IS NOT NULL AND state = 1), "
 			    "count(*) FILTER (WHERE parent IS NULL) FROM " PQ_SCHEMA ".inodes "
-			    "WHERE state = 1 OR parent IS NULL");
-	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r)) {
+			    "WHERE state = 1 OR parent IS NULL", NULL, &ret);
+	if (r && PQntuples(r)) {
 		*new_files = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
 		*orphans = strtoull(PQgetvalue(r, 0, 1), NULL, 10);
-	} else {
-		ret = pq_error(m, r);
 	}
 	PQclear(r);
 	return ret;

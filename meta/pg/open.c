@@ -21,7 +21,7 @@
 
 #define S PQ_SCHEMA "."
 
-static const char *const pq_sql[PQ_N] = {
+const char *const pq_sql[PQ_N] = {
 	[PQ_GET] = "SELECT " PQ_INODE_COLS " FROM " S "inodes WHERE ino = $1",
 	[PQ_LOOKUP] = "SELECT " PQ_INODE_COLS " FROM " S "inodes WHERE parent = $1 AND name = $2",
 	[PQ_LOOKUP_BRIEF] = "SELECT ino, mode, state, size, bucket, page, npages, csum FROM " S
@@ -196,18 +196,24 @@ int pq_setting_set(struct meta *mb, const char *name, const char *value)
 	return pq_kv_set_text(pq(mb), name, value);
 }
 
-/* One value of a query of no parameters: 0, -ENOENT for no row, or the error. */
-static int pq_query_text(struct meta_pg *m, const char *sql, char *buf, size_t len)
+/*
+ * One value of a query of no parameters on c: 0, -ENOENT for no row, or
+ * the error (its message in msg).
+ */
+static int pq_query_text(struct meta_pg *m, PGconn *c, const char *sql, char *buf, size_t len,
+			 char *msg, size_t msglen)
 {
-	PGresult *r = PQexec(m->conn, sql);
+	PGresult *r = pq_send_wait(m, c, -1, sql, NULL);
 	int ret = 0;
 
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		ret = pq_error(m, r);
-	else if (PQntuples(r) == 0)
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		pq_one_line(msg, msglen, r ? PQresultErrorMessage(r) : PQerrorMessage(c));
+		ret = -EIO;
+	} else if (PQntuples(r) == 0) {
 		ret = -ENOENT;
-	else
+	} else {
 		snprintf(buf, len, "%s", PQgetvalue(r, 0, 0));
+	}
 	PQclear(r);
 	return ret;
 }
@@ -216,31 +222,34 @@ static int pq_query_text(struct meta_pg *m, const char *sql, char *buf, size_t l
  * What the schema holds, read before any write: 1 when it is ours at
  * this version, 0 when there is no schema or an empty one (ours to make),
  * or the refusal in err: someone else's tables in it, another magic, a
- * version this build does not know.
+ * version this build does not know (-EIO: it could not be read).
  */
-static int pq_check_ours(struct meta_pg *m, char *err, size_t errlen)
+static int pq_check_ours(struct meta_pg *m, PGconn *c, char *err, size_t errlen)
 {
-	char sql[512], buf[256], *end;
+	char buf[256], msg[400];
 	PGresult *r;
 	int i, k, ret, ntables;
 	long version;
+	char *end;
 
-	ret = pq_query_text(m, "SELECT 1 FROM pg_namespace WHERE nspname = '" PQ_SCHEMA "'", buf,
-			    sizeof(buf));
+	ret = pq_query_text(m, c, "SELECT 1 FROM pg_namespace WHERE nspname = '" PQ_SCHEMA "'",
+			    buf, sizeof(buf), msg, sizeof(msg));
 	if (ret == -ENOENT)
 		return 0;
 	if (ret) {
-		snprintf(err, errlen, "cannot read the database: %s", m->err);
+		snprintf(err, errlen, "cannot read the database: %s", msg);
 		return ret;
 	}
-	r = PQexec(m->conn, "SELECT c.relname FROM pg_class c JOIN pg_namespace n "
-			    "ON n.oid = c.relnamespace WHERE n.nspname = '" PQ_SCHEMA "' "
-			    "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY 1");
+	r = pq_send_wait(m, c, -1,
+			 "SELECT c.relname FROM pg_class c JOIN pg_namespace n "
+			 "ON n.oid = c.relnamespace WHERE n.nspname = '" PQ_SCHEMA "' "
+			 "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY 1",
+			 NULL);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		ret = pq_error(m, r);
+		pq_one_line(msg, sizeof(msg), r ? PQresultErrorMessage(r) : PQerrorMessage(c));
 		PQclear(r);
-		snprintf(err, errlen, "cannot read the database: %s", m->err);
-		return ret;
+		snprintf(err, errlen, "cannot read the database: %s", msg);
+		return -EIO;
 	}
 	ntables = PQntuples(r);
 	for (i = 0; i < ntables; i++) {
@@ -260,18 +269,18 @@ static int pq_check_ours(struct meta_pg *m, char *err, size_t errlen)
 	PQclear(r);
 	if (ntables == 0)
 		return 0;
-	snprintf(sql, sizeof(sql), "SELECT v FROM " S "store WHERE k = 'magic'");
-	ret = pq_query_text(m, sql, buf, sizeof(buf));
+	ret = pq_query_text(m, c, "SELECT v FROM " S "store WHERE k = 'magic'", buf, sizeof(buf),
+			    msg, sizeof(msg));
 	if (ret && ret != -ENOENT) {
-		snprintf(err, errlen, "not an offloadfs database (%s)", m->err);
+		snprintf(err, errlen, "not an offloadfs database (%s)", msg);
 		return -EUCLEAN;
 	}
 	if (ret == -ENOENT || strcmp(buf, PQ_MAGIC) != 0) {
 		snprintf(err, errlen, "not an offloadfs database (magic '%s')", ret ? "" : buf);
 		return -EUCLEAN;
 	}
-	ret = pq_query_text(m, "SELECT v FROM " S "store WHERE k = 'schema_version'", buf,
-			    sizeof(buf));
+	ret = pq_query_text(m, c, "SELECT v FROM " S "store WHERE k = 'schema_version'", buf,
+			    sizeof(buf), msg, sizeof(msg));
 	version = ret ? -1 : strtol(buf, &end, 10);
 	if (ret || *end) {
 		snprintf(err, errlen, "not an offloadfs database (no schema version)");
@@ -291,7 +300,7 @@ static int pq_create_schema(struct meta_pg *m, char *err, size_t errlen)
 	char sql[256];
 	int ret;
 
-	ret = pq_exec(m, "BEGIN", NULL);
+	ret = pq_begin(&m->base);
 	if (!ret)
 		ret = pq_exec(m, "CREATE SCHEMA IF NOT EXISTS " PQ_SCHEMA, NULL);
 	if (!ret)
@@ -304,55 +313,152 @@ static int pq_create_schema(struct meta_pg *m, char *err, size_t errlen)
 		ret = pq_exec(m, sql, NULL);
 	}
 	if (!ret)
-		ret = pq_exec(m, "COMMIT", NULL);
-	if (ret) {
-		snprintf(err, errlen, "cannot create schema " PQ_SCHEMA ": %s", m->err);
+		ret = pq_commit(&m->base);
+	else
 		pq_rollback(&m->base);
-	}
+	if (ret)
+		snprintf(err, errlen, "cannot create schema " PQ_SCHEMA ": %s", m->err);
 	return ret;
 }
 
 /* Connect with libpq's own means for the password; *c is set even on failure. */
 static int pq_connect(const char *uri, const char *shown, PGconn **c, char *err, size_t errlen)
 {
-	char *nl, msg[400];
+	char msg[400];
 
 	*c = PQconnectdb(uri);
 	if (*c && PQstatus(*c) == CONNECTION_OK)
 		return 0;
-	snprintf(msg, sizeof(msg), "%s", *c ? PQerrorMessage(*c) : "out of memory");
-	while ((nl = strchr(msg, '\n')))
-		*nl = nl[1] ? ' ' : '\0';
+	pq_one_line(msg, sizeof(msg), *c ? PQerrorMessage(*c) : "out of memory");
 	snprintf(err, errlen, "cannot connect to %s: %s", shown, msg);
 	return -EIO;
 }
 
-/* Commits wait for no disk: meta_sync is the point of durability (sync.c). */
-static int pq_session(struct meta_pg *m, PGconn *c)
+/* The store's id and creation time, as the database holds them now (empty: none). */
+static int pq_identity(struct meta_pg *m, PGconn *c, char *id, size_t idlen, char *created,
+		       size_t clen, char *err, size_t errlen)
 {
-	PGresult *r = PQexec(c, "SET synchronous_commit = off; SET search_path = pg_catalog; "
-				"SET client_min_messages = warning");
-	int ret = PQresultStatus(r) == PGRES_COMMAND_OK ? 0 : pq_error(m, r);
+	char msg[400];
+	int ret;
 
-	PQclear(r);
+	ret = pq_query_text(m, c, "SELECT v FROM " S "store WHERE k = 'store_id'", id, idlen, msg,
+			    sizeof(msg));
+	if (ret == -ENOENT)
+		id[0] = '\0';
+	if (!ret || ret == -ENOENT)
+		ret = pq_query_text(m, c, "SELECT v FROM " S "store WHERE k = 'created'", created,
+				    clen, msg, sizeof(msg));
+	if (ret == -ENOENT) {
+		created[0] = '\0';
+		ret = 0;
+	}
+	if (ret)
+		snprintf(err, errlen, "cannot read the store's identity: %s", msg);
 	return ret;
+}
+
+/*
+ * Commits wait for no disk: meta_sync is the point of durability
+ * (sync.c).  Then, on the main connection, the store's lock; on a
+ * connection made again (!first), the checks that the database still
+ * holds our store, the statements, and whether the server crashed since
+ * the last connection (crash_mark) with commits no barrier covered.
+ * -ESTALE: never ours again (another store answers); any other error
+ * may pass (the old backend still holding the lock, the server starting).
+ */
+int pq_attach(struct meta_pg *m, PGconn *c, int main, int first, char *err, size_t errlen)
+{
+	char buf[64], msg[400], id[64], created[32];
+	PGresult *r;
+	int ret, crashed = 0;
+
+	r = pq_send_wait(m, c, -1,
+			 "SET synchronous_commit = off; SET search_path = pg_catalog; "
+			 "SET client_min_messages = warning",
+			 NULL);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		pq_one_line(msg, sizeof(msg), r ? PQresultErrorMessage(r) : PQerrorMessage(c));
+		snprintf(err, errlen, "%s: %s", m->shown, msg);
+		PQclear(r);
+		return -EIO;
+	}
+	PQclear(r);
+	/* Held for the life of the connection, and dropped with it by the server. */
+	if (main) {
+		ret = pq_query_text(m, c, "SELECT pg_try_advisory_lock(" PQ_STR(PQ_LOCK_KEY) ")",
+				    buf, sizeof(buf), msg, sizeof(msg));
+		if (ret || strcmp(buf, "t") != 0) {
+			snprintf(err, errlen, "%s: %s", m->shown,
+				 ret ? msg : "the store is in use by another offloadfs daemon or fsck");
+			return ret ? ret : -EBUSY;
+		}
+	}
+	if (!first) {
+		ret = pq_check_ours(m, c, msg, sizeof(msg));
+		if (ret == 0) {
+			snprintf(err, errlen, "the database no longer holds the store");
+			return -ESTALE;
+		}
+		if (ret < 0) {
+			snprintf(err, errlen, "%s", msg);
+			return ret == -EIO ? -EIO : -ESTALE;
+		}
+		ret = pq_identity(m, c, id, sizeof(id), created, sizeof(created), err, errlen);
+		if (ret)
+			return ret;
+		pthread_mutex_lock(&m->mu);
+		ret = strcmp(id, m->store_id) || strcmp(created, m->created);
+		pthread_mutex_unlock(&m->mu);
+		if (ret) {
+			snprintf(err, errlen,
+				 "another store answers there now (store id '%s', created %s; "
+				 "ours: '%s', created %s)",
+				 id, created, m->store_id, m->created);
+			return -ESTALE;
+		}
+		if (main) {
+			ret = pq_prepare_on(m, c, err, errlen);
+			if (ret)
+				return ret == -EUCLEAN ? -ESTALE : ret;
+		}
+	}
+	ret = pq_query_text(m, c, "SELECT coalesce(stats_reset::text, '') FROM pg_stat_bgwriter",
+			    buf, sizeof(buf), msg, sizeof(msg));
+	if (ret) {
+		snprintf(err, errlen, "%s: %s", m->shown, msg);
+		return -EIO;
+	}
+	pthread_mutex_lock(&m->mu);
+	if (!first && strcmp(buf, m->crash_mark)) {
+		__atomic_add_fetch(&m->crashes, 1, __ATOMIC_SEQ_CST);
+		crashed = __atomic_load_n(&m->wseq, __ATOMIC_SEQ_CST) >
+			  __atomic_load_n(&m->durable, __ATOMIC_SEQ_CST);
+	}
+	snprintf(m->crash_mark, sizeof(m->crash_mark), "%s", buf);
+	pthread_mutex_unlock(&m->mu);
+	if (crashed)
+		pq_set_lost(m, "the server restarted after a crash");
+	return 0;
 }
 
 int pq_open(const char *uri, int create, struct meta **out, char *err, size_t errlen)
 {
 	PQconninfoOption *opts, *o;
 	struct meta_pg *m;
-	char *perr = NULL, name[16], buf[32];
+	char *perr = NULL;
 	int ret, i, ours;
 
 	*out = NULL;
 	m = calloc(1, sizeof(*m));
-	if (!m || !(m->shown = malloc(strlen(uri) + 1))) {
+	if (!m || !(m->shown = malloc(strlen(uri) + 1)) || !(m->uri = strdup(uri))) {
+		if (m)
+			free(m->shown);
 		free(m);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	m->base.ops = &meta_pg_ops;
+	pthread_mutex_init(&m->mu, NULL);
 	meta_target_show(uri, m->shown, strlen(uri) + 1);
 	opts = PQconninfoParse(uri, &perr);
 	if (!opts) {
@@ -375,28 +481,18 @@ int pq_open(const char *uri, int create, struct meta **out, char *err, size_t er
 		ret = -EINVAL;
 		goto fail;
 	}
+	/* At mount, an unreachable server is a refusal, not a wait. */
 	ret = pq_connect(uri, m->shown, &m->conn, err, errlen);
 	if (!ret)
 		ret = pq_connect(uri, m->shown, &m->sync_conn, err, errlen);
 	if (ret)
 		goto fail;
-	ret = pq_session(m, m->conn);
+	ret = pq_attach(m, m->conn, 1, 1, err, errlen);
 	if (!ret)
-		ret = pq_session(m, m->sync_conn);
-	if (ret) {
-		snprintf(err, errlen, "%s: %s", m->shown, m->err);
+		ret = pq_attach(m, m->sync_conn, 0, 1, err, errlen);
+	if (ret)
 		goto fail;
-	}
-	/* Held for the life of the connection, and dropped with it by the server. */
-	ret = pq_query_text(m, "SELECT pg_try_advisory_lock(" PQ_STR(PQ_LOCK_KEY) ")", buf,
-			    sizeof(buf));
-	if (ret || strcmp(buf, "t") != 0) {
-		snprintf(err, errlen, "%s: %s", m->shown,
-			 ret ? m->err : "the store is in use by another offloadfs daemon or fsck");
-		ret = ret ? ret : -EBUSY;
-		goto fail;
-	}
-	ours = pq_check_ours(m, err, errlen);
+	ours = pq_check_ours(m, m->conn, err, errlen);
 	if (ours < 0) {
 		ret = ours;
 		goto fail;
@@ -411,21 +507,12 @@ int pq_open(const char *uri, int create, struct meta **out, char *err, size_t er
 		if (ret)
 			goto fail;
 	}
-	for (i = 0; i < PQ_N; i++) {
-		PGresult *r;
-
-		snprintf(name, sizeof(name), "s%d", i);
-		r = PQprepare(m->conn, name, pq_sql[i], 0, NULL);
-		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-			ret = pq_error(m, r);
-			snprintf(err, errlen, "%s: cannot prepare statement %d: %s", m->shown, i,
-				 m->err);
-			PQclear(r);
-			ret = -EUCLEAN;
-			goto fail;
-		}
-		PQclear(r);
-	}
+	ret = pq_prepare_on(m, m->conn, err, errlen);
+	if (!ret)
+		ret = pq_identity(m, m->conn, m->store_id, sizeof(m->store_id), m->created,
+				  sizeof(m->created), err, errlen);
+	if (ret)
+		goto fail;
 	*out = &m->base;
 	return ours ? 0 : 1;
 
@@ -440,6 +527,8 @@ void pq_close(struct meta *mb)
 
 	PQfinish(m->conn);
 	PQfinish(m->sync_conn);
+	pthread_mutex_destroy(&m->mu);
+	free(m->uri);
 	free(m->shown);
 	free(m);
 }

@@ -18,6 +18,7 @@
 #ifndef OFFLOADFS_META_PG_INT_H
 #define OFFLOADFS_META_PG_INT_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include <libpq-fe.h>
@@ -83,17 +84,50 @@ enum {
 		       "e.prev_bucket, e.prev_page, e.prev_npages, e.prev_size, e.prev_csum, " \
 		       "i.nlink, e.idx + 1"
 
-/* One connection to one store; used by one thread at a time (meta.h). */
+/*
+ * One connection to one store; used by one thread at a time (meta.h),
+ * but for meta_sync_end on its own connection.  A connection the server
+ * dropped is made again by the next call that needs one (reconnect.c).
+ */
 struct meta_pg {
 	struct meta base;  /* first: what meta.c and the callers hold */
-	PGconn *conn;
+	PGconn *conn;      /* NULL: lost, made again by the next call */
 	/*
 	 * meta_sync_end's own connection: it runs beside the other calls,
 	 * and one libpq connection serves one statement at a time.
 	 */
 	PGconn *sync_conn;
+	char *uri;         /* to connect again (it holds no password) */
 	char *shown;       /* the URI without its password, for messages */
 	char err[512];     /* the last error, for meta_errmsg */
+	/* What the rest of reconnect.c's state is guarded by (both connections use it). */
+	pthread_mutex_t mu;
+	/*
+	 * The server's pg_stat_bgwriter.stats_reset when a connection was
+	 * last made: a server that restarted after a crash (an immediate
+	 * stop, a power cut, a backend's crash) resets it, a clean restart
+	 * keeps it.  Commits of sync_commit=off since the last durable
+	 * barrier do not survive the crash.
+	 */
+	char crash_mark[64];
+	char store_id[64], created[32]; /* the store's, checked on every new connection */
+	unsigned crashes;  /* crashes seen (crash_mark changes): a barrier across one fails */
+	unsigned bar_crashes; /* crashes when the barrier began (meta_sync_begin) */
+	uint64_t wseq;     /* write commits made, counted on conn */
+	uint64_t bar_wseq; /* wseq at meta_sync_begin's commit */
+	uint64_t durable;  /* wseq covered by the last barrier that completed */
+	/*
+	 * Set when commits may have been lost (a crash after commits no
+	 * barrier covered, or a commit whose outcome the lost connection
+	 * took with it): from then on every barrier fails and the store is
+	 * never marked clean, so that the next mount recovers it.
+	 */
+	int lost;
+	/* A store not ours behind the URI, or another daemon holding it: every call fails. */
+	int fenced;
+	int in_txn, txn_write; /* a transaction is open on conn (meta_begin: one that writes) */
+	int64_t down_since; /* monotonic ms of the wait that gave up (0: none): fail fast */
+	int64_t last_try;   /* monotonic ms of the last attempt while failing fast */
 };
 
 static inline struct meta_pg *pq(struct meta *m)
@@ -125,8 +159,45 @@ PGresult *pq_run(struct meta_pg *m, int st, const struct pq_params *p, int *ret)
 int pq_done(struct meta_pg *m, int st, const struct pq_params *p, uint64_t *changed);
 /* Run SQL text once (rare statements: schema, recovery, maintenance). */
 int pq_exec(struct meta_pg *m, const char *sql, uint64_t *changed);
+/* Run SQL text (with parameters p, or none) as pq_run runs a statement. */
+PGresult *pq_query(struct meta_pg *m, const char *sql, const struct pq_params *p, int *ret);
+/*
+ * Send st (or SQL text when st < 0) on c and read its results, giving up
+ * when the server says nothing for meta_timeout: the last result (an
+ * error stays), or NULL when the connection was lost.  Changes nothing
+ * but c.
+ */
+PGresult *pq_send_wait(struct meta_pg *m, PGconn *c, int st, const char *sql,
+		       const struct pq_params *p);
+/* Read the results of what was sent on c, as pq_send_wait. */
+PGresult *pq_results(struct meta_pg *m, PGconn *c);
+/* Prepare every statement on c: 0, or the error with err saying it. */
+int pq_prepare_on(struct meta_pg *m, PGconn *c, char *err, size_t errlen);
+/* msg on one line in buf. */
+void pq_one_line(char *buf, size_t len, const char *msg);
+/* The statements' text (open.c). */
+extern const char *const pq_sql[PQ_N];
 /* The errno of a failed result (NULL: the connection's), its message kept in m->err. */
 int pq_error(struct meta_pg *m, const PGresult *r);
+
+/*
+ * reconnect.c: a usable connection in *c (m->conn or m->sync_conn) before
+ * a call that opens no transaction: the one there if the server has not
+ * dropped it, else a new one, waited for up to meta_timeout; -EIO with
+ * m->err saying why when there is none.
+ */
+int pq_ready(struct meta_pg *m, PGconn **c);
+/* *c was lost: closed, so that the next pq_ready makes a new one. */
+void pq_drop(struct meta_pg *m, PGconn **c);
+/* Log that a connection was lost, and why. */
+void pq_log_lost(struct meta_pg *m, const char *why);
+/* A commit whose outcome is unknown, or commits a crash may have taken: see m->lost. */
+void pq_set_lost(struct meta_pg *m, const char *why);
+/* Settings, the lock, the checks and the statements of a new connection (open.c). */
+int pq_attach(struct meta_pg *m, PGconn *c, int main, int first, char *err, size_t errlen);
+int64_t pq_now_ms(void);
+/* m->lost, with m->err saying what it means (sync.c). */
+int pq_is_lost(struct meta_pg *m);
 
 /* Column c of row i: an integer (NULL: 0), a blob and its length. */
 int64_t pq_get_int(const PGresult *r, int i, int c);

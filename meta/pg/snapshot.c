@@ -18,6 +18,9 @@ int pq_clean_get(struct meta *mb, int *clean)
 
 int pq_clean_set(struct meta *mb, int clean)
 {
+	/* Commits may be gone with the server: the next mount must recover, not trust. */
+	if (clean && pq_is_lost(pq(mb)))
+		return -EIO;
 	return pq_kv_set_int(pq(mb), "clean", clean ? 1 : 0);
 }
 

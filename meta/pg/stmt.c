@@ -8,6 +8,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,29 +38,36 @@ void pq_text(struct pq_params *p, const char *s)
 	pq_blob(p, s, s ? strlen(s) : 0);
 }
 
-/* The server's message, on one line. */
-static void pq_keep_message(struct meta_pg *m, const char *msg)
+void pq_one_line(char *buf, size_t len, const char *msg)
 {
 	char *nl;
 
-	snprintf(m->err, sizeof(m->err), "%s", msg && *msg ? msg : "unknown error");
-	while ((nl = strchr(m->err, '\n')))
+	snprintf(buf, len, "%s", msg && *msg ? msg : "unknown error");
+	while ((nl = strchr(buf, '\n')))
 		*nl = nl[1] ? ' ' : '\0';
+}
+
+/* The server's message, on one line. */
+static void pq_keep_message(struct meta_pg *m, const char *msg)
+{
+	pq_one_line(m->err, sizeof(m->err), msg);
 }
 
 int pq_error(struct meta_pg *m, const PGresult *r)
 {
 	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
 
-	pq_keep_message(m, r ? PQresultErrorMessage(r) : PQerrorMessage(m->conn));
+	pq_keep_message(m, r ? PQresultErrorMessage(r)
+			     : m->conn ? PQerrorMessage(m->conn) : "no connection to the server");
 	if (!state)
 		return -EIO; /* the connection, not the statement */
 	if (!strcmp(state, "23505"))
 		return -EEXIST; /* unique_violation */
-	if (!strcmp(state, "53100"))
-		return -ENOSPC; /* disk_full */
 	if (!strcmp(state, "53200"))
-		return -ENOMEM;
+		return -ENOMEM; /* out_of_memory */
+	/* insufficient_resources: disk_full and the server's own limits; not this call's fault. */
+	if (!strncmp(state, "53", 2))
+		return -ENOSPC;
 	if (!strncmp(state, "40", 2) || !strcmp(state, "55P03"))
 		return -EBUSY; /* serialization, deadlock, lock not available */
 	if (!strncmp(state, "42", 2))
@@ -67,23 +75,182 @@ int pq_error(struct meta_pg *m, const PGresult *r)
 	return -EIO;
 }
 
-PGresult *pq_run(struct meta_pg *m, int st, const struct pq_params *p, int *ret)
+/* Wait for c's socket to be ready for events, by the deadline: 0, or -1. */
+static int pq_poll(PGconn *c, short events, int64_t deadline)
+{
+	struct pollfd pfd = { .fd = PQsocket(c), .events = events };
+	int64_t left;
+	int n;
+
+	for (;;) {
+		left = deadline - pq_now_ms();
+		if (left <= 0 || pfd.fd < 0)
+			return -1;
+		n = poll(&pfd, 1, (int)left);
+		if (n > 0)
+			return 0;
+		if (n < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+/* A result that says the connection is gone with it (the server's shutdown, a dropped backend). */
+static int pq_result_lost(PGconn *c, const PGresult *r)
+{
+	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+
+	if (!r || PQstatus(c) != CONNECTION_OK)
+		return 1;
+	/* admin_shutdown, crash_shutdown, cannot_connect_now; connection_exception */
+	return state && (!strncmp(state, "57P", 3) || !strncmp(state, "08", 2));
+}
+
+PGresult *pq_send_wait(struct meta_pg *m, PGconn *c, int st, const char *sql,
+		       const struct pq_params *p)
+{
+	char name[16];
+	int ok;
+
+	if (st >= 0) {
+		snprintf(name, sizeof(name), "s%d", st);
+		ok = PQsendQueryPrepared(c, name, p ? p->n : 0, p ? p->val : NULL,
+					 p ? p->len : NULL, p ? p->fmt : NULL, 1);
+	} else if (p) {
+		ok = PQsendQueryParams(c, sql, p->n, NULL, p->val, p->len, p->fmt, 1);
+	} else {
+		ok = PQsendQuery(c, sql);
+	}
+	return ok ? pq_results(m, c) : NULL;
+}
+
+int pq_prepare_on(struct meta_pg *m, PGconn *c, char *err, size_t errlen)
 {
 	char name[16];
 	PGresult *r;
-	ExecStatusType s;
+	int i;
 
-	snprintf(name, sizeof(name), "s%d", st);
-	r = PQexecPrepared(m->conn, name, p ? p->n : 0, p ? p->val : NULL, p ? p->len : NULL,
-			   p ? p->fmt : NULL, 1);
-	s = PQresultStatus(r);
-	if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) {
-		*ret = 0;
-		return r;
+	for (i = 0; i < PQ_N; i++) {
+		snprintf(name, sizeof(name), "s%d", i);
+		r = PQsendPrepare(c, name, pq_sql[i], 0, NULL) ? pq_results(m, c) : NULL;
+		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+			char msg[400];
+
+			pq_one_line(msg, sizeof(msg), r ? PQresultErrorMessage(r) : PQerrorMessage(c));
+			snprintf(err, errlen, "%s: cannot prepare statement %d: %s", m->shown, i, msg);
+			PQclear(r);
+			return r ? -EUCLEAN : -EIO;
+		}
+		PQclear(r);
 	}
-	*ret = pq_error(m, r);
-	PQclear(r);
-	return NULL;
+	return 0;
+}
+
+PGresult *pq_results(struct meta_pg *m, PGconn *c)
+{
+	int64_t quiet = meta_timeout_ms(&m->base), deadline = pq_now_ms() + quiet;
+	PGresult *r, *keep = NULL;
+	int f;
+
+	/* A statement the server stays silent on for meta_timeout is given up (a stopped server). */
+	while ((f = PQflush(c)) == 1)
+		if (pq_poll(c, POLLOUT | POLLIN, deadline) || !PQconsumeInput(c))
+			return NULL;
+	if (f < 0)
+		return NULL;
+	for (;;) {
+		while (!PQisBusy(c)) {
+			r = PQgetResult(c);
+			if (!r)
+				return keep;
+			/* As PQexec: the last result, but an error stays (what follows it is skipped). */
+			if (keep && PQresultStatus(keep) == PGRES_FATAL_ERROR) {
+				PQclear(r);
+				continue;
+			}
+			PQclear(keep);
+			keep = r;
+		}
+		if (pq_poll(c, POLLIN, deadline) || !PQconsumeInput(c)) {
+			PQclear(keep);
+			return NULL;
+		}
+		deadline = pq_now_ms() + quiet;
+	}
+}
+
+/* What a call on conn may do: read, write, or open a transaction (retried as a read is). */
+enum { PQ_K_READ, PQ_K_WRITE, PQ_K_BEGIN };
+
+static int pq_kind_of(const char *sql)
+{
+	return strncmp(sql, "SELECT", 6) && strncmp(sql, "WITH", 4) ? PQ_K_WRITE : PQ_K_READ;
+}
+
+/*
+ * Run st (or sql when st < 0) on conn.  Outside a transaction the call
+ * first waits for a connection (pq_ready); a read or a BEGIN the lost
+ * connection took is run again on a new one.  A write that lost it may
+ * or may not have been committed: the caller gets -EIO, and m->lost is
+ * set (pq_set_lost).  Inside a transaction the server has rolled it
+ * back: -EIO to the caller, who rolls back.
+ */
+static PGresult *pq_call(struct meta_pg *m, int st, const char *sql, const struct pq_params *p,
+			 int kind, int *ret)
+{
+	int idle, tries;
+	char why[300];
+	PGresult *r;
+
+	for (tries = 0;; tries++) {
+		idle = !m->in_txn;
+		if (idle) {
+			*ret = pq_ready(m, &m->conn);
+			if (*ret)
+				return NULL;
+		} else if (!m->conn) {
+			snprintf(m->err, sizeof(m->err),
+				 "%s: the connection to the server was lost in the transaction",
+				 m->shown);
+			*ret = -EIO;
+			return NULL;
+		}
+		r = pq_send_wait(m, m->conn, st, sql, p);
+		if (!pq_result_lost(m->conn, r)) {
+			ExecStatusType s = PQresultStatus(r);
+
+			if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) {
+				if (idle && kind == PQ_K_WRITE)
+					__atomic_add_fetch(&m->wseq, 1, __ATOMIC_SEQ_CST);
+				*ret = 0;
+				return r;
+			}
+			*ret = pq_error(m, r);
+			PQclear(r);
+			return NULL;
+		}
+		snprintf(why, sizeof(why), "%s",
+			 r ? PQresultErrorMessage(r) : PQerrorMessage(m->conn));
+		PQclear(r);
+		pq_log_lost(m, why);
+		pq_drop(m, &m->conn);
+		pq_keep_message(m, why);
+		if (idle && kind != PQ_K_WRITE && tries < 3)
+			continue;
+		if (idle && kind == PQ_K_WRITE)
+			pq_set_lost(m, "the connection was lost during a write, whose outcome is unknown");
+		*ret = -EIO;
+		return NULL;
+	}
+}
+
+PGresult *pq_run(struct meta_pg *m, int st, const struct pq_params *p, int *ret)
+{
+	return pq_call(m, st, NULL, p, pq_kind_of(pq_sql[st]), ret);
+}
+
+PGresult *pq_query(struct meta_pg *m, const char *sql, const struct pq_params *p, int *ret)
+{
+	return pq_call(m, -1, sql, p, pq_kind_of(sql), ret);
 }
 
 int pq_done(struct meta_pg *m, int st, const struct pq_params *p, uint64_t *changed)
@@ -101,15 +268,14 @@ int pq_done(struct meta_pg *m, int st, const struct pq_params *p, uint64_t *chan
 
 int pq_exec(struct meta_pg *m, const char *sql, uint64_t *changed)
 {
-	PGresult *r = PQexec(m->conn, sql);
-	ExecStatusType s = PQresultStatus(r);
-	int ret = 0;
+	int ret;
+	PGresult *r = pq_query(m, sql, NULL, &ret);
 
-	if (s != PGRES_TUPLES_OK && s != PGRES_COMMAND_OK)
-		ret = pq_error(m, r);
-	else if (changed)
-		*changed = strtoull(PQcmdTuples(r), NULL, 10);
-	PQclear(r);
+	if (r) {
+		if (changed)
+			*changed = strtoull(PQcmdTuples(r), NULL, 10);
+		PQclear(r);
+	}
 	return ret;
 }
 
@@ -219,10 +385,21 @@ int pq_kv_get(struct meta_pg *m, const char *k, int64_t *iv, char *sv, size_t sl
 int pq_kv_set_text(struct meta_pg *m, const char *k, const char *v)
 {
 	struct pq_params p = { 0 };
+	char *keep = !strcmp(k, "store_id") ? m->store_id : !strcmp(k, "created") ? m->created
+										  : NULL;
+	size_t len = keep == m->store_id ? sizeof(m->store_id) : sizeof(m->created);
+	int ret;
 
 	pq_text(&p, k);
 	pq_text(&p, v);
-	return pq_done(m, PQ_KV_SET, &p, NULL);
+	ret = pq_done(m, PQ_KV_SET, &p, NULL);
+	/* What a connection made again checks the database against (pq_attach). */
+	if (!ret && keep) {
+		pthread_mutex_lock(&m->mu);
+		snprintf(keep, len, "%s", v);
+		pthread_mutex_unlock(&m->mu);
+	}
+	return ret;
 }
 
 int pq_kv_set_int(struct meta_pg *m, const char *k, int64_t v)
@@ -233,28 +410,84 @@ int pq_kv_set_int(struct meta_pg *m, const char *k, int64_t v)
 	return pq_kv_set_text(m, k, num);
 }
 
+static int pq_open_txn(struct meta_pg *m, const char *sql, int write)
+{
+	int ret;
+	PGresult *r;
+
+	if (m->in_txn) {
+		snprintf(m->err, sizeof(m->err), "a transaction is open already");
+		return -EINVAL;
+	}
+	r = pq_call(m, -1, sql, NULL, PQ_K_BEGIN, &ret);
+	if (!r)
+		return ret;
+	PQclear(r);
+	m->in_txn = 1;
+	m->txn_write = write;
+	return 0;
+}
+
 int pq_begin(struct meta *mb)
 {
-	return pq_exec(pq(mb), "BEGIN", NULL);
+	return pq_open_txn(pq(mb), "BEGIN", 1);
+}
+
+/* End conn's transaction with sql: its result, NULL when the connection was lost. */
+static PGresult *pq_end_txn(struct meta_pg *m, const char *sql)
+{
+	PGresult *r = NULL;
+
+	if (m->conn)
+		r = pq_send_wait(m, m->conn, -1, sql, NULL);
+	m->in_txn = 0;
+	if (m->conn && pq_result_lost(m->conn, r)) {
+		pq_keep_message(m, r ? PQresultErrorMessage(r) : PQerrorMessage(m->conn));
+		pq_log_lost(m, m->err);
+		PQclear(r);
+		r = NULL;
+		pq_drop(m, &m->conn);
+	}
+	return r;
 }
 
 int pq_commit(struct meta *mb)
 {
 	struct meta_pg *m = pq(mb);
-	PGresult *r = PQexec(m->conn, "COMMIT");
-	int ret = 0;
+	int write = m->txn_write, ret = 0;
+	PGresult *r;
 
+	if (!m->in_txn) {
+		snprintf(m->err, sizeof(m->err), "no transaction is open");
+		return -EINVAL;
+	}
+	if (!m->conn) {
+		m->in_txn = 0;
+		snprintf(m->err, sizeof(m->err),
+			 "%s: the connection to the server was lost in the transaction", m->shown);
+		return -EIO;
+	}
+	r = pq_end_txn(m, "COMMIT");
+	if (!r) {
+		/* The COMMIT may have been carried out before the connection went. */
+		if (write)
+			pq_set_lost(m, "the connection was lost during a commit, whose outcome "
+				       "is unknown");
+		return -EIO;
+	}
 	/* A transaction a failed statement aborted answers COMMIT with ROLLBACK. */
-	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		ret = pq_error(m, r);
-	else if (strcmp(PQcmdStatus(r), "COMMIT") != 0) {
+	} else if (strcmp(PQcmdStatus(r), "COMMIT") != 0) {
 		snprintf(m->err, sizeof(m->err), "the transaction was rolled back (%s)",
 			 PQcmdStatus(r));
 		ret = -EIO;
+	} else if (write) {
+		__atomic_add_fetch(&m->wseq, 1, __ATOMIC_SEQ_CST);
 	}
 	PQclear(r);
-	if (ret)
-		pq_rollback(mb);
+	if (ret && m->conn && PQtransactionStatus(m->conn) != PQTRANS_IDLE)
+		PQclear(pq_end_txn(m, "ROLLBACK"));
 	return ret;
 }
 
@@ -262,21 +495,26 @@ void pq_rollback(struct meta *mb)
 {
 	struct meta_pg *m = pq(mb);
 
-	if (PQtransactionStatus(m->conn) != PQTRANS_IDLE)
-		PQclear(PQexec(m->conn, "ROLLBACK"));
+	if (m->conn && PQtransactionStatus(m->conn) != PQTRANS_IDLE)
+		PQclear(pq_end_txn(m, "ROLLBACK"));
+	m->in_txn = 0;
 }
 
 int pq_read_begin(struct meta *mb)
 {
-	return pq_exec(pq(mb), "BEGIN READ ONLY", NULL);
+	return pq_open_txn(pq(mb), "BEGIN READ ONLY", 0);
 }
 
 void pq_read_end(struct meta *mb)
 {
 	struct meta_pg *m = pq(mb);
+	PGresult *r;
 
-	if (PQtransactionStatus(m->conn) != PQTRANS_IDLE && pq_exec(m, "COMMIT", NULL))
-		pq_rollback(mb);
+	if (!m->in_txn)
+		return;
+	r = m->conn ? pq_end_txn(m, "COMMIT") : NULL;
+	PQclear(r);
+	pq_rollback(mb);
 }
 
 const char *pq_errmsg(struct meta *mb)

@@ -131,11 +131,9 @@ int pq_task_count(struct meta *mb, int state, uint64_t *n)
 	*n = 0;
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM " PQ_SCHEMA ".tasks WHERE state = %d",
 		 state);
-	r = PQexec(m->conn, sql);
-	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r))
+	r = pq_query(m, sql, NULL, &ret);
+	if (r && PQntuples(r))
 		*n = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
-	else
-		ret = pq_error(m, r);
 	PQclear(r);
 	return ret;
 }
