@@ -120,6 +120,12 @@ static void *ofs_syncer(void *arg)
 	unsigned period = ofs->sync_ms ? ofs->sync_ms : OFS_TICK_MS;
 	uint64_t period_ns = (uint64_t)period * 1000000ULL, next = ofs_now_ns() + period_ns;
 
+	/*
+	 * The barrier and the flush of last uses hold the store's lock, which
+	 * every request takes: during a server's outage they fail at once and
+	 * are tried at the next tick, rather than stall reads for meta_timeout.
+	 */
+	meta_thread_nowait(1);
 	pthread_mutex_lock(&ofs->slock);
 	while (!ofs->stopping) {
 		struct timespec ts;
@@ -226,6 +232,8 @@ static void *ofs_evictor_main(void *arg)
 {
 	struct ofs *ofs = arg;
 
+	/* Its passes hold the store's lock: during a server's outage they fail, not wait. */
+	meta_thread_nowait(1);
 	ofs_evict_worker(&ofs->store, OFS_TICK_MS);
 	return NULL;
 }

@@ -29,6 +29,8 @@ struct meta {
 
 /* What an engine that reaches a server logs by: m->log, or stderr. */
 void meta_log(struct meta *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Whether the calling thread may wait for a server (meta_thread_nowait). */
+int meta_thread_waits(void);
 /* m->timeout_ms, or the default. */
 unsigned meta_timeout_ms(const struct meta *m);
 

@@ -145,6 +145,18 @@ unsigned meta_timeout_ms(const struct meta *m)
 	return m->timeout_ms ? m->timeout_ms : META_TIMEOUT_DEFAULT * 1000U;
 }
 
+static __thread int meta_nowait;
+
+void meta_thread_nowait(int on)
+{
+	meta_nowait = on;
+}
+
+int meta_thread_waits(void)
+{
+	return !meta_nowait;
+}
+
 void meta_set_log(struct meta *m, void (*log)(const char *fmt, ...))
 {
 	m->log = log;

@@ -220,6 +220,13 @@ void meta_set_full_hook(struct meta *m, int (*hook)(void *), void *arg);
 #define META_TIMEOUT_DEFAULT 30
 #define META_TIMEOUT_MAX 86400
 void meta_set_timeout(struct meta *m, unsigned seconds);
+/*
+ * For the calling thread from now on: a database server that is
+ * unreachable fails its calls at once (one attempt to connect) rather
+ * than after meta_timeout.  For background work that holds the caller's
+ * lock on m, which requests of cached objects need too.
+ */
+void meta_thread_nowait(int on);
 /* Where the engine's own messages go (a lost connection, a reconnect); NULL: stderr. */
 void meta_set_log(struct meta *m, void (*log)(const char *fmt, ...));
 /*

@@ -126,6 +126,7 @@ struct meta_pg {
 	/* A store not ours behind the URI, or another daemon holding it: every call fails. */
 	int fenced;
 	int in_txn, txn_write; /* a transaction is open on conn (meta_begin: one that writes) */
+	char txn_xid[32];  /* its transaction id, for a COMMIT whose answer is lost */
 	int64_t down_since; /* monotonic ms of the wait that gave up (0: none): fail fast */
 	int64_t last_try;   /* monotonic ms of the last attempt while failing fast */
 };

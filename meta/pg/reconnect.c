@@ -150,8 +150,8 @@ int pq_ready(struct meta_pg *m, PGconn **c)
 				 m->shown);
 		return -EIO;
 	}
-	fast = m->down_since != 0;
-	if (fast && start - m->last_try < 1000) {
+	fast = m->down_since != 0 || !meta_thread_waits();
+	if (m->down_since && start - m->last_try < 1000) {
 		int64_t down = (start - m->down_since) / 1000;
 
 		pthread_mutex_unlock(&m->mu);
@@ -161,7 +161,8 @@ int pq_ready(struct meta_pg *m, PGconn **c)
 				 (long long)down);
 		return -EIO;
 	}
-	m->last_try = start;
+	if (m->down_since)
+		m->last_try = start;
 	pthread_mutex_unlock(&m->mu);
 	deadline = start + (fast && timeout > 1000 ? 1000 : timeout);
 	/* Failing fast: one attempt (a refused one returns at once, a silent one within 1 s). */
@@ -209,7 +210,8 @@ int pq_ready(struct meta_pg *m, PGconn **c)
 		poll(NULL, 0, (int)wait);
 	}
 	pthread_mutex_lock(&m->mu);
-	if (!m->down_since) {
+	/* A thread that does not wait leaves the requests their own wait. */
+	if (!m->down_since && meta_thread_waits()) {
 		m->down_since = start;
 		meta_log(&m->base,
 			 "%s: no connection to the server within meta_timeout (%u s): %s; "

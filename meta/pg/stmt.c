@@ -178,6 +178,154 @@ PGresult *pq_results(struct meta_pg *m, PGconn *c)
 	}
 }
 
+/* Wait until c has a result ready (PQisBusy false), by a deadline renewed by each answer. */
+static int pq_wait_ready(struct meta_pg *m, PGconn *c)
+{
+	int64_t quiet = meta_timeout_ms(&m->base), deadline = pq_now_ms() + quiet;
+	int f;
+
+	while ((f = PQflush(c)) == 1)
+		if (pq_poll(c, POLLOUT | POLLIN, deadline) || !PQconsumeInput(c))
+			return -1;
+	if (f < 0)
+		return -1;
+	while (PQisBusy(c)) {
+		if (pq_poll(c, POLLIN, deadline) || !PQconsumeInput(c))
+			return -1;
+		deadline = pq_now_ms() + quiet;
+	}
+	return 0;
+}
+
+/*
+ * A write outside a transaction, as a transaction of its own that names
+ * its transaction id first, in one round trip (a pipeline: BEGIN, the
+ * id, flushed to us before the server goes on, the statement, COMMIT):
+ * if the connection is lost before the answer, pq_resolve asks the
+ * server whether that transaction committed.  The statement's result,
+ * or NULL with *xid set when the id arrived (else "").
+ */
+static PGresult *pq_write_alone(struct meta_pg *m, PGconn *c, int st, const char *sql,
+				const struct pq_params *p, char *xid, size_t xidlen,
+				PGresult **done)
+{
+	PGresult *r, *res[4] = { NULL };
+	char name[16];
+	int i, ok, lost = 0;
+
+	xid[0] = '\0';
+	if (st >= 0)
+		snprintf(name, sizeof(name), "s%d", st);
+	ok = PQenterPipelineMode(c) &&
+	     PQsendQueryParams(c, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) &&
+	     PQsendQueryParams(c, "SELECT pg_current_xact_id()::text", 0, NULL, NULL, NULL, NULL,
+			       0) &&
+	     PQsendFlushRequest(c) &&
+	     (st >= 0 ? PQsendQueryPrepared(c, name, p ? p->n : 0, p ? p->val : NULL,
+					    p ? p->len : NULL, p ? p->fmt : NULL, 1)
+		      : PQsendQueryParams(c, sql, p ? p->n : 0, NULL, p ? p->val : NULL,
+					  p ? p->len : NULL, p ? p->fmt : NULL, 1)) &&
+	     PQsendQueryParams(c, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) && PQpipelineSync(c);
+	if (!ok)
+		return NULL;
+	/* Each query's result, then a NULL; then the sync's. */
+	for (i = 0; i < 4 && !lost; i++) {
+		if (pq_wait_ready(m, c) || !(res[i] = PQgetResult(c))) {
+			lost = 1;
+			break;
+		}
+		/*
+		 * An error before the COMMIT's answer (the connection ended before
+		 * BEGIN ran, or during the statement): the server skips the rest of
+		 * the pipeline, so the COMMIT never ran.  What the server sent
+		 * arrives in order, so this is known even when the connection went.
+		 */
+		if (i < 3 && PQresultStatus(res[i]) == PGRES_FATAL_ERROR)
+			snprintf(xid, xidlen, "-");
+		if (i == 1 && PQresultStatus(res[1]) == PGRES_TUPLES_OK && PQntuples(res[1]) &&
+		    !xid[0])
+			snprintf(xid, xidlen, "%s", PQgetvalue(res[1], 0, 0));
+		if (pq_wait_ready(m, c) || (r = PQgetResult(c)) != NULL) {
+			PQclear(r);
+			lost = 1;
+		}
+	}
+	if (!lost && (pq_wait_ready(m, c) || !(r = PQgetResult(c)) ||
+		      PQresultStatus(r) != PGRES_PIPELINE_SYNC))
+		lost = 1;
+	else if (!lost)
+		PQclear(r);
+	/* The statement went through but its COMMIT failed: the COMMIT's error is the answer. */
+	if (!lost && PQresultStatus(res[2]) != PGRES_FATAL_ERROR &&
+	    (PQresultStatus(res[3]) != PGRES_COMMAND_OK || strcmp(PQcmdStatus(res[3]), "COMMIT"))) {
+		PQclear(res[2]);
+		res[2] = res[3];
+		res[3] = NULL;
+		if (PQresultStatus(res[2]) == PGRES_COMMAND_OK) {
+			PQclear(res[2]);
+			res[2] = NULL;
+			lost = 1; /* not an answer a COMMIT gives */
+		}
+	}
+	for (i = 0; i < 4; i++)
+		if (i != 2)
+			PQclear(res[i]);
+	if (lost || !PQexitPipelineMode(c) || pq_result_lost(c, res[2])) {
+		ExecStatusType s = PQresultStatus(res[2]);
+
+		/* The statement's answer came, the COMMIT's did not: the answer if it committed. */
+		if (res[2] && (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) && xid[0] != '-')
+			*done = res[2];
+		else
+			PQclear(res[2]);
+		return NULL;
+	}
+	/* A failed statement leaves the transaction aborted past the sync. */
+	if (PQtransactionStatus(c) != PQTRANS_IDLE)
+		PQclear(pq_send_wait(m, c, -1, "ROLLBACK", NULL));
+	return res[2];
+}
+
+/*
+ * Whether transaction xid committed, asked on a connection made again:
+ * 1 committed, 0 not, -1 unknown (no connection, or the server has no
+ * record of it: a crash took it).  A backend the server is still ending
+ * shows it in progress for a moment.
+ */
+static int pq_resolve(struct meta_pg *m, const char *xid)
+{
+	int64_t deadline = pq_now_ms() + meta_timeout_ms(&m->base);
+	struct pq_params p = { 0 };
+	PGresult *r;
+	int ret = -1;
+
+	if (!strcmp(xid, "-"))
+		return 0;
+	if (!xid[0])
+		return -1;
+	pq_text(&p, xid);
+	p.fmt[0] = 0;
+	while (ret == -1 && !pq_ready(m, &m->conn)) {
+		const char *v;
+
+		r = pq_send_wait(m, m->conn, -1, "SELECT pg_xact_status($1::text::xid8)", &p);
+		if (PQresultStatus(r) != PGRES_TUPLES_OK || !PQntuples(r) ||
+		    PQgetisnull(r, 0, 0)) {
+			PQclear(r);
+			break;
+		}
+		v = PQgetvalue(r, 0, 0);
+		ret = !strcmp(v, "committed") ? 1 : !strcmp(v, "aborted") ? 0 : -1;
+		PQclear(r);
+		if (ret == -1) {
+			if (pq_now_ms() >= deadline)
+				break;
+			poll(NULL, 0, 10);
+		}
+	}
+	return ret;
+}
+
 /* What a call on conn may do: read, write, or open a transaction (retried as a read is). */
 enum { PQ_K_READ, PQ_K_WRITE, PQ_K_BEGIN };
 
@@ -198,8 +346,8 @@ static PGresult *pq_call(struct meta_pg *m, int st, const char *sql, const struc
 			 int kind, int *ret)
 {
 	int idle, tries;
-	char why[300];
-	PGresult *r;
+	char why[300], xid[32] = "";
+	PGresult *r, *done = NULL;
 
 	for (tries = 0;; tries++) {
 		idle = !m->in_txn;
@@ -214,7 +362,10 @@ static PGresult *pq_call(struct meta_pg *m, int st, const char *sql, const struc
 			*ret = -EIO;
 			return NULL;
 		}
-		r = pq_send_wait(m, m->conn, st, sql, p);
+		if (idle && kind == PQ_K_WRITE)
+			r = pq_write_alone(m, m->conn, st, sql, p, xid, sizeof(xid), &done);
+		else
+			r = pq_send_wait(m, m->conn, st, sql, p);
 		if (!pq_result_lost(m->conn, r)) {
 			ExecStatusType s = PQresultStatus(r);
 
@@ -236,8 +387,26 @@ static PGresult *pq_call(struct meta_pg *m, int st, const char *sql, const struc
 		pq_keep_message(m, why);
 		if (idle && kind != PQ_K_WRITE && tries < 3)
 			continue;
-		if (idle && kind == PQ_K_WRITE)
-			pq_set_lost(m, "the connection was lost during a write, whose outcome is unknown");
+		/*
+		 * Rolled back: failed to the caller, who may try again.  Committed:
+		 * its result went with the connection, and the caller would take the
+		 * write for failed (an object's pages freed that its record names).
+		 */
+		if (idle && kind == PQ_K_WRITE) {
+			int c = pq_resolve(m, xid);
+
+			if (c == 1 && done) {
+				__atomic_add_fetch(&m->wseq, 1, __ATOMIC_SEQ_CST);
+				meta_log(&m->base, "%s: a write whose commit's answer the lost "
+					 "connection took was carried out", m->shown);
+				*ret = 0;
+				return done;
+			}
+			PQclear(done);
+			if (c != 0)
+				pq_set_lost(m, "the connection was lost during a write, whose "
+					       "outcome is unknown");
+		}
 		*ret = -EIO;
 		return NULL;
 	}
@@ -422,6 +591,9 @@ static int pq_open_txn(struct meta_pg *m, const char *sql, int write)
 	r = pq_call(m, -1, sql, NULL, PQ_K_BEGIN, &ret);
 	if (!r)
 		return ret;
+	m->txn_xid[0] = '\0';
+	if (write && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r))
+		snprintf(m->txn_xid, sizeof(m->txn_xid), "%s", PQgetvalue(r, 0, 0));
 	PQclear(r);
 	m->in_txn = 1;
 	m->txn_write = write;
@@ -430,7 +602,8 @@ static int pq_open_txn(struct meta_pg *m, const char *sql, int write)
 
 int pq_begin(struct meta *mb)
 {
-	return pq_open_txn(pq(mb), "BEGIN", 1);
+	/* Its id, for pq_resolve when the COMMIT's answer is lost. */
+	return pq_open_txn(pq(mb), "BEGIN; SELECT pg_current_xact_id()::text", 1);
 }
 
 /* End conn's transaction with sql: its result, NULL when the connection was lost. */
@@ -470,7 +643,15 @@ int pq_commit(struct meta *mb)
 	r = pq_end_txn(m, "COMMIT");
 	if (!r) {
 		/* The COMMIT may have been carried out before the connection went. */
-		if (write)
+		int done = write ? pq_resolve(m, m->txn_xid) : 0;
+
+		if (done == 1) {
+			__atomic_add_fetch(&m->wseq, 1, __ATOMIC_SEQ_CST);
+			meta_log(&m->base, "%s: a commit whose answer the lost connection took "
+				 "was carried out", m->shown);
+			return 0;
+		}
+		if (done < 0)
 			pq_set_lost(m, "the connection was lost during a commit, whose outcome "
 				       "is unknown");
 		return -EIO;

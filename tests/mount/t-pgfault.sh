@@ -17,7 +17,7 @@ if [ "$OFS_META" != pg ]; then
 fi
 PGBIN=/usr/lib/postgresql/15/bin
 # pg_ctl MODE ARGS: the test's server, as its postgres user.
-pgctl() { runuser -u postgres -- "$PGBIN/pg_ctl" -D "$OFS_PG_DIR/data" -l "$OFS_PG_DIR/server.log" -w -t 60 "$@" >/dev/null; }
+pgctl() { runuser -u postgres -- "$PGBIN/pg_ctl" -D "$OFS_PG_DIR/data" -l "$OFS_PG_DIR/server.log" -w -t 60 "$@" >/dev/null || note "pg_ctl $*: failed: $(tail -n 5 "$OFS_PG_DIR/server.log")"; }
 pgsql() { psql -X -q -At -d "$OFS_META_URI" -c "$1"; }
 now_ms() { date +%s%3N; }
 # put NAME SIZE: a random file in $REF and a copy through the mount (closed).
@@ -179,5 +179,79 @@ done
 check_eq "fsync works after the remount" OK "$(fsync_rc "$MNT/t/e1")"
 ofs_umount
 check_fsck_clean "offloadctl fsck ROOT --meta URI after the faults"
+
+# ---- the server's disk full: the store's tables on a small filesystem of their own ----
+SMALL="$TESTDIR/small"
+# The server holds the tablespace's files open: it stops before the filesystem goes.
+small_cleanup() {
+	local rc=$?
+	if mountpoint -q "$SMALL" 2>/dev/null; then
+		[ -n "$OFS_PID" ] && kill -9 "$OFS_PID" 2>/dev/null
+		pgctl -m immediate stop 2>/dev/null
+		umount -l "$SMALL"
+	fi
+	(exit "$rc")
+	ofs_cleanup
+}
+trap small_cleanup EXIT
+mkdir "$SMALL"
+truncate -s 48M "$TESTDIR/small.img"
+if ! mkfs.ext4 -q -m 0 "$TESTDIR/small.img" || ! mount -o loop "$TESTDIR/small.img" "$SMALL"; then
+	skip "the server's disk full" "no loop device for a small ext4 filesystem"
+	ofs_done
+fi
+mkdir "$SMALL/ts" && chown postgres: "$SMALL/ts"
+pgsql "CREATE TABLESPACE small LOCATION '$SMALL/ts'"
+pgsql "ALTER TABLE ALL IN TABLESPACE pg_default SET TABLESPACE small"
+pgsql "ALTER INDEX ALL IN TABLESPACE pg_default SET TABLESPACE small"
+check_eq "the store's tables are on the small filesystem" 0 \
+	"$(pgsql "SELECT count(*) FROM pg_tables WHERE schemaname = 'offloadfs' AND tablespace IS DISTINCT FROM 'small'")"
+ofs_mount "$OFS_OPTS_DEFAULT,meta_timeout=10" || ofs_bail "mount on the small tablespace failed"
+mkdir "$MNT/full"
+dd if=/dev/zero of="$SMALL/filler" bs=1M 2>/dev/null
+sync
+# Creates until one fails: the tables grow into the full disk within a few hundred rows.
+r=$(python3 - "$MNT/full" <<'PY'
+import errno, os, sys
+d = sys.argv[1]
+for i in range(20000):
+    try:
+        fd = os.open(os.path.join(d, "n%05d" % i), os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(fd, b"y" * 100)
+        os.close(fd)
+    except OSError as e:
+        print(errno.errorcode.get(e.errno, e.errno), i)
+        break
+else:
+    print("none", i)
+PY
+)
+note "creates on the server's full disk: the first failure: $r"
+check_eq "a create on the server's full disk fails with ENOSPC" ENOSPC "${r% *}"
+nmade=${r#* }
+r=$(pyerr 'open(a[1], "w").close()' "$MNT/full/another")
+check_eq "and the next create too" ENOSPC "$r"
+check "a file made before the disk filled reads back" same a1
+# Every row change writes a new row version: a delete or rename may need room too.
+rd=$(pyerr 'os.unlink(a[1])' "$MNT/full/n00000")
+rr=$(pyerr 'os.rename(a[1], a[2])' "$MNT/full/n00001" "$MNT/full/renamed")
+note "on the server's full disk: unlink $rd, rename $rr"
+check "a delete on the full disk works or gets ENOSPC" test "$rd" == OK -o "$rd" == ENOSPC
+check "a rename on the full disk works or gets ENOSPC" test "$rr" == OK -o "$rr" == ENOSPC
+rm -f "$SMALL/filler"
+sync
+check "once the disk has room the delete works" rm -f "$MNT/full/n00000"
+[ "$rr" == OK ] || mv "$MNT/full/n00001" "$MNT/full/renamed"
+check "and the rename" test -e "$MNT/full/renamed" -a ! -e "$MNT/full/n00001"
+put g1 5000
+check "once the disk has room a create and write work without a remount" same g1
+r=$(pyerr 'open(a[1], "w").close()' "$MNT/full/another")
+check_eq "and the create that failed works" OK "$r"
+check_eq "fsync works again" OK "$(fsync_rc "$MNT/t/g1")"
+# Less the one deleted and the one renamed.
+check_eq "the files made before the disk filled are there" "$((nmade - 2))" \
+	"$(find "$MNT/full" -name 'n*' | wc -l)"
+ofs_umount
+check_fsck_clean "fsck after the full disk"
 
 ofs_done
