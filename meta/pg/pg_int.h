@@ -9,8 +9,10 @@
  * parameters and results (every integer column is a bigint), and its
  * whole result read before a callback sees a row, so that a callback may
  * run statements of its own.  The files: stmt.c (running statements,
- * errors, transactions), open.c (connecting, the schema, its version,
- * the exclusive lock, settings), sync.c (the durability barrier), ns.c,
+ * errors, transactions, what a lost connection took), open.c
+ * (connecting, the schema, its version, the exclusive lock, settings),
+ * reconnect.c (connections made again), sync.c (the durability
+ * barrier, and what a crash of the server voids), ns.c,
  * xattr.c, object.c, extent.c, snapshot.c, task.c, evict.c: as the
  * sqlite engine's of those names.  Each method of the table is the pq_
  * function of its name.
