@@ -7,8 +7,9 @@
 # unless no barrier covered it when the server crashed, in which case the
 # daemon says so and fails every fsync until a remount recovers the
 # store; service resumes without a remount; fsck --meta is clean after.
-# Also refusals at mount: meta_timeout's values, a wrong password,
-# another store's database.
+# Also refusals: meta_timeout's values, a wrong password and another
+# ROOT on the store's database at mount, another store behind the URI
+# when the daemon connects again.
 . "$(dirname "$0")/lib.sh"
 
 if [ "$OFS_META" != pg ]; then
@@ -256,5 +257,40 @@ check_eq "the files made before the disk filled are there" "$((nmade - 2))" \
 	"$(find "$MNT/full" -name 'n*' | wc -l)"
 ofs_umount
 check_fsck_clean "fsck after the full disk"
+# The tables back where they were, and the small filesystem gone.
+pgsql "ALTER TABLE ALL IN TABLESPACE small SET TABLESPACE pg_default"
+pgsql "ALTER INDEX ALL IN TABLESPACE small SET TABLESPACE pg_default"
+pgsql "DROP TABLESPACE small"
+umount "$SMALL" || note "cannot unmount $SMALL"
+trap ofs_cleanup EXIT
+
+# ---- refusals at mount on PostgreSQL ----
+pwuri=${OFS_META_URI/user=postgres/user=ofs_pw}
+run env PGPASSWORD=wrong timeout -s TERM 10 "$OFS" "$ROOT" "$MNT" -f -o "meta=$pwuri"
+check_contains "a wrong password: the mount is refused naming the URI" "cannot connect to $pwuri" "$ERR"
+check_contains "and libpq's reason" "password authentication failed" "$ERR"
+mkdir "$TESTDIR/root2"
+run timeout -s TERM 10 "$OFS" "$TESTDIR/root2" "$MNT" -f -o "meta=$OFS_META_URI"
+rc2=$RC err2=$ERR
+check "another ROOT on this store's database: the mount is refused" test "$rc2" -ne 0
+check_contains "naming the database and its store" "$OFS_META_URI is the database of store" "$err2"
+check_eq "and it made nothing in that ROOT" "" "$(ls -A "$TESTDIR/root2")"
+
+# ---- another store behind the URI when the daemon connects again ----
+ofs_mount "$OFS_OPTS_DEFAULT,meta_timeout=5" || ofs_bail "mount failed"
+check "mounted again after the full disk" same g1
+id=$(pgsql "SELECT v FROM offloadfs.store WHERE k = 'store_id'")
+pgsql "UPDATE offloadfs.store SET v = '0123456789abcdef0123456789abcdef' WHERE k = 'store_id'"
+pgsql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()" >/dev/null
+r=$(pyerr 'open(a[1], "w").close()' "$MNT/t/h1")
+check_eq "with another store's id behind the URI, a create fails" EIO "$r"
+check_grep_log "the log says another store answers" "another store answers there now"
+pgsql "UPDATE offloadfs.store SET v = '$id' WHERE k = 'store_id'"
+r=$(pyerr 'open(a[1], "w").close()' "$MNT/t/h2")
+check_eq "and the daemon stays off it" EIO "$r"
+ofs_umount
+ofs_mount "$OFS_OPTS_DEFAULT" || ofs_bail "mount after the fence failed"
+check "a remount serves the store again" same g1
+ofs_umount
 
 ofs_done
