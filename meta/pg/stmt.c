@@ -198,26 +198,28 @@ static int pq_wait_ready(struct meta_pg *m, PGconn *c)
 }
 
 /*
- * A write outside a transaction, as a transaction of its own that names
- * its transaction id first, in one round trip (a pipeline: BEGIN, the
- * id, flushed to us before the server goes on, the statement, COMMIT):
- * if the connection is lost before the answer, pq_resolve asks the
- * server whether that transaction committed.  The statement's result,
- * or NULL with *xid set when the id arrived (else "").
+ * A write outside a transaction that names its transaction id first, in
+ * one round trip: a pipeline of the id's query, flushed to us before the
+ * server goes on, and the statement, which the Sync at its end commits
+ * (messages before a Sync are one implicit transaction).  If the
+ * connection is lost before the answer, pq_resolve asks the server
+ * whether that transaction committed.  The statement's result, or NULL:
+ * *xid is then the id when it arrived, "-" when an error came first (the
+ * server skips the rest up to the Sync: nothing was committed), else "";
+ * *done the statement's answer when only the commit's is missing.
  */
 static PGresult *pq_write_alone(struct meta_pg *m, PGconn *c, int st, const char *sql,
 				const struct pq_params *p, char *xid, size_t xidlen,
 				PGresult **done)
 {
-	PGresult *r, *res[4] = { NULL };
+	PGresult *r = NULL, *id = NULL, *res = NULL;
 	char name[16];
-	int i, ok, lost = 0;
+	int ok, lost = 0;
 
 	xid[0] = '\0';
 	if (st >= 0)
 		snprintf(name, sizeof(name), "s%d", st);
 	ok = PQenterPipelineMode(c) &&
-	     PQsendQueryParams(c, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) &&
 	     PQsendQueryParams(c, "SELECT pg_current_xact_id()::text", 0, NULL, NULL, NULL, NULL,
 			       0) &&
 	     PQsendFlushRequest(c) &&
@@ -225,65 +227,48 @@ static PGresult *pq_write_alone(struct meta_pg *m, PGconn *c, int st, const char
 					    p ? p->len : NULL, p ? p->fmt : NULL, 1)
 		      : PQsendQueryParams(c, sql, p ? p->n : 0, NULL, p ? p->val : NULL,
 					  p ? p->len : NULL, p ? p->fmt : NULL, 1)) &&
-	     PQsendQueryParams(c, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) && PQpipelineSync(c);
-	if (!ok)
+	     PQpipelineSync(c);
+	if (!ok) {
+		PQexitPipelineMode(c);
 		return NULL;
-	/* Each query's result, then a NULL; then the sync's. */
-	for (i = 0; i < 4 && !lost; i++) {
-		if (pq_wait_ready(m, c) || !(res[i] = PQgetResult(c))) {
-			lost = 1;
-			break;
-		}
-		/*
-		 * An error before the COMMIT's answer (the connection ended before
-		 * BEGIN ran, or during the statement): the server skips the rest of
-		 * the pipeline, so the COMMIT never ran.  What the server sent
-		 * arrives in order, so this is known even when the connection went.
-		 */
-		if (i < 3 && PQresultStatus(res[i]) == PGRES_FATAL_ERROR)
-			snprintf(xid, xidlen, "-");
-		if (i == 1 && PQresultStatus(res[1]) == PGRES_TUPLES_OK && PQntuples(res[1]) &&
-		    !xid[0])
-			snprintf(xid, xidlen, "%s", PQgetvalue(res[1], 0, 0));
-		if (pq_wait_ready(m, c) || (r = PQgetResult(c)) != NULL) {
-			PQclear(r);
-			lost = 1;
-		}
 	}
+	/* Each query's result then a NULL, then the Sync's (which is the commit's answer). */
+	if (pq_wait_ready(m, c) || !(id = PQgetResult(c)))
+		lost = 1;
+	else if (PQresultStatus(id) == PGRES_TUPLES_OK && PQntuples(id))
+		snprintf(xid, xidlen, "%s", PQgetvalue(id, 0, 0));
+	else
+		snprintf(xid, xidlen, "-");
+	if (!lost && (pq_wait_ready(m, c) || (r = PQgetResult(c)) != NULL))
+		lost = 1;
+	PQclear(r);
+	r = NULL;
+	if (!lost && (pq_wait_ready(m, c) || !(res = PQgetResult(c))))
+		lost = 1;
+	if (!lost && PQresultStatus(res) == PGRES_FATAL_ERROR)
+		snprintf(xid, xidlen, "-"); /* the statement failed: rolled back at the Sync */
+	if (!lost && (pq_wait_ready(m, c) || (r = PQgetResult(c)) != NULL))
+		lost = 1;
+	PQclear(r);
+	r = NULL;
 	if (!lost && (pq_wait_ready(m, c) || !(r = PQgetResult(c)) ||
 		      PQresultStatus(r) != PGRES_PIPELINE_SYNC))
 		lost = 1;
-	else if (!lost)
-		PQclear(r);
-	/* The statement went through but its COMMIT failed: the COMMIT's error is the answer. */
-	if (!lost && PQresultStatus(res[2]) != PGRES_FATAL_ERROR &&
-	    (PQresultStatus(res[3]) != PGRES_COMMAND_OK || strcmp(PQcmdStatus(res[3]), "COMMIT"))) {
-		PQclear(res[2]);
-		res[2] = res[3];
-		res[3] = NULL;
-		if (PQresultStatus(res[2]) == PGRES_COMMAND_OK) {
-			PQclear(res[2]);
-			res[2] = NULL;
-			lost = 1; /* not an answer a COMMIT gives */
-		}
-	}
-	for (i = 0; i < 4; i++)
-		if (i != 2)
-			PQclear(res[i]);
-	if (lost || !PQexitPipelineMode(c) || pq_result_lost(c, res[2])) {
-		ExecStatusType s = PQresultStatus(res[2]);
+	PQclear(r);
+	PQclear(id);
+	if (!lost && PQresultStatus(res) == PGRES_PIPELINE_ABORTED)
+		lost = 1; /* the id's query failed: its error is gone with the pipeline */
+	if (lost || !PQexitPipelineMode(c) || pq_result_lost(c, res)) {
+		ExecStatusType s = PQresultStatus(res);
 
-		/* The statement's answer came, the COMMIT's did not: the answer if it committed. */
-		if (res[2] && (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) && xid[0] != '-')
-			*done = res[2];
+		/* The statement's answer came, the commit's did not: the answer if it committed. */
+		if (res && (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) && xid[0] != '-')
+			*done = res;
 		else
-			PQclear(res[2]);
+			PQclear(res);
 		return NULL;
 	}
-	/* A failed statement leaves the transaction aborted past the sync. */
-	if (PQtransactionStatus(c) != PQTRANS_IDLE)
-		PQclear(pq_send_wait(m, c, -1, "ROLLBACK", NULL));
-	return res[2];
+	return res;
 }
 
 /*
