@@ -1526,6 +1526,60 @@ START_TEST(test_pg_one_user)
 }
 END_TEST
 
+/* Drop every connection of the engine, as pg_terminate_backend from psql does. */
+static void pg_drop_backends(void)
+{
+	pg_sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = "
+	       "current_database() AND pid <> pg_backend_pid()", NULL, 0);
+	usleep(200000);
+}
+
+START_TEST(test_pg_reconnect)
+{
+	struct meta *m = open_new();
+	struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED), b = a, c = a, got;
+	char n[16];
+
+	meta_set_timeout(m, 5);
+	ck_assert_int_eq(meta_setting_set(m, "store_id", "00112233445566778899aabbccddeeff"), 0);
+	ck_assert_int_eq(meta_insert(m, &a, "before", 6), 0);
+	ck_assert_int_eq(meta_sync(m, 1), 0);
+	/* Idle connections dropped: the next calls make new ones. */
+	pg_drop_backends();
+	ck_assert_int_eq(meta_get(m, a.ino, &got), 0);
+	ck_assert_int_eq(meta_insert(m, &b, "after", 5), 0);
+	/* Dropped inside a transaction: the server rolled it back, the call fails. */
+	ck_assert_int_eq(meta_begin(m), 0);
+	ck_assert_int_eq(meta_insert(m, &c, "in-txn", 6), 0);
+	pg_drop_backends();
+	c = a;
+	ck_assert_int_eq(meta_insert(m, &c, "in-txn2", 7), -EIO);
+	meta_rollback(m);
+	pg_sql("SELECT count(*) FROM offloadfs.inodes WHERE name IN ('in-txn'::bytea, "
+	       "'in-txn2'::bytea)", n, sizeof(n));
+	ck_assert_str_eq(n, "0");
+	c = a;
+	ck_assert_int_eq(meta_begin(m), 0);
+	ck_assert_int_eq(meta_insert(m, &c, "again", 5), 0);
+	ck_assert_int_eq(meta_commit(m), 0);
+	/* No crash of the server: the barrier still makes every commit durable. */
+	ck_assert_int_eq(meta_sync_begin(m, 2), 0);
+	ck_assert_int_eq(meta_sync_end(m), 0);
+	ck_assert_int_eq(meta_lookup(m, META_ROOT_INO, "again", 5, &got), 0);
+	/* Another store behind the URI at the next connection: never used again. */
+	pg_sql("UPDATE offloadfs.store SET v = 'ffeeddccbbaa99887766554433221100' "
+	       "WHERE k = 'store_id'", NULL, 0);
+	pg_drop_backends();
+	ck_assert_int_eq(meta_get(m, a.ino, &got), -EIO);
+	ck_assert_msg(strstr(meta_errmsg(m), "another store answers there now"), "%s",
+		      meta_errmsg(m));
+	pg_sql("UPDATE offloadfs.store SET v = '00112233445566778899aabbccddeeff' "
+	       "WHERE k = 'store_id'", NULL, 0);
+	ck_assert_int_eq(meta_get(m, a.ino, &got), -EIO);
+	meta_close(m);
+}
+END_TEST
+
 /* 1 when the server has flushed its WAL through the position it had inserted up to at lsn. */
 static int pg_flushed(const char *lsn)
 {
@@ -1600,6 +1654,7 @@ static Suite *meta_suite(void)
 		tcase_add_test(own, test_pg_refusals_name_the_uri);
 		tcase_add_test(own, test_pg_one_user);
 		tcase_add_test(own, test_pg_synced_commits);
+		tcase_add_test(own, test_pg_reconnect);
 	} else {
 		tcase_add_test(own, test_foreign_db_untouched);
 		tcase_add_test(own, test_not_a_database);
