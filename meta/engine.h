@@ -97,6 +97,7 @@ struct meta_ops {
 				 uint64_t n);
 	int (*extent_from_row)(struct meta *m, uint64_t ino);
 	int (*extent_to_row)(struct meta *m, uint64_t ino);
+	int (*extents_stray)(struct meta *m, int drop, uint64_t *n);
 	int (*count_unsettled)(struct meta *m, uint64_t *new_files, uint64_t *orphans);
 	int (*recover)(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphans);
 	int (*foreach_unsynced)(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ctx);

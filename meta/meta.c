@@ -434,6 +434,11 @@ int meta_extent_to_row(struct meta *m, uint64_t ino)
 	return m->ops->extent_to_row(m, ino);
 }
 
+int meta_extents_stray(struct meta *m, int drop, uint64_t *n)
+{
+	return m->ops->extents_stray(m, drop, n);
+}
+
 int meta_extent_pcsums_get(struct meta *m, uint64_t ino, uint64_t idx, uint64_t *pcsums,
 			   uint64_t n)
 {

@@ -387,6 +387,12 @@ int meta_extent_pcsums_get(struct meta *m, uint64_t ino, uint64_t idx, uint64_t 
  */
 int meta_extent_from_row(struct meta *m, uint64_t ino);
 int meta_extent_to_row(struct meta *m, uint64_t ino);
+/*
+ * Extent rows whose file is gone (a damaged database: the cascade from
+ * the file's row did not run): their count in *n, and with drop their
+ * deletion.  Their pages are already out of the walks over mappings.
+ */
+int meta_extents_stray(struct meta *m, int drop, uint64_t *n);
 
 /* ---- recovery after an unclean stop ---- */
 

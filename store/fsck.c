@@ -329,7 +329,7 @@ int ofs_fsck(const struct ofs_config *cfg, int repair, FILE *out, FILE *err)
 	struct fsck fs = { .out = out, .err = err }, *f = &fs;
 	struct kvb_pages_geom pg;
 	char msg[1024];
-	uint64_t npages, snap_diff = 0, leaked = 0, missing = 0, n_new = 0, n_orphans = 0;
+	uint64_t npages, snap_diff = 0, leaked = 0, missing = 0, n_new = 0, n_orphans = 0, stray = 0;
 	uint64_t files = 0;
 	int lock_fd = -1, clean = 0, problems = 0, ret, have_snapshot = 1, bucket_problems = 0;
 	int restorable = 0, unrepairable = 0;
@@ -477,6 +477,11 @@ int ofs_fsck(const struct ofs_config *cfg, int repair, FILE *out, FILE *err)
 	}
 	if (!bucket_problems)
 		fsck_free_space(f, root, npages, repair && clean);
+	if (meta_extents_stray(f->meta, 0, &stray) == 0 && stray) {
+		fprintf(f->out, "%" PRIu64 " extent record(s) of no file (their pages are counted free)%s\n",
+			stray, repair ? "" : "; --repair deletes them");
+		problems++;
+	}
 	problems += (int)(f->overlaps + f->out_of_range + f->past_eof + f->bad_csum + f->io_errors +
 			  f->unreachable);
 	fprintf(f->out, "objects %" PRIu64 ", overlaps %" PRIu64 ", out of range %" PRIu64
@@ -499,6 +504,12 @@ int ofs_fsck(const struct ofs_config *cfg, int repair, FILE *out, FILE *err)
 			ret = meta_delete(f->meta, f->orphans[i]);
 			if (!ret)
 				fprintf(f->out, "repair: unreachable inode %" PRIu64 " deleted\n", f->orphans[i]);
+		}
+		if (!ret && stray) {
+			ret = meta_extents_stray(f->meta, 1, &stray);
+			if (!ret)
+				fprintf(f->out, "repair: deleted %" PRIu64 " extent record(s) of no file\n",
+					stray);
 		}
 		/* Leaked pages: the snapshot is replaced by the rebuild (or the mount rebuilds). */
 		if (!ret && clean && (snap_diff || !have_snapshot)) {

@@ -57,6 +57,7 @@ const struct meta_ops meta_pg_ops = {
 	.extent_pcsums_get = pq_extent_pcsums_get,
 	.extent_from_row = pq_extent_from_row,
 	.extent_to_row = pq_extent_to_row,
+	.extents_stray = pq_extents_stray,
 	.count_unsettled = pq_count_unsettled,
 	.recover = pq_recover,
 	.foreach_unsynced = pq_foreach_unsynced,

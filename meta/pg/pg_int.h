@@ -208,6 +208,7 @@ int pq_extents(struct meta *m, uint64_t ino, meta_ino_fn fn, void *ctx);
 int pq_extent_pcsums_get(struct meta *m, uint64_t ino, uint64_t idx, uint64_t *pcsums, uint64_t n);
 int pq_extent_from_row(struct meta *m, uint64_t ino);
 int pq_extent_to_row(struct meta *m, uint64_t ino);
+int pq_extents_stray(struct meta *m, int drop, uint64_t *n);
 int pq_count_unsettled(struct meta *m, uint64_t *new_files, uint64_t *orphans);
 int pq_recover(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphans);
 int pq_foreach_unsynced(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ctx);

@@ -58,6 +58,7 @@ const struct meta_ops meta_sqlite_ops = {
 	.extent_pcsums_get = sq_extent_pcsums_get,
 	.extent_from_row = sq_extent_from_row,
 	.extent_to_row = sq_extent_to_row,
+	.extents_stray = sq_extents_stray,
 	.count_unsettled = sq_count_unsettled,
 	.recover = sq_recover,
 	.foreach_unsynced = sq_foreach_unsynced,

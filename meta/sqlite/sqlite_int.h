@@ -172,6 +172,7 @@ int sq_extent_from_row(struct meta *m, uint64_t ino);
 /* Step s once: its column 0, a blob of n page checksums, into pcsums (-ENOENT, -EUCLEAN). */
 int sq_pcsums_read(sqlite3_stmt *s, uint64_t *pcsums, uint64_t n);
 int sq_extent_to_row(struct meta *m, uint64_t ino);
+int sq_extents_stray(struct meta *m, int drop, uint64_t *n);
 int sq_count_unsettled(struct meta *m, uint64_t *new_files, uint64_t *orphans);
 int sq_recover(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphans);
 int sq_foreach_unsynced(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ctx);
