@@ -49,7 +49,7 @@ static int store_scan_root(const char *root, const char *dbpath, int *buckets, i
 	const char *dbbase = NULL;
 	struct dirent *de;
 	DIR *d;
-	int foreign = 0;
+	int foreign = 0, sqlite_store = 0;
 	char first[NAME_MAX + 1] = "";
 
 	*buckets = 0;
@@ -101,10 +101,22 @@ static int store_scan_root(const char *root, const char *dbpath, int *buckets, i
 		    (!n[bl] || !strcmp(n + bl, "-wal") || !strcmp(n + bl, "-shm") ||
 		     !strcmp(n + bl, "-journal") || !strcmp(n + bl, OFS_RESERVE_SUFFIX)))
 			continue;
+		if (!strcmp(n, OFS_DB_NAME))
+			sqlite_store = 1;
 		if (!foreign++)
 			snprintf(first, sizeof(first), "%s", n);
 	}
 	closedir(d);
+	if (sqlite_store) {
+		/* Another metadata than the store's own would take its pages for free. */
+		snprintf(err, errlen,
+			 "ROOT %s is a store whose metadata is the sqlite file %s/%s, not %s; "
+			 "refusing to use it: mount it with that file's metadata (no -o meta=, "
+			 "or -o meta=%s/%s)",
+			 root, root, OFS_DB_NAME, dbpath ? dbpath : "a database on a server", root,
+			 OFS_DB_NAME);
+		return -EEXIST;
+	}
 	if (foreign) {
 		snprintf(err, errlen,
 			 "ROOT %s holds %d file(s) offloadfs did not create (first: '%s'); "
