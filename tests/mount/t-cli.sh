@@ -187,6 +187,9 @@ if ofs_mount "bucket_count=2,bucket_size=4M"; then
 			"$R" "$MNT" -o meta="$uri"
 		check_eq "the server holds no store" "0" \
 			"$(psql -X -q -At -d "$uri" -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'offloadfs'")"
+		# Stopped here: the checks below close $TESTDIR to the postgres user.
+		"$OFS_TESTS_DIR/../../scripts/pg" stop "$OFS_PG_DIR" && OFS_PG_DIR=""
+		check_eq "the server is stopped" "" "$OFS_PG_DIR"
 	else
 		not_ok "a PostgreSQL server for the metadata refusals" "$(cat "$TESTDIR/.pgerr")"
 	fi
