@@ -37,6 +37,7 @@ struct meta_ops {
 	/* Open the store that target names, as meta_open; *out gets the engine's struct meta. */
 	int (*open)(const char *target, int create, struct meta **out, char *err, size_t errlen);
 	void (*close)(struct meta *m);
+	int (*forked)(struct meta *m);
 	const char *(*errmsg)(struct meta *m);
 	int (*format)(struct meta *m, const struct meta_geom *g, const char *backend,
 		      uint32_t root_mode, uint32_t uid, uint32_t gid);

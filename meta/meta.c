@@ -181,6 +181,11 @@ void meta_close(struct meta *m)
 		m->ops->close(m);
 }
 
+int meta_forked(struct meta *m)
+{
+	return m->ops->forked(m);
+}
+
 const char *meta_errmsg(struct meta *m)
 {
 	return m ? m->ops->errmsg(m) : "no database";

@@ -136,6 +136,14 @@ void meta_target_show(const char *path, char *buf, size_t len);
  */
 #define META_OPEN_NO_MIGRATE 2
 void meta_close(struct meta *m);
+/*
+ * In the child of a fork (the daemon detaching), after the parent is gone:
+ * take again what the engine held for the process and a fork does not
+ * carry (sqlite: its lock on the database file, without which another
+ * process could take the database and delete its log).  -EBUSY when
+ * another process holds it now.
+ */
+int meta_forked(struct meta *m);
 /* The engine's last error text, for logs. */
 const char *meta_errmsg(struct meta *m);
 

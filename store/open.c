@@ -155,16 +155,37 @@ static int store_set_mode(int fd, const char *what, mode_t mode, gid_t gid, int 
 	return 0;
 }
 
+/* Whether ROOT's entry name is one of the database's files (by inode). */
+static int store_is_meta_file(int dirfd, const char *name, const struct stat *files, size_t n)
+{
+	struct stat st;
+	size_t i;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (files[i].st_dev == st.st_dev && files[i].st_ino == st.st_ino)
+			return 1;
+	return 0;
+}
+
 static int store_set_modes(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 			   size_t errlen)
 {
 	const char *sfx[] = { "", "-wal", "-shm", "-journal" };
+	struct stat meta_files[sizeof(sfx) / sizeof(sfx[0])];
 	char path[PATH_MAX + 16];
 	struct dirent *de;
+	size_t i, nmeta = 0;
 	DIR *d;
 	int fd, ret = 0;
-	size_t i;
 
+	/* The database's files, which the loop over ROOT leaves to the one below. */
+	for (i = 0; !s->meta_remote && i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+		snprintf(path, sizeof(path), "%s%s", s->meta_path, sfx[i]);
+		if (!lstat(path, &meta_files[nmeta]))
+			nmeta++;
+	}
 	fd = dup(s->lock_fd);
 	d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!d) {
@@ -179,11 +200,13 @@ static int store_set_modes(struct ofs_store *s, const struct ofs_config *cfg, ch
 		int bucket = store_is_bucket_name(de->d_name) ||
 			     !strcmp(de->d_name, OFS_BATCH_EPOCH_NAME);
 
+		snprintf(path, sizeof(path), "%s/%s", s->root, de->d_name);
+		if (store_is_meta_file(dirfd(d), de->d_name, meta_files, nmeta))
+			continue; /* below, without opening it */
 		fd = openat(s->lock_fd, de->d_name,
 			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 		if (fd < 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", s->root, de->d_name);
 		{
 			struct stat st;
 
@@ -199,12 +222,22 @@ static int store_set_modes(struct ofs_store *s, const struct ofs_config *cfg, ch
 	closedir(d);
 	/* A database elsewhere (meta=) is as private as one in ROOT; a server's is its own. */
 	for (i = 0; !ret && !s->meta_remote && i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+		struct stat st;
+
+		/*
+		 * By name, never opened: closing any descriptor of the database
+		 * would drop the POSIX lock sqlite holds on it for the whole
+		 * mount, and another process (a sqlite3 shell) could then take
+		 * the database and delete its log under us.
+		 */
 		snprintf(path, sizeof(path), "%s%s", s->meta_path, sfx[i]);
-		fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-		if (fd < 0)
+		if (lstat(path, &st) || !S_ISREG(st.st_mode) || (st.st_mode & 07777) == 0600)
 			continue;
-		ret = store_set_mode(fd, path, 0600, 0, 0, err, errlen);
-		close(fd);
+		if (chmod(path, 0600)) {
+			snprintf(err, errlen, "cannot set the mode of %s to 0600: %s", path,
+				 strerror(errno));
+			ret = -errno;
+		}
 	}
 	return ret;
 }

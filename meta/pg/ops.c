@@ -9,6 +9,7 @@ const struct meta_ops meta_pg_ops = {
 	.engine = "postgresql",
 	.open = pq_open,
 	.close = pq_close,
+	.forked = pq_forked,
 	.errmsg = pq_errmsg,
 	.format = pq_format,
 	.geom_get = pq_geom_get,

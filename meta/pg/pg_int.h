@@ -153,6 +153,7 @@ int pq_kv_set_text(struct meta_pg *m, const char *k, const char *v);
 /* The methods of meta_pg_ops (meta.h says what each does). */
 int pq_open(const char *uri, int create, struct meta **out, char *err, size_t errlen);
 void pq_close(struct meta *m);
+int pq_forked(struct meta *m);
 const char *pq_errmsg(struct meta *m);
 int pq_format(struct meta *m, const struct meta_geom *g, const char *backend, uint32_t root_mode,
 	      uint32_t uid, uint32_t gid);

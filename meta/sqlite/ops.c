@@ -8,6 +8,7 @@ const struct meta_ops meta_sqlite_ops = {
 	.engine = "sqlite",
 	.open = sq_open,
 	.close = sq_close,
+	.forked = sq_forked,
 	.errmsg = sq_errmsg,
 	.format = sq_format,
 	.geom_get = sq_geom_get,

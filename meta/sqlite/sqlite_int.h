@@ -113,6 +113,7 @@ static inline struct meta_sq *sq(struct meta *m)
 /* The methods of meta_sqlite_ops (meta.h says what each does). */
 int sq_open(const char *path, int create, struct meta **out, char *err, size_t errlen);
 void sq_close(struct meta *m);
+int sq_forked(struct meta *m);
 const char *sq_errmsg(struct meta *m);
 int sq_format(struct meta *m, const struct meta_geom *g, const char *backend, uint32_t root_mode,
 	      uint32_t uid, uint32_t gid);
