@@ -140,6 +140,16 @@ struct kvb_ops {
 	/* Drop the working state, freeing what was never committed. */
 	void (*obj_close)(void *arg, struct kvb_obj *o);
 	/*
+	 * May be NULL (nothing is held in memory).  The caller is done with
+	 * o's bytes for now (a writer that filled it and moved on, or a
+	 * buffer bound reached): the backend may move them out of its
+	 * memory, where a crash leaves them for the cleanup at the next
+	 * start, and commit them from there.  Every other call on o works
+	 * as before; one that changes o brings the bytes back first.
+	 * 0: staged (or nothing to stage).
+	 */
+	int (*obj_stage)(void *arg, struct kvb_obj *o);
+	/*
 	 * May be NULL (-EOPNOTSUPP).  The working run, reserved with
 	 * obj_reserve, holds size bytes that someone else wrote there through
 	 * the bucket file (a batch client): take size as the working size
@@ -357,6 +367,17 @@ static inline void kvb_obj_commit_done(const struct kvb *k, struct kvb_obj *o, i
 static inline void kvb_obj_close(const struct kvb *k, struct kvb_obj *o)
 {
 	k->ops->obj_close(k->arg, o);
+}
+
+static inline int kvb_obj_stage(const struct kvb *k, struct kvb_obj *o)
+{
+	return k->ops->obj_stage ? k->ops->obj_stage(k->arg, o) : -EOPNOTSUPP;
+}
+
+/* Whether a writer's bytes can leave memory before the commit (kvb_obj_stage). */
+static inline int kvb_has_stage(const struct kvb *k)
+{
+	return k->ops->obj_stage != NULL;
 }
 
 static inline ssize_t kvb_read(const struct kvb *k, const struct kvb_map *m, void *buf, size_t len,
