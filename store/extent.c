@@ -265,8 +265,9 @@ int ofs_extents_convert(struct ofs_store *s, struct ofs_object *o)
  * (ubsio's buffers, bounded by kv_buffer_max) stages them before it
  * (kvb_obj_stage).  An extent that a write in order fills to its end is
  * staged at once: a file written in order holds one extent in memory.
- * When the bound is reached, the file's other changed extents are, and
- * the write that found it is tried again.  Returns whether any was there.
+ * When the bound is reached, the file's other extents are (an unchanged
+ * one's copy of its committed bytes is let go), and the write that found
+ * it is tried again.  Returns whether there was any.
  */
 static int ext_stage_others(struct ofs_store *s, struct ofs_object *o, const struct kvb_obj *busy)
 {
@@ -276,7 +277,7 @@ static int ext_stage_others(struct ofs_store *s, struct ofs_object *o, const str
 	for (i = 0; i < o->x->n; i++) {
 		struct kvb_obj *obj = o->x->v[i].obj;
 
-		if (obj && obj != busy && kvb_obj_dirty(&s->kvb, obj)) {
+		if (obj && obj != busy) {
 			(void)kvb_obj_stage(&s->kvb, obj);
 			n++;
 		}

@@ -550,8 +550,10 @@ void ubs_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 }
 
 /*
- * Put the bytes now rather than at the commit, and free the buffer.  Only
- * a changed object whose bytes are all in the buffer, between commits.
+ * Put the bytes now rather than at the commit, and free the buffer: a
+ * changed object whose bytes are all in the buffer, between commits.  An
+ * unchanged one's buffer holds the committed bytes: it is only freed (the
+ * next change fetches them again, as after an open).
  */
 int ubs_obj_stage(void *arg, struct kvb_obj *o)
 {
@@ -559,7 +561,25 @@ int ubs_obj_stage(void *arg, struct kvb_obj *o)
 	uint64_t csum;
 	int ret;
 
-	if (!o->loaded || !o->dirty || o->staged || o->put_new || o->holding || o->size == 0)
+	if (!o->loaded || o->staged || o->put_new || o->holding)
+		return 0;
+	if (!o->dirty) {
+		pthread_mutex_lock(&u->lock);
+		assert(o->size == o->base_size);
+		ubs_unlink(u, o->w);
+		ubs_val_free(u, o->w);
+		o->w = NULL;
+		o->loaded = 0;
+		ubs_uncharge(u, o);
+		assert(u->buffered >= o->cap);
+		u->buffered -= o->cap;
+		free(o->buf);
+		o->buf = NULL;
+		o->cap = 0;
+		pthread_mutex_unlock(&u->lock);
+		return 0;
+	}
+	if (o->size == 0)
 		return 0;
 	if (!o->spare && !(o->spare = calloc(1, sizeof(*o->spare))))
 		return -ENOMEM;
