@@ -562,6 +562,18 @@ struct kvb_ubsio_config {
 #define KVB_UBSIO_LIB_DEFAULT "libubsio_kvc.so"
 #define KVB_UBSIO_DEVICE_UNSET INT32_MIN /* not chosen: the store's recorded one, else -1 */
 #define KVB_UBSIO_KEY_MAX 255 /* the library's longest key */
+/*
+ * The longest value every release and mode of the library takes, and so
+ * a new ubsio store's extent_size (each extent is one value).  In cluster
+ * mode a put copies the value into one 4 MiB data-message block and fails
+ * past it (ubsio-boostio/src/sdk/mirror_client.cpp: PrepareFromClient,
+ * DEFAULT_DATA_MESSAGE_BLOCK_SIZE), a batched fetch takes one such block
+ * (AllocDataMessageBuffer), older releases' BatchGet one 4 MiB pool block,
+ * and a read-cache load reads BIO_IO_MAX_LEN, 4 MiB (src/cache/cache.cpp,
+ * Cache::Load); a put through the server is at most 16 slices
+ * (src/server/mirror_server.cpp, SLICE_ADDR_MAX_SIZE: "64M").
+ */
+#define KVB_UBSIO_VALUE_MAX (4ULL << 20)
 #define KVB_UBSIO_JOURNAL "ubsio.journal"
 int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_config *c,
 		   struct meta *m, char *err, size_t errlen);

@@ -33,6 +33,8 @@ check "cp of a 200 MiB file with kv_buffer_max=64M" cp "$REF/big" "$MNT/t/big"
 check_cmp "it reads back" "$REF/big" "$MNT/t/big"
 ES=$(getfattr --absolute-names -n user.offload.descriptor --only-values "$MNT/t/big" |
 	sed -n 's/^extent_size=//p')
+check_eq "a new ubsio store's extent (one value each) is 4 MiB, the library's longest value" \
+	$((4 * MB)) "$ES"
 check_eq "one value per extent" "$(((SIZE + ES - 1) / ES))" "$(nextents "$MNT/t/big")"
 
 # ---- offset writes in random order (SGLang's pool: ftruncate, then pwrite) ----
