@@ -423,6 +423,9 @@ if [ "$OFS_BACKEND" == ubsio ]; then
 		check "ubsio: cp of a 2 GiB file, kv_buffer_max 1G" cp "$REF/2g" "$MNT/t/2g"
 		ofs_remount "" || ofs_bail "cannot remount"
 		check_cmp "ubsio: it reads back cold after a remount" "$REF/2g" "$MNT/t/2g"
+		check_eq "ubsio: its descriptor lists 513 values of 4 MiB (within 64 KiB)" "extents=513" \
+			"$(getfattr --absolute-names -n user.offload.descriptor --only-values "$MNT/t/2g" |
+				grep ^extents=)"
 		ofs_umount || ofs_bail "cannot unmount"
 		check_fsck_clean "ubsio: fsck of the store of a 2 GiB file"
 		rm -rf "$REF/2g" "$ROOT" "$UBSIO_STUB_DIR"
