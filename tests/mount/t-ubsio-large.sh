@@ -84,13 +84,21 @@ bg_track "$writer"
 wait_until 60 test -e "$MNT/t/killed.synced"
 n0=$(nvalues)
 # Until the rewrite has staged some of its extents as values of their own.
-wait_until 30 test "$(nvalues)" -gt "$n0"
-check "the rewrite staged values before any commit" test "$(nvalues)" -gt "$n0"
+more_values() { [ "$(nvalues)" -gt "$n0" ]; }
+wait_until 30 more_values
+check "the rewrite staged values before any commit" more_values
 kill -9 "$OFS_PID"
 ofs_reap "$OFS_PID"
 OFS_PID=""
 bg_kill "$writer"
 fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
+# fsck of the killed store: the staged values are named by the journal, to delete.
+ofs_fsck
+check_eq "fsck after the kill: exits 0" 0 "$RC"
+check_contains "and says the journal names values the next mount deletes" \
+	"the next mount deletes the values they name that no record points at" "$OUT"
+check "the KV store holds more values than the records name (the staged ones)" \
+	test "$(nvalues)" -gt "$(nrecorded)"
 ofs_mount "$GEOM" || ofs_bail "cannot mount after the kill"
 check_cmp "after kill -9 of the daemon: the fsynced content, not the later writes" \
 	"$REF/k" "$MNT/t/killed"
