@@ -140,6 +140,16 @@ struct kvb_ops {
 	/* Drop the working state, freeing what was never committed. */
 	void (*obj_close)(void *arg, struct kvb_obj *o);
 	/*
+	 * May be NULL (nothing is held in memory).  The caller is done with
+	 * o's bytes for now (a writer that filled it and moved on, or a
+	 * buffer bound reached): the backend may move them out of its
+	 * memory, where a crash leaves them for the cleanup at the next
+	 * start, and commit them from there.  Every other call on o works
+	 * as before; one that changes o brings the bytes back first.
+	 * 0: staged (or nothing to stage).
+	 */
+	int (*obj_stage)(void *arg, struct kvb_obj *o);
+	/*
 	 * May be NULL (-EOPNOTSUPP).  The working run, reserved with
 	 * obj_reserve, holds size bytes that someone else wrote there through
 	 * the bucket file (a batch client): take size as the working size
@@ -359,6 +369,17 @@ static inline void kvb_obj_close(const struct kvb *k, struct kvb_obj *o)
 	k->ops->obj_close(k->arg, o);
 }
 
+static inline int kvb_obj_stage(const struct kvb *k, struct kvb_obj *o)
+{
+	return k->ops->obj_stage ? k->ops->obj_stage(k->arg, o) : -EOPNOTSUPP;
+}
+
+/* Whether a writer's bytes can leave memory before the commit (kvb_obj_stage). */
+static inline int kvb_has_stage(const struct kvb *k)
+{
+	return k->ops->obj_stage != NULL;
+}
+
 static inline ssize_t kvb_read(const struct kvb *k, const struct kvb_map *m, void *buf, size_t len,
 			       uint64_t off)
 {
@@ -541,6 +562,18 @@ struct kvb_ubsio_config {
 #define KVB_UBSIO_LIB_DEFAULT "libubsio_kvc.so"
 #define KVB_UBSIO_DEVICE_UNSET INT32_MIN /* not chosen: the store's recorded one, else -1 */
 #define KVB_UBSIO_KEY_MAX 255 /* the library's longest key */
+/*
+ * The longest value every release and mode of the library takes, and so
+ * a new ubsio store's extent_size (each extent is one value).  In cluster
+ * mode a put copies the value into one 4 MiB data-message block and fails
+ * past it (ubsio-boostio/src/sdk/mirror_client.cpp: PrepareFromClient,
+ * DEFAULT_DATA_MESSAGE_BLOCK_SIZE), a batched fetch takes one such block
+ * (AllocDataMessageBuffer), older releases' BatchGet one 4 MiB pool block,
+ * and a read-cache load reads BIO_IO_MAX_LEN, 4 MiB (src/cache/cache.cpp,
+ * Cache::Load); a put through the server is at most 16 slices
+ * (src/server/mirror_server.cpp, SLICE_ADDR_MAX_SIZE: "64M").
+ */
+#define KVB_UBSIO_VALUE_MAX (4ULL << 20)
 #define KVB_UBSIO_JOURNAL "ubsio.journal"
 int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_config *c,
 		   struct meta *m, char *err, size_t errlen);

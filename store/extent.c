@@ -260,6 +260,31 @@ int ofs_extents_convert(struct ofs_store *s, struct ofs_object *o)
 
 /* ---- writing ---- */
 
+/*
+ * A backend that holds a working state's bytes in memory until the commit
+ * (ubsio's buffers, bounded by kv_buffer_max) stages them before it
+ * (kvb_obj_stage).  An extent that a write in order fills to its end is
+ * staged at once: a file written in order holds one extent in memory.
+ * When the bound is reached, the file's other extents are (an unchanged
+ * one's copy of its committed bytes is let go), and the write that found
+ * it is tried again.  Returns whether there was any.
+ */
+static int ext_stage_others(struct ofs_store *s, struct ofs_object *o, const struct kvb_obj *busy)
+{
+	size_t i;
+	int n = 0;
+
+	for (i = 0; i < o->x->n; i++) {
+		struct kvb_obj *obj = o->x->v[i].obj;
+
+		if (obj && obj != busy) {
+			(void)kvb_obj_stage(&s->kvb, obj);
+			n++;
+		}
+	}
+	return n;
+}
+
 ssize_t ofs_extents_write(struct ofs_store *s, struct ofs_object *o, const void *buf, size_t len,
 			  uint64_t off)
 {
@@ -295,8 +320,12 @@ ssize_t ofs_extents_write(struct ofs_store *s, struct ofs_object *o, const void 
 			(void)kvb_obj_reserve(&s->kvb, obj, want);
 		}
 		w = kvb_obj_write(&s->kvb, obj, (const char *)buf + done, n, rel);
+		if (w == -ENOMEM && kvb_has_stage(&s->kvb) && ext_stage_others(s, o, obj))
+			w = kvb_obj_write(&s->kvb, obj, (const char *)buf + done, n, rel);
 		if (w < 0)
 			return w;
+		if (rel + (uint64_t)w == es && off == o->x->wnext && kvb_has_stage(&s->kvb))
+			(void)kvb_obj_stage(&s->kvb, obj); /* a failure keeps the bytes in memory */
 		done += (size_t)w;
 		if (o->x->wsize < off + done) {
 			o->x->wsize = off + done;
@@ -305,6 +334,7 @@ ssize_t ofs_extents_write(struct ofs_store *s, struct ofs_object *o, const void 
 		if ((size_t)w < n)
 			break;
 	}
+	o->x->wnext = off + done;
 	return (ssize_t)done;
 }
 
@@ -364,6 +394,8 @@ int ofs_extents_reserve(struct ofs_store *s, struct ofs_object *o, uint64_t off,
 			uint64_t grow = want < size_in ? want : size_in;
 
 			if (grow > view.size)
+				ret = kvb_obj_truncate(&s->kvb, obj, grow);
+			if (ret == -ENOMEM && kvb_has_stage(&s->kvb) && ext_stage_others(s, o, obj))
 				ret = kvb_obj_truncate(&s->kvb, obj, grow);
 		}
 		if (!ret && want > size_in && kvb_has_reserve(&s->kvb))

@@ -330,7 +330,8 @@ static int store_geom_check(const struct ofs_config *cfg, const struct meta_geom
 
 /*
  * The extent size: recorded when the store is made (-o extent_size, else
- * the smaller of OFS_EXTENT_SIZE_DEFAULT and the bucket size); a
+ * the smaller of OFS_EXTENT_SIZE_DEFAULT, or on ubsio the library's
+ * longest value KVB_UBSIO_VALUE_MAX, and the bucket size); a
  * store made before extents has bucket_size, which every file it holds
  * fits in one.
  */
@@ -369,9 +370,11 @@ static int store_extent_size(struct ofs_store *s, const struct ofs_config *cfg, 
 			return -EINVAL;
 		}
 	} else if (s->created) {
-		v = s->geom.bucket_size < OFS_EXTENT_SIZE_DEFAULT ? s->geom.bucket_size
-								   : OFS_EXTENT_SIZE_DEFAULT;
-		v = v / s->geom.page_size * s->geom.page_size;
+		uint64_t def = strcmp(s->backend, "ubsio") ? OFS_EXTENT_SIZE_DEFAULT
+							   : KVB_UBSIO_VALUE_MAX;
+
+		v = s->geom.bucket_size < def ? s->geom.bucket_size : def;
+		v = v < s->geom.page_size ? s->geom.page_size : v / s->geom.page_size * s->geom.page_size;
 	} else {
 		v = s->geom.bucket_size;
 	}
