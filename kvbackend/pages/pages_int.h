@@ -247,7 +247,7 @@ void hasher_release(struct pages_hasher *h);
 int hasher_feed(struct pages_hasher *h, uint64_t ps, const char *buf, size_t len);
 void hasher_result(const struct pages_hasher *h, uint64_t ps, uint64_t *csum, uint64_t *pcs);
 int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum, uint64_t *pcs,
-		   const uint64_t *diff, uint64_t nknown);
+		   const uint64_t *diff, uint64_t nknown, uint64_t *bypage);
 
 /* ---- writer.c ---- */
 

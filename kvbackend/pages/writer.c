@@ -746,8 +746,9 @@ int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_
 	} else if (o->hash_ok && o->h.done == map->size) {
 		hasher_result(&o->h, p->page_size, csum, pcs);
 	} else {
+		/* With the sums of the unchanged pages: the changed ones only are read. */
 		ret = pages_hash_map(p, map, csum, pcs, reuse ? o->diff : NULL,
-				     reuse ? o->diff_n : 0);
+				     reuse ? o->diff_n : 0, NULL);
 		if (ret)
 			return ret;
 	}
