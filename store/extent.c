@@ -807,8 +807,10 @@ int ofs_extents_describe(struct ofs_store *s, struct ofs_object *o, char *buf, s
 
 	for (i = 0; i < x->n; i++)
 		cnt += x->v[i].has && x->v[i].v.bucket >= 0;
-	n = snprintf(buf, len, "object_size=%llu\nextent_size=%llu\nextents=%d\n",
-		     (unsigned long long)o->m.size, (unsigned long long)s->esize, cnt);
+	/* page_size: what an extent's checksum may be a sum of page sums over (kvb_hash.h). */
+	n = snprintf(buf, len, "object_size=%llu\nextent_size=%llu\npage_size=%llu\nextents=%d\n",
+		     (unsigned long long)o->m.size, (unsigned long long)s->esize,
+		     (unsigned long long)s->geom.page_size, cnt);
 	if (n < 0 || (size_t)n >= len)
 		return -E2BIG;
 	at = (size_t)n;
