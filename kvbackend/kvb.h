@@ -137,6 +137,13 @@ struct kvb_ops {
 	int (*obj_commit_prepare)(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,
 				  uint64_t *csum, const uint64_t **pcsums);
 	void (*obj_commit_done)(void *arg, struct kvb_obj *o, int ok);
+	/*
+	 * May be NULL.  How many page sums of the committed version the next
+	 * commit_prepare could use to hash only the pages changed since (0:
+	 * none); obj_sums_known gives them (the committed record's, n of them).
+	 */
+	uint64_t (*obj_sums_wanted)(void *arg, struct kvb_obj *o);
+	void (*obj_sums_known)(void *arg, struct kvb_obj *o, const uint64_t *pcs, uint64_t n);
 	/* Drop the working state, freeing what was never committed. */
 	void (*obj_close)(void *arg, struct kvb_obj *o);
 	/*
@@ -334,6 +341,18 @@ static inline int kvb_obj_adopt(const struct kvb *k, struct kvb_obj *o, uint64_t
 static inline void kvb_obj_view(const struct kvb *k, struct kvb_obj *o, struct kvb_map *view)
 {
 	k->ops->obj_view(k->arg, o, view);
+}
+
+static inline uint64_t kvb_obj_sums_wanted(const struct kvb *k, struct kvb_obj *o)
+{
+	return k->ops->obj_sums_wanted ? k->ops->obj_sums_wanted(k->arg, o) : 0;
+}
+
+static inline void kvb_obj_sums_known(const struct kvb *k, struct kvb_obj *o, const uint64_t *pcs,
+				      uint64_t n)
+{
+	if (k->ops->obj_sums_known)
+		k->ops->obj_sums_known(k->arg, o, pcs, n);
 }
 
 static inline int kvb_obj_dirty(const struct kvb *k, struct kvb_obj *o)

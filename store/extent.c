@@ -512,6 +512,14 @@ int ofs_extents_commit(struct ofs_store *s, struct ofs_object *o)
 
 		if (!e->obj || !kvb_obj_dirty(&s->kvb, e->obj))
 			continue;
+		if (e->has) {
+			/* Its sums, for a commit that reads only the pages changed. */
+			struct meta_inode cur = e->v;
+
+			if (x->from_row && e->idx == 0)
+				cur.ext = 0; /* the record's own run, its sums in the file's row */
+			ofs_store_seed_sums(s, &s->lock, &cur, e->obj);
+		}
 		p[np].i = i;
 		ret = kvb_obj_commit_prepare(&s->kvb, e->obj, 0, &p[np].map, &p[np].csum,
 					     &p[np].pcs);

@@ -710,6 +710,32 @@ int pages_obj_dirty(void *arg, struct kvb_obj *o)
 	return o->dirty;
 }
 
+/*
+ * A writer that did not commit yet has no sums of c's pages: the store
+ * gives them from c's record, so a commit after a few writes in place
+ * reads those pages only.
+ */
+uint64_t pages_obj_sums_wanted(void *arg, struct kvb_obj *o)
+{
+	(void)arg;
+	if (o->pcs_c || !o->diff_ok || !o->diff || o->c.bucket < 0 || o->given ||
+	    (o->hash_ok && o->h.done == o->w.size))
+		return 0;
+	return o->c.npages;
+}
+
+void pages_obj_sums_known(void *arg, struct kvb_obj *o, const uint64_t *pcs, uint64_t n)
+{
+	uint64_t *v;
+
+	(void)arg;
+	if (n != o->c.npages || n < o->diff_n || !(v = realloc(o->pcs, (n + 1) * sizeof(*v))))
+		return;
+	memcpy(v, pcs, n * sizeof(*v));
+	o->pcs = v;
+	o->pcs_c = 1;
+}
+
 int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,
 			     uint64_t *csum, const uint64_t **pcsums)
 {
