@@ -40,8 +40,9 @@ if [k for k, _ in kv[:4]] != ["object_size", "extent_size", "page_size", "extent
     print("BAD head", kv[:4]); sys.exit()
 n = int(head["extents"]); es = int(head["extent_size"])
 blocks = []
-if int(head["page_size"]) != 4096:
-    print("BAD page_size", head["page_size"]); sys.exit()
+ps = int(head["page_size"])
+if ps < 4096 or ps & (ps - 1) or int(head["extent_size"]) % ps:
+    print("BAD page_size", ps); sys.exit()
 for k, val in kv[4:]:
     if k == "extent_offset":
         blocks.append({})
