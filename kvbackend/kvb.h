@@ -140,10 +140,12 @@ struct kvb_ops {
 	/*
 	 * May be NULL.  How many page sums of the committed version the next
 	 * commit_prepare could use to hash only the pages changed since (0:
-	 * none); obj_sums_known gives them (the committed record's, n of them).
+	 * none); obj_sums_known gives them (n of them, those of the committed
+	 * record of mapping of, ignored unless that is the writer's committed one).
 	 */
 	uint64_t (*obj_sums_wanted)(void *arg, struct kvb_obj *o);
-	void (*obj_sums_known)(void *arg, struct kvb_obj *o, const uint64_t *pcs, uint64_t n);
+	void (*obj_sums_known)(void *arg, struct kvb_obj *o, const struct kvb_map *of,
+			       const uint64_t *pcs, uint64_t n);
 	/* Drop the working state, freeing what was never committed. */
 	void (*obj_close)(void *arg, struct kvb_obj *o);
 	/*
@@ -348,11 +350,11 @@ static inline uint64_t kvb_obj_sums_wanted(const struct kvb *k, struct kvb_obj *
 	return k->ops->obj_sums_wanted ? k->ops->obj_sums_wanted(k->arg, o) : 0;
 }
 
-static inline void kvb_obj_sums_known(const struct kvb *k, struct kvb_obj *o, const uint64_t *pcs,
-				      uint64_t n)
+static inline void kvb_obj_sums_known(const struct kvb *k, struct kvb_obj *o,
+				      const struct kvb_map *of, const uint64_t *pcs, uint64_t n)
 {
 	if (k->ops->obj_sums_known)
-		k->ops->obj_sums_known(k->arg, o, pcs, n);
+		k->ops->obj_sums_known(k->arg, o, of, pcs, n);
 }
 
 static inline int kvb_obj_dirty(const struct kvb *k, struct kvb_obj *o)

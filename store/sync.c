@@ -90,8 +90,11 @@ void ofs_store_seed_sums(struct ofs_store *s, pthread_mutex_t *meta_lock,
 			 : meta_pcsums_get(s->meta, cur->ino, pcs, n);
 	if (meta_lock)
 		pthread_mutex_unlock(meta_lock);
-	if (!ret)
-		kvb_obj_sums_known(&s->kvb, obj, pcs, n);
+	if (!ret) {
+		struct kvb_map of = { cur->bucket, cur->page, cur->npages, cur->size, NULL };
+
+		kvb_obj_sums_known(&s->kvb, obj, &of, pcs, n);
+	}
 	free(pcs);
 }
 

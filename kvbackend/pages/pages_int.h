@@ -268,7 +268,8 @@ int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_
 			     uint64_t *csum, const uint64_t **pcsums);
 void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok);
 uint64_t pages_obj_sums_wanted(void *arg, struct kvb_obj *o);
-void pages_obj_sums_known(void *arg, struct kvb_obj *o, const uint64_t *pcs, uint64_t n);
+void pages_obj_sums_known(void *arg, struct kvb_obj *o, const struct kvb_map *of,
+			  const uint64_t *pcs, uint64_t n);
 void pages_obj_close(void *arg, struct kvb_obj *o);
 void pages_park_forget(struct pages *p, const struct kvb_map *c);
 void pages_park_clear(struct pages *p);

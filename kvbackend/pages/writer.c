@@ -724,12 +724,16 @@ uint64_t pages_obj_sums_wanted(void *arg, struct kvb_obj *o)
 	return o->c.npages;
 }
 
-void pages_obj_sums_known(void *arg, struct kvb_obj *o, const uint64_t *pcs, uint64_t n)
+void pages_obj_sums_known(void *arg, struct kvb_obj *o, const struct kvb_map *of,
+			  const uint64_t *pcs, uint64_t n)
 {
 	uint64_t *v;
 
 	(void)arg;
-	if (n != o->c.npages || n < o->diff_n || !(v = realloc(o->pcs, (n + 1) * sizeof(*v))))
+	/* Only c's own sums stand for the pages the writer did not change. */
+	if (of->bucket != o->c.bucket || of->page != o->c.page || of->size != o->c.size ||
+	    n != o->c.npages || n < o->diff_n || o->pcs_c ||
+	    !(v = realloc(o->pcs, (n + 1) * sizeof(*v))))
 		return;
 	memcpy(v, pcs, n * sizeof(*v));
 	o->pcs = v;
