@@ -464,6 +464,48 @@ START_TEST(test_spare_run_reused_after_barrier)
 END_TEST
 
 /*
+ * The first overwrite of a version, with that version's page sums (the
+ * store gives them from its record): its pages of zeros (a fallocated
+ * pool's, never written) are zeroed in the new run, not copied; the
+ * others are copied as before.
+ */
+START_TEST(test_fill_zeros_not_copied)
+{
+	static char want[8 * PS];
+	struct kvb_map empty = KVB_MAP_EMPTY, c, n;
+	uint64_t pcs[8], csum, p;
+	const uint64_t *npcs;
+	struct kvb_obj *o;
+
+	memset(want, 0, sizeof(want));
+	fill(want + 6 * PS, PS, 51);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "pool", 4, &o), 0);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, want, sizeof(want), 0), (ssize_t)sizeof(want));
+	commit(o, &c, &csum);
+	kvb_obj_close(&kvb, o);
+	for (p = 0; p < 8; p++)
+		pcs[p] = XXH3_64bits(want + p * PS, PS);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c, "pool", 4, &o), 0);
+	ck_assert_uint_eq(kvb_obj_sums_wanted(&kvb, o), 0); /* nothing written yet */
+	put(o, 100, 3 * PS + 5, 52); /* copy-on-write: page 3 is copied before the write */
+	fill(want + 3 * PS + 5, 100, 52);
+	ck_assert_uint_eq(kvb_obj_sums_wanted(&kvb, o), 8);
+	kvb_obj_sums_known(&kvb, o, &c, pcs, 8);
+	faults.copy_bytes = 0;
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &n, &csum, &npcs), 0);
+	/* Page 6 only is copied at the commit; the six others of zeros are zeroed. */
+	ck_assert_uint_eq(faults.copy_bytes, PS);
+	ck_assert(n.bucket != c.bucket || n.page != c.page);
+	check_pcs(npcs, want, sizeof(want));
+	ck_assert_uint_eq(csum, kvb_pages_sum_buf(want, sizeof(want), PS));
+	kvb_obj_commit_done(&kvb, o, 1);
+	expect(&n, want, sizeof(want));
+	kvb_obj_close(&kvb, o);
+	settle();
+}
+END_TEST
+
+/*
  * The spare again, after the writer changed its committed version in place
  * since that commit: bytes appended into c's last page (and the zeros
  * before them), or a shrink and regrowth, are not in the spare and must
@@ -1089,6 +1131,7 @@ static Suite *pages_suite(void)
 	tcase_add_test(mem, test_copy_range);
 	tcase_add_test(mem, test_copy_inside_storage_and_fallback);
 	tcase_add_test(mem, test_spare_run_reused_after_barrier);
+	tcase_add_test(mem, test_fill_zeros_not_copied);
 	tcase_add_test(mem, test_spare_reuse_after_in_place_change);
 	tcase_add_test(mem, test_kept_sums_after_append);
 	tcase_add_test(mem, test_spare_run_parked_across_opens);

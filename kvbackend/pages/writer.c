@@ -325,14 +325,58 @@ static int pages_fill_partial(struct pages *p, struct kvb_obj *o, uint64_t pg, u
 }
 
 /* Fill every page still in src, a run of unfilled pages at a time; then src is done. */
+/*
+ * Fill pages [from, to) from src, where src is c and o->pcs holds c's
+ * sums: a run of whole pages whose sums are a page of zeros' (zsum) is
+ * read, and when it is zeros indeed it is zeroed in the working run
+ * (blocks kept, no bytes written: a fallocated pool's pages never
+ * written) rather than copied; the others are copied.  buf: a chunk.
+ */
+static int pages_fill_range_sums(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t to,
+				 uint64_t zsum, char *buf)
+{
+	uint64_t ps = p->page_size, full = o->src.size / ps, max = PAGES_COPY_CHUNK / ps;
+	int ret = 0;
+
+	while (!ret && from < to) {
+		int zero = from < full && o->pcs[from] == zsum;
+		uint64_t end = from + 1, len;
+
+		while (end < to && ((end < full && o->pcs[end] == zsum) == zero) &&
+		       (!zero || end - from < max))
+			end++;
+		len = (end - from) * ps;
+		if (zero) {
+			ret = pages_read_all(p, (uint32_t)o->src.bucket, buf, (size_t)len,
+					     pages_byte(p, &o->src, from * ps));
+			if (!ret && buf[0] == 0 && !memcmp(buf, buf + 1, (size_t)len - 1)) {
+				ret = io_zero(p, (uint32_t)o->w.bucket, pages_byte(p, &o->w, from * ps),
+					      len);
+				from = end;
+				continue;
+			}
+		}
+		if (!ret)
+			ret = pages_fill_range(p, o, from, end);
+		from = end;
+	}
+	return ret;
+}
+
 static int pages_fill_all(struct pages *p, struct kvb_obj *o)
 {
-	uint64_t n, pg = 0;
+	uint64_t n, pg = 0, zsum = 0;
+	char *buf = NULL;
 	int ret = 0;
 
 	if (o->src.bucket < 0)
 		return 0;
 	n = pages_for(p, o->src.size);
+	/* With c's sums, pages of zeros need not be copied. */
+	if (o->pcs_c && o->pcs && p->page_size <= PAGES_COPY_CHUNK &&
+	    o->src.bucket == o->c.bucket && o->src.page == o->c.page &&
+	    o->src.size == o->c.size && (buf = calloc(1, PAGES_COPY_CHUNK)))
+		zsum = XXH3_64bits(buf, (size_t)p->page_size);
 	while (!ret && pg < n && o->unfilled) {
 		uint64_t end;
 
@@ -342,10 +386,12 @@ static int pages_fill_all(struct pages *p, struct kvb_obj *o)
 		}
 		for (end = pg; end < n && !pages_filled(o, end); end++)
 			;
-		ret = pages_fill_range(p, o, pg, end);
+		ret = buf ? pages_fill_range_sums(p, o, pg, end, zsum, buf)
+			  : pages_fill_range(p, o, pg, end);
 		for (; !ret && pg < end; pg++)
 			pages_mark_filled(o, pg);
 	}
+	free(buf);
 	/*
 	 * The running checksum stays valid: a filled page was never written,
 	 * so it lies above the bytes hashed so far.
