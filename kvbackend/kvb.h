@@ -128,7 +128,7 @@ struct kvb_ops {
 	int (*obj_settle)(void *arg, struct kvb_obj *o, uint64_t off, uint64_t len);
 	/*
 	 * Make the working data stable (fsync it when sync is set) and give
-	 * the mapping, the XXH3-64 checksum and the per-page checksums
+	 * the mapping, the checksum (of either kind, kvb_hash.h) and the per-page checksums
 	 * (map->npages of them, valid until commit_done) to record.  Then
 	 * exactly one commit_done: ok=1 once the record is committed (the old
 	 * pages are freed at the next barrier), ok=0 when it failed (the
@@ -137,6 +137,15 @@ struct kvb_ops {
 	int (*obj_commit_prepare)(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,
 				  uint64_t *csum, const uint64_t **pcsums);
 	void (*obj_commit_done)(void *arg, struct kvb_obj *o, int ok);
+	/*
+	 * May be NULL.  How many page sums of the committed version the next
+	 * commit_prepare could use to hash only the pages changed since (0:
+	 * none); obj_sums_known gives them (n of them, those of the committed
+	 * record of mapping of, ignored unless that is the writer's committed one).
+	 */
+	uint64_t (*obj_sums_wanted)(void *arg, struct kvb_obj *o);
+	void (*obj_sums_known)(void *arg, struct kvb_obj *o, const struct kvb_map *of,
+			       const uint64_t *pcs, uint64_t n);
 	/* Drop the working state, freeing what was never committed. */
 	void (*obj_close)(void *arg, struct kvb_obj *o);
 	/*
@@ -228,6 +237,11 @@ struct kvb_admin_ops {
 	int (*describe)(void *arg, const struct kvb_map *m, char *buf, size_t len);
 	/* XXH3-64 of the object's bytes as stored. */
 	int (*checksum)(void *arg, const struct kvb_map *m, uint64_t *csum);
+	/*
+	 * May be NULL (the backend's commits give the bytes' sum only).  Both
+	 * kinds of checksum of the bytes as stored, in one read (kvb_hash.h).
+	 */
+	int (*checksums)(void *arg, const struct kvb_map *m, uint64_t *whole, uint64_t *bypage);
 	/* A snapshot of the counters. */
 	void (*stats)(void *arg, struct kvb_stats *st);
 	/*
@@ -339,6 +353,18 @@ static inline int kvb_obj_adopt(const struct kvb *k, struct kvb_obj *o, uint64_t
 static inline void kvb_obj_view(const struct kvb *k, struct kvb_obj *o, struct kvb_map *view)
 {
 	k->ops->obj_view(k->arg, o, view);
+}
+
+static inline uint64_t kvb_obj_sums_wanted(const struct kvb *k, struct kvb_obj *o)
+{
+	return k->ops->obj_sums_wanted ? k->ops->obj_sums_wanted(k->arg, o) : 0;
+}
+
+static inline void kvb_obj_sums_known(const struct kvb *k, struct kvb_obj *o,
+				      const struct kvb_map *of, const uint64_t *pcs, uint64_t n)
+{
+	if (k->ops->obj_sums_known)
+		k->ops->obj_sums_known(k->arg, o, of, pcs, n);
 }
 
 static inline int kvb_obj_dirty(const struct kvb *k, struct kvb_obj *o)
@@ -491,6 +517,28 @@ static inline int kvb_describe(const struct kvb *k, const struct kvb_map *m, cha
 static inline int kvb_checksum(const struct kvb *k, const struct kvb_map *m, uint64_t *csum)
 {
 	return k->admin->checksum(k->arg, m, csum);
+}
+
+/*
+ * Whether the object's bytes as stored match csum, of either kind: 1, 0,
+ * or a negative errno when they cannot be read.  *whole gets the bytes'
+ * own sum (a message may show it).
+ */
+static inline int kvb_checksum_ok(const struct kvb *k, const struct kvb_map *m, uint64_t csum,
+				  uint64_t *whole)
+{
+	uint64_t w = 0, bp;
+	int ret;
+
+	if (k->admin->checksums) {
+		ret = k->admin->checksums(k->arg, m, &w, &bp);
+	} else {
+		ret = k->admin->checksum(k->arg, m, &w);
+		bp = w;
+	}
+	if (whole)
+		*whole = w;
+	return ret ? ret : (w == csum || bp == csum);
 }
 
 static inline void kvb_stats(const struct kvb *k, struct kvb_stats *st)

@@ -544,6 +544,14 @@ int ofs_extents_commit(struct ofs_store *s, struct ofs_object *o)
 
 		if (!e->obj || !kvb_obj_dirty(&s->kvb, e->obj))
 			continue;
+		if (e->has) {
+			/* Its sums, for a commit that reads only the pages changed. */
+			struct meta_inode cur = e->v;
+
+			if (x->from_row && e->idx == 0)
+				cur.ext = 0; /* the record's own run, its sums in the file's row */
+			ofs_store_seed_sums(s, &s->lock, &cur, e->obj);
+		}
 		p[np].i = i;
 		ret = kvb_obj_commit_prepare(&s->kvb, e->obj, 0, &p[np].map, &p[np].csum,
 					     &p[np].pcs);
@@ -839,8 +847,10 @@ int ofs_extents_describe(struct ofs_store *s, struct ofs_object *o, char *buf, s
 
 	for (i = 0; i < x->n; i++)
 		cnt += x->v[i].has && x->v[i].v.bucket >= 0;
-	n = snprintf(buf, len, "object_size=%llu\nextent_size=%llu\nextents=%d\n",
-		     (unsigned long long)o->m.size, (unsigned long long)s->esize, cnt);
+	/* page_size: what an extent's checksum may be a sum of page sums over (kvb_hash.h). */
+	n = snprintf(buf, len, "object_size=%llu\nextent_size=%llu\npage_size=%llu\nextents=%d\n",
+		     (unsigned long long)o->m.size, (unsigned long long)s->esize,
+		     (unsigned long long)s->geom.page_size, cnt);
 	if (n < 0 || (size_t)n >= len)
 		return -E2BIG;
 	at = (size_t)n;
