@@ -25,6 +25,7 @@
 #include <xxhash.h>
 
 #include "kvb.h"
+#include "kvb_hash.h"
 #include "progress.h"
 
 /*
@@ -154,14 +155,16 @@ static void scrub_value(struct scrub *sc, const char *file, const char *show, co
 
 /*
  * The object (or extent) a one-run descriptor desc names, against the
- * checksum sumtxt (hex); file and show as scrub_file's.
+ * checksum sumtxt (hex); file and show as scrub_file's.  ps: the page
+ * size of an extent's checksum, which may be the sum of its page sums
+ * (kvb_hash.h); 0 for a one-run file's user.offload.checksum, the bytes'.
  */
 static void scrub_one_run(struct scrub *sc, const char *file, const char *show,
-			  const char *desc, const char *sumtxt)
+			  const char *desc, const char *sumtxt, uint64_t ps)
 {
 	char bucket[4096];
-	uint64_t off, size, want, done = 0;
-	XXH3_state_t *st;
+	uint64_t off, size, want, done = 0, chunk = 1 << 20;
+	XXH3_state_t *st, *bp = NULL;
 	ssize_t n;
 	char *buf;
 	int fd;
@@ -179,29 +182,49 @@ static void scrub_one_run(struct scrub *sc, const char *file, const char *show,
 	sc->files++;
 	if (size == 0)
 		return;
+	/* Whole pages per read, so the page sums line up. */
+	if (ps)
+		chunk = chunk > ps ? chunk / ps * ps : ps;
 	fd = open(bucket, O_RDONLY | O_CLOEXEC);
-	buf = malloc(1 << 20);
+	buf = malloc((size_t)chunk);
 	st = XXH3_createState();
-	if (fd < 0 || !buf || !st) {
+	if (ps)
+		bp = XXH3_createState();
+	if (fd < 0 || !buf || !st || (ps && !bp)) {
 		printf("%s: cannot open %s: %s\n", show, bucket, strerror(errno));
 		sc->errors++;
 		goto out;
 	}
 	XXH3_64bits_reset(st);
+	if (bp)
+		XXH3_64bits_reset(bp);
 	while (done < size) {
-		size_t len = size - done < (1 << 20) ? (size_t)(size - done) : (1 << 20);
+		size_t len = size - done < chunk ? (size_t)(size - done) : (size_t)chunk, got = 0, at;
 
-		n = pread(fd, buf, len, (off_t)(off + done));
-		if (n <= 0) {
-			printf("%s: read error at %s offset %" PRIu64 "\n", show, bucket, off + done);
-			sc->errors++;
-			goto out;
+		while (got < len) {
+			n = pread(fd, buf + got, len - got, (off_t)(off + done + got));
+			if (n <= 0) {
+				printf("%s: read error at %s offset %" PRIu64 "\n", show, bucket,
+				       off + done + got);
+				sc->errors++;
+				goto out;
+			}
+			got += (size_t)n;
 		}
-		XXH3_64bits_update(st, buf, (size_t)n);
-		done += (uint64_t)n;
+		XXH3_64bits_update(st, buf, len);
+		for (at = 0; bp && at < len; at += (size_t)ps) {
+			uint64_t v = XXH3_64bits(buf + at, len - at < ps ? len - at : (size_t)ps);
+			unsigned char le[8];
+			int b;
+
+			for (b = 0; b < 8; b++)
+				le[b] = (unsigned char)(v >> (8 * b));
+			XXH3_64bits_update(bp, le, sizeof(le));
+		}
+		done += len;
 	}
 	sc->bytes += size;
-	if (XXH3_64bits_digest(st) != want) {
+	if (XXH3_64bits_digest(st) != want && (!bp || XXH3_64bits_digest(bp) != want)) {
 		/* A writer may have committed a new version meanwhile: check again. */
 		char again[64];
 
@@ -224,6 +247,7 @@ out:
 		close(fd);
 	free(buf);
 	XXH3_freeState(st);
+	XXH3_freeState(bp);
 }
 
 /*
@@ -234,7 +258,8 @@ out:
 static void scrub_extents(struct scrub *sc, const char *file, const char *show, char *desc)
 {
 	char *p = strstr(desc, "\nextent_offset="), sumtxt[64];
-	uint64_t files = sc->files;
+	const char *pst = strstr(desc, "\npage_size=");
+	uint64_t files = sc->files, ps = pst ? strtoull(pst + 11, NULL, 10) : 0;
 
 	while (p) {
 		char *sum = strstr(p + 1, "\nchecksum="), *next, *body;
@@ -251,7 +276,7 @@ static void scrub_extents(struct scrub *sc, const char *file, const char *show, 
 		next = strstr(body - 1, "\nextent_offset=");
 		if (next)
 			*next = '\0';
-		scrub_one_run(sc, file, show, body, sumtxt);
+		scrub_one_run(sc, file, show, body, sumtxt, ps);
 		if (next)
 			*next = '\n';
 		p = next;
@@ -294,7 +319,7 @@ static void scrub_file(struct scrub *sc, const char *file, const char *show)
 		goto out;
 	}
 	sumtxt[n] = '\0';
-	scrub_one_run(sc, file, show, desc, sumtxt);
+	scrub_one_run(sc, file, show, desc, sumtxt, 0);
 out:
 	free(desc);
 }

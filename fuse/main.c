@@ -732,6 +732,12 @@ static int ofs_serve(struct ofs *ofs, struct fuse_session *se,
 	ofs_log_mounted(ofs, opts->mountpoint);
 	fuse_daemonize(opts->foreground);
 	ofs_log_to_syslog(!opts->foreground);
+	/* Its parent gone, the detached daemon holds again what the parent held for it. */
+	if (!opts->foreground && (ret = meta_forked(ofs->store.meta))) {
+		ofs_log("cannot lock %s again after detaching (%s): another process holds it; "
+			"unmounting", ofs->store.meta_shown, strerror(-ret));
+		return 1;
+	}
 	/* After daemonize: a thread does not survive its fork. */
 	if (ofs_syncer_start(ofs))
 		ofs_log("cannot start the group-commit thread: only fsync makes data durable");

@@ -142,10 +142,19 @@ static int ofs_our_xattr(struct ofs *ofs, fuse_ino_t ino, int desc, char *buf, s
 	} else if (in && S_ISREG(in->o.m.mode) && in->o.m.state == META_COMMITTED) {
 		struct kvb_map map = ofs_committed(&in->o.m);
 
-		if (desc)
+		if (desc) {
 			ret = kvb_describe(&ofs->store.kvb, &map, buf, len);
-		else
-			ret = snprintf(buf, len, "%016llx", (unsigned long long)in->o.m.csum);
+		} else {
+			/* The bytes' own sum, which a commit in place may not have kept. */
+			pthread_rwlock_t *lk = ofs_store_rw(&ofs->store, in->o.m.ino);
+			uint64_t csum;
+
+			pthread_mutex_unlock(&ofs->store.lock);
+			pthread_rwlock_rdlock(lk);
+			ret = ofs_object_content_csum(&ofs->store, &in->o, &csum);
+			pthread_rwlock_unlock(lk);
+			return ret ? ret : snprintf(buf, len, "%016llx", (unsigned long long)csum);
+		}
 	}
 	pthread_mutex_unlock(&ofs->store.lock);
 	return ret;

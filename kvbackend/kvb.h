@@ -128,7 +128,7 @@ struct kvb_ops {
 	int (*obj_settle)(void *arg, struct kvb_obj *o, uint64_t off, uint64_t len);
 	/*
 	 * Make the working data stable (fsync it when sync is set) and give
-	 * the mapping, the XXH3-64 checksum and the per-page checksums
+	 * the mapping, the checksum (of either kind, kvb_hash.h) and the per-page checksums
 	 * (map->npages of them, valid until commit_done) to record.  Then
 	 * exactly one commit_done: ok=1 once the record is committed (the old
 	 * pages are freed at the next barrier), ok=0 when it failed (the
@@ -137,8 +137,27 @@ struct kvb_ops {
 	int (*obj_commit_prepare)(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,
 				  uint64_t *csum, const uint64_t **pcsums);
 	void (*obj_commit_done)(void *arg, struct kvb_obj *o, int ok);
+	/*
+	 * May be NULL.  How many page sums of the committed version the next
+	 * commit_prepare could use to hash only the pages changed since (0:
+	 * none); obj_sums_known gives them (n of them, those of the committed
+	 * record of mapping of, ignored unless that is the writer's committed one).
+	 */
+	uint64_t (*obj_sums_wanted)(void *arg, struct kvb_obj *o);
+	void (*obj_sums_known)(void *arg, struct kvb_obj *o, const struct kvb_map *of,
+			       const uint64_t *pcs, uint64_t n);
 	/* Drop the working state, freeing what was never committed. */
 	void (*obj_close)(void *arg, struct kvb_obj *o);
+	/*
+	 * May be NULL (nothing is held in memory).  The caller is done with
+	 * o's bytes for now (a writer that filled it and moved on, or a
+	 * buffer bound reached): the backend may move them out of its
+	 * memory, where a crash leaves them for the cleanup at the next
+	 * start, and commit them from there.  Every other call on o works
+	 * as before; one that changes o brings the bytes back first.
+	 * 0: staged (or nothing to stage).
+	 */
+	int (*obj_stage)(void *arg, struct kvb_obj *o);
 	/*
 	 * May be NULL (-EOPNOTSUPP).  The working run, reserved with
 	 * obj_reserve, holds size bytes that someone else wrote there through
@@ -218,6 +237,11 @@ struct kvb_admin_ops {
 	int (*describe)(void *arg, const struct kvb_map *m, char *buf, size_t len);
 	/* XXH3-64 of the object's bytes as stored. */
 	int (*checksum)(void *arg, const struct kvb_map *m, uint64_t *csum);
+	/*
+	 * May be NULL (the backend's commits give the bytes' sum only).  Both
+	 * kinds of checksum of the bytes as stored, in one read (kvb_hash.h).
+	 */
+	int (*checksums)(void *arg, const struct kvb_map *m, uint64_t *whole, uint64_t *bypage);
 	/* A snapshot of the counters. */
 	void (*stats)(void *arg, struct kvb_stats *st);
 	/*
@@ -331,6 +355,18 @@ static inline void kvb_obj_view(const struct kvb *k, struct kvb_obj *o, struct k
 	k->ops->obj_view(k->arg, o, view);
 }
 
+static inline uint64_t kvb_obj_sums_wanted(const struct kvb *k, struct kvb_obj *o)
+{
+	return k->ops->obj_sums_wanted ? k->ops->obj_sums_wanted(k->arg, o) : 0;
+}
+
+static inline void kvb_obj_sums_known(const struct kvb *k, struct kvb_obj *o,
+				      const struct kvb_map *of, const uint64_t *pcs, uint64_t n)
+{
+	if (k->ops->obj_sums_known)
+		k->ops->obj_sums_known(k->arg, o, of, pcs, n);
+}
+
 static inline int kvb_obj_dirty(const struct kvb *k, struct kvb_obj *o)
 {
 	return k->ops->obj_dirty(k->arg, o);
@@ -357,6 +393,17 @@ static inline void kvb_obj_commit_done(const struct kvb *k, struct kvb_obj *o, i
 static inline void kvb_obj_close(const struct kvb *k, struct kvb_obj *o)
 {
 	k->ops->obj_close(k->arg, o);
+}
+
+static inline int kvb_obj_stage(const struct kvb *k, struct kvb_obj *o)
+{
+	return k->ops->obj_stage ? k->ops->obj_stage(k->arg, o) : -EOPNOTSUPP;
+}
+
+/* Whether a writer's bytes can leave memory before the commit (kvb_obj_stage). */
+static inline int kvb_has_stage(const struct kvb *k)
+{
+	return k->ops->obj_stage != NULL;
 }
 
 static inline ssize_t kvb_read(const struct kvb *k, const struct kvb_map *m, void *buf, size_t len,
@@ -472,6 +519,28 @@ static inline int kvb_checksum(const struct kvb *k, const struct kvb_map *m, uin
 	return k->admin->checksum(k->arg, m, csum);
 }
 
+/*
+ * Whether the object's bytes as stored match csum, of either kind: 1, 0,
+ * or a negative errno when they cannot be read.  *whole gets the bytes'
+ * own sum (a message may show it).
+ */
+static inline int kvb_checksum_ok(const struct kvb *k, const struct kvb_map *m, uint64_t csum,
+				  uint64_t *whole)
+{
+	uint64_t w = 0, bp;
+	int ret;
+
+	if (k->admin->checksums) {
+		ret = k->admin->checksums(k->arg, m, &w, &bp);
+	} else {
+		ret = k->admin->checksum(k->arg, m, &w);
+		bp = w;
+	}
+	if (whole)
+		*whole = w;
+	return ret ? ret : (w == csum || bp == csum);
+}
+
 static inline void kvb_stats(const struct kvb *k, struct kvb_stats *st)
 {
 	k->admin->stats(k->arg, st);
@@ -541,6 +610,18 @@ struct kvb_ubsio_config {
 #define KVB_UBSIO_LIB_DEFAULT "libubsio_kvc.so"
 #define KVB_UBSIO_DEVICE_UNSET INT32_MIN /* not chosen: the store's recorded one, else -1 */
 #define KVB_UBSIO_KEY_MAX 255 /* the library's longest key */
+/*
+ * The longest value every release and mode of the library takes, and so
+ * a new ubsio store's extent_size (each extent is one value).  In cluster
+ * mode a put copies the value into one 4 MiB data-message block and fails
+ * past it (ubsio-boostio/src/sdk/mirror_client.cpp: PrepareFromClient,
+ * DEFAULT_DATA_MESSAGE_BLOCK_SIZE), a batched fetch takes one such block
+ * (AllocDataMessageBuffer), older releases' BatchGet one 4 MiB pool block,
+ * and a read-cache load reads BIO_IO_MAX_LEN, 4 MiB (src/cache/cache.cpp,
+ * Cache::Load); a put through the server is at most 16 slices
+ * (src/server/mirror_server.cpp, SLICE_ADDR_MAX_SIZE: "64M").
+ */
+#define KVB_UBSIO_VALUE_MAX (4ULL << 20)
 #define KVB_UBSIO_JOURNAL "ubsio.journal"
 int kvb_ubsio_init(struct kvb *kvb, const char *root, const struct kvb_ubsio_config *c,
 		   struct meta *m, char *err, size_t errlen);

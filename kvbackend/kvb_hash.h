@@ -13,5 +13,63 @@
 #ifdef OFS_XXH_DISPATCH
 #include <xxh_x86dispatch.h>
 #endif
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * An object's checksum is one of two sums of its bytes (DESIGN.md,
+ * "Checksums"): the XXH3-64 of the bytes, or, for a version committed
+ * after writes in place, the XXH3-64 of its page sums (the XXH3-64 of
+ * each page, the last one cut at the size) as 64-bit little-endian
+ * integers, which a commit updates by hashing only the pages it changed.
+ * A reader accepts either.  An empty object has the same sum both ways.
+ */
+static inline uint64_t kvb_pcsums_sum(const uint64_t *pcs, uint64_t n)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return XXH3_64bits(pcs, (size_t)(n * sizeof(*pcs)));
+#else
+	XXH3_state_t st;
+	uint64_t i;
+
+	XXH3_64bits_reset(&st);
+	for (i = 0; i < n; i++) {
+		unsigned char le[8];
+		int b;
+
+		for (b = 0; b < 8; b++)
+			le[b] = (unsigned char)(pcs[i] >> (8 * b));
+		XXH3_64bits_update(&st, le, sizeof(le));
+	}
+	return XXH3_64bits_digest(&st);
+#endif
+}
+
+/* The page-sum checksum of len bytes in memory, with pages of ps bytes. */
+static inline uint64_t kvb_pages_sum_buf(const void *buf, size_t len, uint64_t ps)
+{
+	const unsigned char *b = buf;
+	XXH3_state_t st;
+	size_t at;
+
+	XXH3_64bits_reset(&st);
+	for (at = 0; at < len; at += (size_t)ps) {
+		size_t n = len - at < ps ? len - at : (size_t)ps;
+		uint64_t v = XXH3_64bits(b + at, n);
+		unsigned char le[8];
+		int i;
+
+		for (i = 0; i < 8; i++)
+			le[i] = (unsigned char)(v >> (8 * i));
+		XXH3_64bits_update(&st, le, sizeof(le));
+	}
+	return XXH3_64bits_digest(&st);
+}
+
+/* Whether buf matches csum, of either kind (the bytes' sum tried first: one pass). */
+static inline int kvb_csum_matches(const void *buf, size_t len, uint64_t ps, uint64_t csum)
+{
+	return XXH3_64bits(buf, len) == csum || kvb_pages_sum_buf(buf, len, ps) == csum;
+}
 
 #endif

@@ -14,12 +14,40 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 #ifdef OFS_XXH_DISPATCH
 #include <xxh_x86dispatch.h> /* XXH3 on AVX2 or AVX-512 where the CPU has them */
 #endif
 
 #include "offloadfs_batch_proto.h"
+
+/*
+ * Whether a value's bytes match the checksum its lookup gave: the XXH3-64
+ * of the bytes, or, for a version committed after writes in place, the
+ * XXH3-64 of its page sums (each page's XXH3-64, the last page cut at
+ * the size, as 64-bit little-endian integers), docs/batch.md.  The
+ * bytes' sum first: one pass for every value a put wrote.
+ */
+static int csum_matches(const unsigned char *buf, size_t len, size_t ps, uint64_t csum)
+{
+	XXH3_state_t st;
+	size_t at;
+
+	if (XXH3_64bits(buf, len) == csum)
+		return 1;
+	XXH3_64bits_reset(&st);
+	for (at = 0; at < len; at += ps) {
+		uint64_t v = XXH3_64bits(buf + at, len - at < ps ? len - at : ps);
+		unsigned char le[8];
+		int i;
+
+		for (i = 0; i < 8; i++)
+			le[i] = (unsigned char)(v >> (8 * i));
+		XXH3_64bits_update(&st, le, sizeof(le));
+	}
+	return XXH3_64bits_digest(&st) == csum;
+}
 
 #define BATCH_KEYS 1024u /* per request */
 #define BATCH_BUCKETS 256u
@@ -963,7 +991,8 @@ int offloadfs_get_many(const char *tenant_dir, const char *const *keys, void *co
 				continue;
 			}
 			if (!e[i] && (b->verify || !valid) &&
-			    XXH3_64bits(bufs[i], d[i].size) != d[i].csum)
+			    !csum_matches(bufs[i], d[i].size, offloadfs_batch_page_size(b),
+					  d[i].csum))
 				e[i] = -EIO;
 		}
 		ni = nstale;

@@ -46,6 +46,7 @@ struct meta_ops {
 	/* Open the store that target names, as meta_open; *out gets the engine's struct meta. */
 	int (*open)(const char *target, int create, struct meta **out, char *err, size_t errlen);
 	void (*close)(struct meta *m);
+	int (*forked)(struct meta *m);
 	const char *(*errmsg)(struct meta *m);
 	int (*format)(struct meta *m, const struct meta_geom *g, const char *backend,
 		      uint32_t root_mode, uint32_t uid, uint32_t gid);
@@ -106,6 +107,7 @@ struct meta_ops {
 				 uint64_t n);
 	int (*extent_from_row)(struct meta *m, uint64_t ino);
 	int (*extent_to_row)(struct meta *m, uint64_t ino);
+	int (*extents_stray)(struct meta *m, int drop, uint64_t *n);
 	int (*count_unsettled)(struct meta *m, uint64_t *new_files, uint64_t *orphans);
 	int (*recover)(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphans);
 	int (*foreach_unsynced)(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ctx);

@@ -223,6 +223,11 @@ void meta_close(struct meta *m)
 		m->ops->close(m);
 }
 
+int meta_forked(struct meta *m)
+{
+	return m->ops->forked(m);
+}
+
 const char *meta_errmsg(struct meta *m)
 {
 	return m ? m->ops->errmsg(m) : "no database";
@@ -474,6 +479,11 @@ int meta_extent_from_row(struct meta *m, uint64_t ino)
 int meta_extent_to_row(struct meta *m, uint64_t ino)
 {
 	return m->ops->extent_to_row(m, ino);
+}
+
+int meta_extents_stray(struct meta *m, int drop, uint64_t *n)
+{
+	return m->ops->extents_stray(m, drop, n);
 }
 
 int meta_extent_pcsums_get(struct meta *m, uint64_t ino, uint64_t idx, uint64_t *pcsums,

@@ -136,6 +136,14 @@ void meta_target_show(const char *path, char *buf, size_t len);
  */
 #define META_OPEN_NO_MIGRATE 2
 void meta_close(struct meta *m);
+/*
+ * In the child of a fork (the daemon detaching), after the parent is gone:
+ * take again what the engine held for the process and a fork does not
+ * carry (sqlite: its lock on the database file, without which another
+ * process could take the database and delete its log).  -EBUSY when
+ * another process holds it now.
+ */
+int meta_forked(struct meta *m);
 /* The engine's last error text, for logs. */
 const char *meta_errmsg(struct meta *m);
 
@@ -405,6 +413,12 @@ int meta_extent_pcsums_get(struct meta *m, uint64_t ino, uint64_t idx, uint64_t 
  */
 int meta_extent_from_row(struct meta *m, uint64_t ino);
 int meta_extent_to_row(struct meta *m, uint64_t ino);
+/*
+ * Extent rows whose file is gone (a damaged database: the cascade from
+ * the file's row did not run): their count in *n, and with drop their
+ * deletion.  Their pages are already out of the walks over mappings.
+ */
+int meta_extents_stray(struct meta *m, int drop, uint64_t *n);
 
 /* ---- recovery after an unclean stop ---- */
 

@@ -260,6 +260,31 @@ int ofs_extents_convert(struct ofs_store *s, struct ofs_object *o)
 
 /* ---- writing ---- */
 
+/*
+ * A backend that holds a working state's bytes in memory until the commit
+ * (ubsio's buffers, bounded by kv_buffer_max) stages them before it
+ * (kvb_obj_stage).  An extent that a write in order fills to its end is
+ * staged at once: a file written in order holds one extent in memory.
+ * When the bound is reached, the file's other extents are (an unchanged
+ * one's copy of its committed bytes is let go), and the write that found
+ * it is tried again.  Returns whether there was any.
+ */
+static int ext_stage_others(struct ofs_store *s, struct ofs_object *o, const struct kvb_obj *busy)
+{
+	size_t i;
+	int n = 0;
+
+	for (i = 0; i < o->x->n; i++) {
+		struct kvb_obj *obj = o->x->v[i].obj;
+
+		if (obj && obj != busy) {
+			(void)kvb_obj_stage(&s->kvb, obj);
+			n++;
+		}
+	}
+	return n;
+}
+
 ssize_t ofs_extents_write(struct ofs_store *s, struct ofs_object *o, const void *buf, size_t len,
 			  uint64_t off)
 {
@@ -295,8 +320,12 @@ ssize_t ofs_extents_write(struct ofs_store *s, struct ofs_object *o, const void 
 			(void)kvb_obj_reserve(&s->kvb, obj, want);
 		}
 		w = kvb_obj_write(&s->kvb, obj, (const char *)buf + done, n, rel);
+		if (w == -ENOMEM && kvb_has_stage(&s->kvb) && ext_stage_others(s, o, obj))
+			w = kvb_obj_write(&s->kvb, obj, (const char *)buf + done, n, rel);
 		if (w < 0)
 			return w;
+		if (rel + (uint64_t)w == es && off == o->x->wnext && kvb_has_stage(&s->kvb))
+			(void)kvb_obj_stage(&s->kvb, obj); /* a failure keeps the bytes in memory */
 		done += (size_t)w;
 		if (o->x->wsize < off + done) {
 			o->x->wsize = off + done;
@@ -305,6 +334,7 @@ ssize_t ofs_extents_write(struct ofs_store *s, struct ofs_object *o, const void 
 		if ((size_t)w < n)
 			break;
 	}
+	o->x->wnext = off + done;
 	return (ssize_t)done;
 }
 
@@ -364,6 +394,8 @@ int ofs_extents_reserve(struct ofs_store *s, struct ofs_object *o, uint64_t off,
 			uint64_t grow = want < size_in ? want : size_in;
 
 			if (grow > view.size)
+				ret = kvb_obj_truncate(&s->kvb, obj, grow);
+			if (ret == -ENOMEM && kvb_has_stage(&s->kvb) && ext_stage_others(s, o, obj))
 				ret = kvb_obj_truncate(&s->kvb, obj, grow);
 		}
 		if (!ret && want > size_in && kvb_has_reserve(&s->kvb))
@@ -512,6 +544,14 @@ int ofs_extents_commit(struct ofs_store *s, struct ofs_object *o)
 
 		if (!e->obj || !kvb_obj_dirty(&s->kvb, e->obj))
 			continue;
+		if (e->has) {
+			/* Its sums, for a commit that reads only the pages changed. */
+			struct meta_inode cur = e->v;
+
+			if (x->from_row && e->idx == 0)
+				cur.ext = 0; /* the record's own run, its sums in the file's row */
+			ofs_store_seed_sums(s, &s->lock, &cur, e->obj);
+		}
 		p[np].i = i;
 		ret = kvb_obj_commit_prepare(&s->kvb, e->obj, 0, &p[np].map, &p[np].csum,
 					     &p[np].pcs);
@@ -807,8 +847,10 @@ int ofs_extents_describe(struct ofs_store *s, struct ofs_object *o, char *buf, s
 
 	for (i = 0; i < x->n; i++)
 		cnt += x->v[i].has && x->v[i].v.bucket >= 0;
-	n = snprintf(buf, len, "object_size=%llu\nextent_size=%llu\nextents=%d\n",
-		     (unsigned long long)o->m.size, (unsigned long long)s->esize, cnt);
+	/* page_size: what an extent's checksum may be a sum of page sums over (kvb_hash.h). */
+	n = snprintf(buf, len, "object_size=%llu\nextent_size=%llu\npage_size=%llu\nextents=%d\n",
+		     (unsigned long long)o->m.size, (unsigned long long)s->esize,
+		     (unsigned long long)s->geom.page_size, cnt);
 	if (n < 0 || (size_t)n >= len)
 		return -E2BIG;
 	at = (size_t)n;

@@ -42,6 +42,7 @@ struct ofs_extents {
 	size_t n, cap;
 	uint64_t wsize;      /* the file's size as its writers see it */
 	int resized;         /* wsize changed since the last commit */
+	uint64_t wnext;      /* where the last write ended: the next in order starts there */
 	/*
 	 * The committed version is the file's record of one run (it became
 	 * larger only in its working state): extent 0's committed version is

@@ -218,6 +218,12 @@ ssize_t ofs_object_read(struct ofs_store *s, struct ofs_object *o, const struct 
 			size_t size, uint64_t off, int quiet, struct ofs_bytes *b);
 void ofs_bytes_release(struct ofs_store *s, struct ofs_bytes *b);
 /*
+ * The XXH3-64 of o's committed bytes (one run): its checksum, or, when
+ * that is the sum of its page sums (kvb_hash.h), the bytes read and
+ * hashed.  Under o's stripe (read), which keeps that version.
+ */
+int ofs_object_content_csum(struct ofs_store *s, struct ofs_object *o, uint64_t *csum);
+/*
  * Read up to size bytes at off of what o holds now: its working state
  * while writers have it, else its committed version (*map: the version
  * read).  0 at or past the end.  Under o's stripe (read).

@@ -49,7 +49,7 @@ static int store_scan_root(const char *root, const char *dbpath, int *buckets, i
 	const char *dbbase = NULL;
 	struct dirent *de;
 	DIR *d;
-	int foreign = 0;
+	int foreign = 0, sqlite_store = 0;
 	char first[NAME_MAX + 1] = "";
 
 	*buckets = 0;
@@ -101,10 +101,22 @@ static int store_scan_root(const char *root, const char *dbpath, int *buckets, i
 		    (!n[bl] || !strcmp(n + bl, "-wal") || !strcmp(n + bl, "-shm") ||
 		     !strcmp(n + bl, "-journal") || !strcmp(n + bl, OFS_RESERVE_SUFFIX)))
 			continue;
+		if (!strcmp(n, OFS_DB_NAME))
+			sqlite_store = 1;
 		if (!foreign++)
 			snprintf(first, sizeof(first), "%s", n);
 	}
 	closedir(d);
+	if (sqlite_store) {
+		/* Another metadata than the store's own would take its pages for free. */
+		snprintf(err, errlen,
+			 "ROOT %s is a store whose metadata is the sqlite file %s/%s, not %s; "
+			 "refusing to use it: mount it with that file's metadata (no -o meta=, "
+			 "or -o meta=%s/%s)",
+			 root, root, OFS_DB_NAME, dbpath ? dbpath : "a database on a server", root,
+			 OFS_DB_NAME);
+		return -EEXIST;
+	}
 	if (foreign) {
 		snprintf(err, errlen,
 			 "ROOT %s holds %d file(s) offloadfs did not create (first: '%s'); "
@@ -143,16 +155,37 @@ static int store_set_mode(int fd, const char *what, mode_t mode, gid_t gid, int 
 	return 0;
 }
 
+/* Whether ROOT's entry name is one of the database's files (by inode). */
+static int store_is_meta_file(int dirfd, const char *name, const struct stat *files, size_t n)
+{
+	struct stat st;
+	size_t i;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (files[i].st_dev == st.st_dev && files[i].st_ino == st.st_ino)
+			return 1;
+	return 0;
+}
+
 static int store_set_modes(struct ofs_store *s, const struct ofs_config *cfg, char *err,
 			   size_t errlen)
 {
 	const char *sfx[] = { "", "-wal", "-shm", "-journal" };
+	struct stat meta_files[sizeof(sfx) / sizeof(sfx[0])];
 	char path[PATH_MAX + 16];
 	struct dirent *de;
+	size_t i, nmeta = 0;
 	DIR *d;
 	int fd, ret = 0;
-	size_t i;
 
+	/* The database's files, which the loop over ROOT leaves to the one below. */
+	for (i = 0; !s->meta_remote && i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+		snprintf(path, sizeof(path), "%s%s", s->meta_path, sfx[i]);
+		if (!lstat(path, &meta_files[nmeta]))
+			nmeta++;
+	}
 	fd = dup(s->lock_fd);
 	d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!d) {
@@ -167,11 +200,13 @@ static int store_set_modes(struct ofs_store *s, const struct ofs_config *cfg, ch
 		int bucket = store_is_bucket_name(de->d_name) ||
 			     !strcmp(de->d_name, OFS_BATCH_EPOCH_NAME);
 
+		snprintf(path, sizeof(path), "%s/%s", s->root, de->d_name);
+		if (store_is_meta_file(dirfd(d), de->d_name, meta_files, nmeta))
+			continue; /* below, without opening it */
 		fd = openat(s->lock_fd, de->d_name,
 			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 		if (fd < 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", s->root, de->d_name);
 		{
 			struct stat st;
 
@@ -187,12 +222,22 @@ static int store_set_modes(struct ofs_store *s, const struct ofs_config *cfg, ch
 	closedir(d);
 	/* A database elsewhere (meta=) is as private as one in ROOT; a server's is its own. */
 	for (i = 0; !ret && !s->meta_remote && i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+		struct stat st;
+
+		/*
+		 * By name, never opened: closing any descriptor of the database
+		 * would drop the POSIX lock sqlite holds on it for the whole
+		 * mount, and another process (a sqlite3 shell) could then take
+		 * the database and delete its log under us.
+		 */
 		snprintf(path, sizeof(path), "%s%s", s->meta_path, sfx[i]);
-		fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-		if (fd < 0)
+		if (lstat(path, &st) || !S_ISREG(st.st_mode) || (st.st_mode & 07777) == 0600)
 			continue;
-		ret = store_set_mode(fd, path, 0600, 0, 0, err, errlen);
-		close(fd);
+		if (chmod(path, 0600)) {
+			snprintf(err, errlen, "cannot set the mode of %s to 0600: %s", path,
+				 strerror(errno));
+			ret = -errno;
+		}
 	}
 	return ret;
 }
@@ -285,7 +330,8 @@ static int store_geom_check(const struct ofs_config *cfg, const struct meta_geom
 
 /*
  * The extent size: recorded when the store is made (-o extent_size, else
- * the smaller of OFS_EXTENT_SIZE_DEFAULT and the bucket size); a
+ * the smaller of OFS_EXTENT_SIZE_DEFAULT, or on ubsio the library's
+ * longest value KVB_UBSIO_VALUE_MAX, and the bucket size); a
  * store made before extents has bucket_size, which every file it holds
  * fits in one.
  */
@@ -324,9 +370,11 @@ static int store_extent_size(struct ofs_store *s, const struct ofs_config *cfg, 
 			return -EINVAL;
 		}
 	} else if (s->created) {
-		v = s->geom.bucket_size < OFS_EXTENT_SIZE_DEFAULT ? s->geom.bucket_size
-								   : OFS_EXTENT_SIZE_DEFAULT;
-		v = v / s->geom.page_size * s->geom.page_size;
+		uint64_t def = strcmp(s->backend, "ubsio") ? OFS_EXTENT_SIZE_DEFAULT
+							   : KVB_UBSIO_VALUE_MAX;
+
+		v = s->geom.bucket_size < def ? s->geom.bucket_size : def;
+		v = v < s->geom.page_size ? s->geom.page_size : v / s->geom.page_size * s->geom.page_size;
 	} else {
 		v = s->geom.bucket_size;
 	}

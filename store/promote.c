@@ -93,7 +93,7 @@ void ofs_promote_run(struct ofs_store *s, const struct meta_task *t)
 		   (ssize_t)t->size) {
 		state = META_TASK_FAILED;
 		why = "read error";
-	} else if (XXH3_64bits(buf, t->size) != t->csum) {
+	} else if (!kvb_csum_matches(buf, t->size, s->geom.page_size, t->csum)) {
 		/* Never keep those bytes: overwritten while we read, or corrupt. */
 		ret = promote_current(s, t->ino, &m);
 		if (!ret && m.csum == t->csum && m.bucket == t->bucket && m.page == t->page) {

@@ -7,6 +7,7 @@
  */
 #include "object.h"
 #include "extent.h"
+#include "kvb_hash.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -142,4 +143,26 @@ ssize_t ofs_object_pread(struct ofs_store *s, struct ofs_object *o, size_t size,
 	if (o->obj && (ret = kvb_obj_settle(&s->kvb, o->obj, off, size)))
 		return ret;
 	return ofs_object_read(s, o, map, size, off, 0, b);
+}
+
+int ofs_object_content_csum(struct ofs_store *s, struct ofs_object *o, uint64_t *csum)
+{
+	struct kvb_map map;
+	uint64_t c;
+	int ret;
+
+	pthread_mutex_lock(&s->lock);
+	c = o->m.csum;
+	map = ofs_committed(&o->m);
+	pthread_mutex_unlock(&s->lock);
+	*csum = c;
+	if (map.bucket < 0 || map.size == 0)
+		return 0; /* no pages: both kinds agree */
+	ret = read_load_pcs(s, o);
+	if (ret)
+		return ret;
+	/* A sum of the bytes unless it is the sum of the page sums (kvb_hash.h). */
+	if (kvb_pcsums_sum(o->pcs, map.npages) != c)
+		return 0;
+	return kvb_checksum(&s->kvb, &map, csum);
 }

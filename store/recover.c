@@ -54,9 +54,8 @@ int store_verify_unsynced(struct ofs_store *s)
 	for (i = 0; !ret && i < u.n; i++) {
 		struct meta_inode *in = &u.v[i];
 		struct kvb_map map = { in->bucket, in->page, in->npages, in->size, NULL };
-		uint64_t csum;
 
-		if (kvb_checksum(&s->kvb, &map, &csum) == 0 && csum == in->csum)
+		if (kvb_checksum_ok(&s->kvb, &map, in->csum, NULL) == 1)
 			continue;
 		if (in->ext) {
 			/*

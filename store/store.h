@@ -204,6 +204,13 @@ int ofs_ubsio_lib_abs(const char *lib, char *out, size_t outlen, char *err, size
 int ofs_store_sync(struct ofs_store *s, pthread_mutex_t *meta_lock, uint64_t *released);
 
 /*
+ * Give obj the page sums of its committed version cur (a file's record, or
+ * an extent's: cur->ext) when its next commit can use them to hash only
+ * the pages changed (kvb_obj_sums_wanted); meta_lock as ofs_store_commit's.
+ */
+void ofs_store_seed_sums(struct ofs_store *s, pthread_mutex_t *meta_lock,
+			 const struct meta_inode *cur, struct kvb_obj *obj);
+/*
  * Commit obj, the working state of the object whose record is *m: its
  * data checksummed, then one metadata update (size, run, checksums, sync
  * generation, and the last durable version for recovery), then the pages

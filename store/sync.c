@@ -75,6 +75,29 @@ int ofs_store_sync(struct ofs_store *s, pthread_mutex_t *meta_lock, uint64_t *re
 	return ret;
 }
 
+void ofs_store_seed_sums(struct ofs_store *s, pthread_mutex_t *meta_lock,
+			 const struct meta_inode *cur, struct kvb_obj *obj)
+{
+	uint64_t n = kvb_obj_sums_wanted(&s->kvb, obj), *pcs;
+	int ret;
+
+	if (!n || !(pcs = malloc(n * sizeof(*pcs))))
+		return;
+	if (meta_lock)
+		pthread_mutex_lock(meta_lock);
+	ret = cur->state != META_COMMITTED || cur->bucket < 0 || cur->npages != n ? -ESTALE
+	      : cur->ext ? meta_extent_pcsums_get(s->meta, cur->ino, cur->ext - 1, pcs, n)
+			 : meta_pcsums_get(s->meta, cur->ino, pcs, n);
+	if (meta_lock)
+		pthread_mutex_unlock(meta_lock);
+	if (!ret) {
+		struct kvb_map of = { cur->bucket, cur->page, cur->npages, cur->size, NULL };
+
+		kvb_obj_sums_known(&s->kvb, obj, &of, pcs, n);
+	}
+	free(pcs);
+}
+
 int ofs_store_commit(struct ofs_store *s, pthread_mutex_t *meta_lock, struct meta_inode *cur,
 		     struct kvb_obj *obj)
 {
@@ -85,6 +108,7 @@ int ofs_store_commit(struct ofs_store *s, pthread_mutex_t *meta_lock, struct met
 	uint64_t csum;
 	int ret;
 
+	ofs_store_seed_sums(s, meta_lock, cur, obj);
 	ret = kvb_obj_commit_prepare(&s->kvb, obj, 0, &map, &csum, &pcsums);
 	if (ret)
 		return ret;

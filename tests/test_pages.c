@@ -19,6 +19,7 @@
 #include <xxhash.h>
 
 #include "kvb.h"
+#include "kvb_hash.h"
 #include "mem_buckets.h"
 #include "meta.h"
 #include "store.h"
@@ -428,13 +429,16 @@ START_TEST(test_spare_run_reused_after_barrier)
 	faults.copies = 0;
 	put(o, 10, 5 * PS + 1, 33);
 	fill(want + 5 * PS + 1, 10, 33);
+	faults.read_bytes = 0;
 	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &c2, &csum, &pcs), 0);
 	ck_assert_uint_eq(c2.bucket, c0.bucket);
 	ck_assert_uint_eq(c2.page, c0.page);
 	ck_assert_uint_eq(faults.copies, 1);
+	/* The commit hashed the one page written, not the object. */
+	ck_assert_uint_eq(faults.read_bytes, PS);
 	/* Nothing allocated: the spare, counted free, is the working run. */
 	ck_assert_uint_eq(free_pages(), before - 8);
-	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
+	ck_assert_uint_eq(csum, kvb_pages_sum_buf(want, sizeof(want), PS));
 	check_pcs(pcs, want, sizeof(want));
 	kvb_obj_commit_done(&kvb, o, 1);
 	expect(&c2, want, sizeof(want));
@@ -449,13 +453,55 @@ START_TEST(test_spare_run_reused_after_barrier)
 	kvb_obj_commit_done(&kvb, o, 1);
 	expect(&c2, prev, sizeof(prev));
 	expect(&c3, want, sizeof(want));
-	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
+	ck_assert_uint_eq(csum, kvb_pages_sum_buf(want, sizeof(want), PS));
 	settle();
 	kvb_obj_close(&kvb, o);
 	settle();
 	/* Every run but the last version's is free again (before: c1's). */
 	ck_assert_uint_eq(free_pages(), before);
 	expect(&c3, want, sizeof(want));
+}
+END_TEST
+
+/*
+ * The first overwrite of a version, with that version's page sums (the
+ * store gives them from its record): its pages of zeros (a fallocated
+ * pool's, never written) are zeroed in the new run, not copied; the
+ * others are copied as before.
+ */
+START_TEST(test_fill_zeros_not_copied)
+{
+	static char want[8 * PS];
+	struct kvb_map empty = KVB_MAP_EMPTY, c, n;
+	uint64_t pcs[8], csum, p;
+	const uint64_t *npcs;
+	struct kvb_obj *o;
+
+	memset(want, 0, sizeof(want));
+	fill(want + 6 * PS, PS, 51);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &empty, "pool", 4, &o), 0);
+	ck_assert_int_eq(kvb_obj_write(&kvb, o, want, sizeof(want), 0), (ssize_t)sizeof(want));
+	commit(o, &c, &csum);
+	kvb_obj_close(&kvb, o);
+	for (p = 0; p < 8; p++)
+		pcs[p] = XXH3_64bits(want + p * PS, PS);
+	ck_assert_int_eq(kvb_obj_open(&kvb, &c, "pool", 4, &o), 0);
+	ck_assert_uint_eq(kvb_obj_sums_wanted(&kvb, o), 0); /* nothing written yet */
+	put(o, 100, 3 * PS + 5, 52); /* copy-on-write: page 3 is copied before the write */
+	fill(want + 3 * PS + 5, 100, 52);
+	ck_assert_uint_eq(kvb_obj_sums_wanted(&kvb, o), 8);
+	kvb_obj_sums_known(&kvb, o, &c, pcs, 8);
+	faults.copy_bytes = 0;
+	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &n, &csum, &npcs), 0);
+	/* Page 6 only is copied at the commit; the six others of zeros are zeroed. */
+	ck_assert_uint_eq(faults.copy_bytes, PS);
+	ck_assert(n.bucket != c.bucket || n.page != c.page);
+	check_pcs(npcs, want, sizeof(want));
+	ck_assert_uint_eq(csum, kvb_pages_sum_buf(want, sizeof(want), PS));
+	kvb_obj_commit_done(&kvb, o, 1);
+	expect(&n, want, sizeof(want));
+	kvb_obj_close(&kvb, o);
+	settle();
 }
 END_TEST
 
@@ -489,7 +535,7 @@ START_TEST(test_spare_reuse_after_in_place_change)
 	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &c2, &csum, &pcs), 0);
 	ck_assert_uint_eq(c2.bucket, c0.bucket);
 	ck_assert_uint_eq(c2.page, c0.page);
-	ck_assert_uint_eq(csum, XXH3_64bits(want, size));
+	ck_assert_uint_eq(csum, kvb_pages_sum_buf(want, size, PS));
 	check_pcs(pcs, want, size);
 	kvb_obj_commit_done(&kvb, o, 1);
 	settle();
@@ -720,7 +766,7 @@ START_TEST(test_rewrite_starts_writeback)
 	ck_assert_uint_eq(c2.bucket, c0.bucket);
 	ck_assert_uint_eq(c2.page, c0.page);
 	expect(&c2, want, sizeof(want));
-	ck_assert_uint_eq(csum, XXH3_64bits(want, sizeof(want)));
+	ck_assert_uint_eq(csum, kvb_pages_sum_buf(want, sizeof(want), PS));
 }
 END_TEST
 
@@ -746,7 +792,7 @@ START_TEST(test_kept_sums_after_append)
 	fill(want + len, 100, 44);
 	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, &n, &csum, &pcs), 0);
 	check_pcs(pcs, want, len + 100);
-	ck_assert_uint_eq(csum, XXH3_64bits(want, len + 100));
+	ck_assert_uint_eq(csum, kvb_pages_sum_buf(want, len + 100, PS));
 	kvb_obj_commit_done(&kvb, o, 1);
 	kvb_obj_close(&kvb, o);
 	settle();
@@ -826,7 +872,8 @@ static void commit_check(struct kvb_obj *o, struct kvb_map *map, const char *wan
 
 	ck_assert_int_eq(kvb_obj_commit_prepare(&kvb, o, 0, map, &csum, &pcs), 0);
 	ck_assert_uint_eq(map->size, len);
-	ck_assert_uint_eq(csum, XXH3_64bits(want, len));
+	/* Either kind (kvb_hash.h): the bytes' sum, or that of the page sums after a change in place. */
+	ck_assert(kvb_csum_matches(want, len, PS, csum));
 	for (p = 0; p < map->npages; p++)
 		ck_assert_uint_eq(pcs[p], XXH3_64bits(want + p * PS,
 						      len - p * PS < PS ? len - p * PS : PS));
@@ -1084,6 +1131,7 @@ static Suite *pages_suite(void)
 	tcase_add_test(mem, test_copy_range);
 	tcase_add_test(mem, test_copy_inside_storage_and_fallback);
 	tcase_add_test(mem, test_spare_run_reused_after_barrier);
+	tcase_add_test(mem, test_fill_zeros_not_copied);
 	tcase_add_test(mem, test_spare_reuse_after_in_place_change);
 	tcase_add_test(mem, test_kept_sums_after_append);
 	tcase_add_test(mem, test_spare_run_parked_across_opens);

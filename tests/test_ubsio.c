@@ -997,6 +997,176 @@ START_TEST(test_reads_use_batchget_and_get)
 }
 END_TEST
 
+/*
+ * A staged writer (obj_stage, what store/extent.c asks of each extent
+ * filled in order, or when kv_buffer_max is reached): its bytes are put
+ * then and its buffer freed; reads of its view come from that value, and
+ * the commit records it without a second put.
+ */
+START_TEST(test_staged_value_is_the_commit)
+{
+	struct ofs_store s;
+	struct meta_inode a;
+	struct kvb_obj *o1, *o2;
+	struct kvb_map empty = KVB_MAP_EMPTY, view;
+	static char buf[700 << 10];
+	char got[1000], log[400];
+
+	snprintf(log, sizeof(log), "%s/stub.log", dir);
+	setenv("UBSIO_STUB_LOG", log, 1);
+	open_limited(&s, 0, 0, 1 << 20, KVB_UBSIO_KEY_MAX);
+	a = new_record(&s, "a");
+	fill(buf, sizeof(buf), 1);
+	ck_assert_int_eq(kvb_obj_open(&s.kvb, &empty, "t/a", 3, &o1), 0);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o1, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	ck_assert_int_eq(kvb_obj_stage(&s.kvb, o1), 0);
+	ck_assert_int_eq(count_values(kvdir), 1);
+	/* Its buffer is free: a second writer takes as much (ENOMEM in test_limits). */
+	ck_assert_int_eq(kvb_obj_open(&s.kvb, &empty, "t/b", 3, &o2), 0);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o2, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	kvb_obj_close(&s.kvb, o2);
+	kvb_obj_view(&s.kvb, o1, &view);
+	ck_assert_uint_eq(view.size, sizeof(buf));
+	ck_assert_int_eq(kvb_read(&s.kvb, &view, got, sizeof(got), 5000), (ssize_t)sizeof(got));
+	ck_assert_mem_eq(got, buf + 5000, sizeof(got));
+	ck_assert_int_eq(kvb_obj_dirty(&s.kvb, o1), 1);
+	ck_assert_int_eq(ofs_store_commit(&s, &meta_mu, &a, o1), 0);
+	kvb_obj_close(&s.kvb, o1);
+	ck_assert_int_eq(log_count(log, "BatchPut "), 1);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	expect(&s, &a, sizeof(buf), 1);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+	unsetenv("UBSIO_STUB_LOG");
+}
+END_TEST
+
+/*
+ * A change after the stage fetches the bytes back and dooms the staged
+ * value; a staged writer closed without a commit dooms it; a failed
+ * record change keeps it staged for the next commit.
+ */
+START_TEST(test_staged_changed_closed_failed)
+{
+	struct ofs_store s;
+	struct meta_inode a, before;
+	struct kvb_obj *o;
+	struct kvb_map c, empty = KVB_MAP_EMPTY;
+	char *want = malloc(100000), patch[10];
+
+	open_store(&s);
+	a = new_record(&s, "a");
+	fill(want, 100000, 1);
+	fill(patch, sizeof(patch), 2);
+	ck_assert_int_eq(kvb_obj_open(&s.kvb, &empty, "t/a", 3, &o), 0);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o, want, 100000, 0), 100000);
+	ck_assert_int_eq(kvb_obj_stage(&s.kvb, o), 0);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o, patch, sizeof(patch), 50000), sizeof(patch));
+	memcpy(want + 50000, patch, sizeof(patch));
+	ck_assert_int_eq(kvb_obj_stage(&s.kvb, o), 0);
+	ck_assert_int_eq(kvb_obj_truncate(&s.kvb, o, 90000), 0);
+	ck_assert_int_eq(ofs_store_commit(&s, &meta_mu, &a, o), 0);
+	kvb_obj_close(&s.kvb, o);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(count_values(kvdir), 1);
+	c = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
+	{
+		char *got = malloc(90001);
+
+		ck_assert_int_eq(kvb_read(&s.kvb, &c, got, 90001, 0), 90000);
+		ck_assert_mem_eq(got, want, 90000);
+		free(got);
+	}
+
+	/* Closed without a commit: the staged value goes, the committed one stays. */
+	ck_assert_int_eq(kvb_obj_open(&s.kvb, &c, "t/a", 3, &o), 0);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o, patch, sizeof(patch), 0), sizeof(patch));
+	ck_assert_int_eq(kvb_obj_stage(&s.kvb, o), 0);
+	ck_assert_int_eq(count_values(kvdir), 2);
+	kvb_obj_close(&s.kvb, o);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(count_values(kvdir), 1);
+
+	/* A record change that fails: still staged, and the next commit records it. */
+	before = a;
+	ck_assert_int_eq(kvb_obj_open(&s.kvb, &c, "t/a", 3, &o), 0);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o, patch, sizeof(patch), 0), sizeof(patch));
+	memcpy(want, patch, sizeof(patch));
+	ck_assert_int_eq(kvb_obj_stage(&s.kvb, o), 0);
+	meta_inject_fault(s.meta, 1);
+	ck_assert_int_eq(ofs_store_commit(&s, &meta_mu, &a, o), -EIO);
+	meta_inject_fault(s.meta, 0);
+	ck_assert_uint_eq(a.page, before.page);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(count_values(kvdir), 2);
+	ck_assert_int_eq(ofs_store_commit(&s, &meta_mu, &a, o), 0);
+	kvb_obj_close(&s.kvb, o);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	{
+		char *got = malloc(90001);
+
+		c = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
+		ck_assert_int_eq(kvb_read(&s.kvb, &c, got, 90001, 0), 90000);
+		ck_assert_mem_eq(got, want, 90000);
+		free(got);
+	}
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+	free(want);
+}
+END_TEST
+
+/*
+ * A crash with a staged value, after barriers that would have emptied the
+ * journal: its P line stays, and the next start deletes the value and
+ * keeps the committed version.  The crash is an image of ROOT and of the
+ * KV store taken while the writer is open (the daemon's state on disk at
+ * a kill -9), started from after the writer was let go.
+ */
+START_TEST(test_crash_with_staged_value)
+{
+	struct ofs_store s;
+	struct meta_inode a;
+	struct kvb_obj *o;
+	struct kvb_map c, view;
+	char patch[10], line[64], cmd[2048], *j;
+
+	open_store(&s);
+	a = new_record(&s, "a");
+	ck_assert_int_eq(put(&s, &a, "t/a", 30000, 1), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	c = (struct kvb_map){ a.bucket, a.page, a.npages, a.size, NULL };
+	fill(patch, sizeof(patch), 2);
+	ck_assert_int_eq(kvb_obj_open(&s.kvb, &c, "t/a", 3, &o), 0);
+	ck_assert_int_eq(kvb_obj_write(&s.kvb, o, patch, sizeof(patch), 0), sizeof(patch));
+	ck_assert_int_eq(kvb_obj_stage(&s.kvb, o), 0);
+	kvb_obj_view(&s.kvb, o, &view);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(ofs_store_sync(&s, NULL, NULL), 0);
+	ck_assert_int_eq(count_values(kvdir), 2);
+	snprintf(line, sizeof(line), "P %llu ", (unsigned long long)view.page);
+	j = journal_text();
+	ck_assert_msg(strstr(j, line), "the staged value's P line is gone: %s", j);
+	free(j);
+	snprintf(cmd, sizeof(cmd), "cp -a '%s' '%s.img' && cp -a '%s' '%s.img'", dir, dir, kvdir,
+		 kvdir);
+	ck_assert_int_eq(system(cmd), 0);
+	kvb_obj_close(&s.kvb, o);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s' && mv '%s.img' '%s' && mv '%s.img' '%s'", dir,
+		 kvdir, dir, dir, kvdir, kvdir);
+	ck_assert_int_eq(system(cmd), 0);
+
+	open_store(&s);
+	ck_assert_ptr_nonnull(strstr(s.start_msg, "1 orphaned values deleted (1 journalled"));
+	ck_assert_int_eq(count_values(kvdir), 1);
+	ck_assert_int_eq(meta_get(s.meta, a.ino, &a), 0);
+	expect(&s, &a, 30000, 1);
+	check_invariants(&s);
+	ck_assert_int_eq(ofs_store_close(&s), 0);
+}
+END_TEST
+
 static int lib_mapped(void)
 {
 	void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
@@ -1080,6 +1250,9 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, test_failed_reset_keeps_journal_length);
 	tcase_add_test(tc, test_journal_emptied_under_steady_unlinks);
 	tcase_add_test(tc, test_torn_line_then_whole_line);
+	tcase_add_test(tc, test_staged_value_is_the_commit);
+	tcase_add_test(tc, test_staged_changed_closed_failed);
+	tcase_add_test(tc, test_crash_with_staged_value);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);

@@ -308,7 +308,15 @@ static int pages_checksum(void *arg, const struct kvb_map *m, uint64_t *csum)
 	struct pages *p = arg;
 	int ret = pages_check_map(p, m);
 
-	return ret ? ret : pages_hash_map(p, m, csum, NULL, NULL, 0);
+	return ret ? ret : pages_hash_map(p, m, csum, NULL, NULL, 0, NULL);
+}
+
+static int pages_checksums(void *arg, const struct kvb_map *m, uint64_t *whole, uint64_t *bypage)
+{
+	struct pages *p = arg;
+	int ret = pages_check_map(p, m);
+
+	return ret ? ret : pages_hash_map(p, m, whole, NULL, NULL, 0, bypage);
 }
 
 /* ---- mount and unmount ---- */
@@ -490,6 +498,8 @@ static const struct kvb_ops pages_ops = {
 	.obj_settle = pages_obj_settle,
 	.obj_commit_prepare = pages_obj_commit_prepare,
 	.obj_commit_done = pages_obj_commit_done,
+	.obj_sums_wanted = pages_obj_sums_wanted,
+	.obj_sums_known = pages_obj_sums_known,
 	.obj_close = pages_obj_close,
 	.obj_adopt = pages_obj_adopt,
 	.read = pages_read,
@@ -509,6 +519,7 @@ static const struct kvb_admin_ops pages_admin = {
 	.statfs = pages_statfs,
 	.describe = pages_describe,
 	.checksum = pages_checksum,
+	.checksums = pages_checksums,
 	.stats = pages_stats,
 	.bucket_usage = pages_bucket_usage,
 	.tick = pages_tick,

@@ -247,7 +247,7 @@ void hasher_release(struct pages_hasher *h);
 int hasher_feed(struct pages_hasher *h, uint64_t ps, const char *buf, size_t len);
 void hasher_result(const struct pages_hasher *h, uint64_t ps, uint64_t *csum, uint64_t *pcs);
 int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum, uint64_t *pcs,
-		   const uint64_t *diff, uint64_t nknown);
+		   const uint64_t *diff, uint64_t nknown, uint64_t *bypage);
 
 /* ---- writer.c ---- */
 
@@ -267,6 +267,9 @@ int pages_obj_dirty(void *arg, struct kvb_obj *o);
 int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,
 			     uint64_t *csum, const uint64_t **pcsums);
 void pages_obj_commit_done(void *arg, struct kvb_obj *o, int ok);
+uint64_t pages_obj_sums_wanted(void *arg, struct kvb_obj *o);
+void pages_obj_sums_known(void *arg, struct kvb_obj *o, const struct kvb_map *of,
+			  const uint64_t *pcs, uint64_t n);
 void pages_obj_close(void *arg, struct kvb_obj *o);
 void pages_park_forget(struct pages *p, const struct kvb_map *c);
 void pages_park_clear(struct pages *p);

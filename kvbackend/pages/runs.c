@@ -687,66 +687,91 @@ void hasher_result(const struct pages_hasher *h, uint64_t ps, uint64_t *csum,
 }
 
 /*
- * Hash an object's bytes as stored: whole and, when pcs is set, per page.
- * With diff, the sums of pages below nknown whose bit is clear are in pcs
- * already (pages unchanged since they were hashed): only the whole sum
- * reads them.
+ * Page sums of the pages of m set in diff or at or past nknown, into pcs
+ * (the others are there already): only those pages are read, in runs of
+ * consecutive ones.
+ */
+static int pages_hash_changed(struct pages *p, const struct kvb_map *m, uint64_t *pcs,
+			      const uint64_t *diff, uint64_t nknown)
+{
+	uint64_t ps = p->page_size, npages = pages_for(p, m->size), pg = 0;
+	uint64_t chunk = PAGES_COPY_CHUNK / ps;
+	char *buf = NULL;
+	int ret = 0;
+
+	while (!ret && pg < npages) {
+		uint64_t end, off, len, at;
+
+		if (pg < nknown && !((diff[pg / 64] >> (pg % 64)) & 1)) {
+			pg++;
+			continue;
+		}
+		for (end = pg + 1; end < npages && end - pg < chunk; end++)
+			if (end < nknown && !((diff[end / 64] >> (end % 64)) & 1))
+				break;
+		if (!buf && !(buf = malloc(PAGES_COPY_CHUNK)))
+			return -ENOMEM;
+		off = pg * ps;
+		len = (end * ps < m->size ? end * ps : m->size) - off;
+		ret = pages_read_all(p, (uint32_t)m->bucket, buf, (size_t)len, pages_byte(p, m, off));
+		for (at = 0; !ret && at < len; at += ps, pg++)
+			pcs[pg] = XXH3_64bits(buf + at, len - at < ps ? (size_t)(len - at) : (size_t)ps);
+	}
+	free(buf);
+	return ret;
+}
+
+/*
+ * Hash an object's bytes as stored: whole and, when pcs is set, per page;
+ * bypage (may be NULL) gets the sum of the page sums (kvb_hash.h).  With
+ * diff, the sums of pages below nknown whose bit is clear are in pcs
+ * already (pages unchanged since they were hashed): only the changed
+ * pages are read, and *csum is the sum of the page sums.
  */
 int pages_hash_map(struct pages *p, const struct kvb_map *m, uint64_t *csum, uint64_t *pcs,
-		   const uint64_t *diff, uint64_t nknown)
+		   const uint64_t *diff, uint64_t nknown, uint64_t *bypage)
 {
 	struct pages_hasher h;
 	char *buf;
-	uint64_t done = 0;
+	uint64_t done = 0, *tmp;
 	int ret;
 
 	if (m->size == 0 || m->bucket < 0) {
 		*csum = XXH3_64bits(NULL, 0);
+		if (bypage)
+			*bypage = *csum;
 		return 0;
+	}
+	if (pcs && diff && p->page_size <= PAGES_COPY_CHUNK) {
+		ret = pages_hash_changed(p, m, pcs, diff, nknown);
+		if (!ret)
+			*csum = kvb_pcsums_sum(pcs, pages_for(p, m->size));
+		return ret;
 	}
 	/* No larger than the object: a small one is read into memory that stays in cache. */
 	buf = malloc(m->size < PAGES_COPY_CHUNK ? (size_t)m->size : PAGES_COPY_CHUNK);
 	if (!buf)
 		return -ENOMEM;
 	ret = hasher_init(&h);
-	/* Chunks hold whole pages when a page fits in one; else every page is hashed. */
-	if (!pcs || p->page_size > PAGES_COPY_CHUNK)
-		diff = NULL;
 	while (!ret && done < m->size) {
 		size_t n = m->size - done < PAGES_COPY_CHUNK ? (size_t)(m->size - done)
 							     : PAGES_COPY_CHUNK;
-		uint64_t at;
 
 		ret = pages_read_all(p, (uint32_t)m->bucket, buf, n, pages_byte(p, m, done));
-		if (ret)
-			break;
-		if (!diff) {
+		if (!ret)
 			ret = hasher_feed(&h, p->page_size, buf, n);
-			done += n;
-			continue;
-		}
-		XXH3_64bits_update(h.whole, buf, n);
-		for (at = 0; at < n; at += p->page_size) {
-			uint64_t pg = (done + at) / p->page_size;
-			size_t len = n - at < p->page_size ? (size_t)(n - at) : (size_t)p->page_size;
-
-			if (pg >= nknown || ((diff[pg / 64] >> (pg % 64)) & 1))
-				pcs[pg] = XXH3_64bits(buf + at, len);
-		}
 		done += n;
 	}
-	if (!ret && diff) {
-		*csum = XXH3_64bits_digest(h.whole);
-	} else if (!ret) {
-		uint64_t *tmp = pcs ? pcs : malloc((m->npages + 1) * sizeof(*tmp));
-
-		if (tmp)
-			hasher_result(&h, p->page_size, csum, tmp);
-		else
-			ret = -ENOMEM;
-		if (!pcs)
-			free(tmp);
+	tmp = pcs ? pcs : malloc((pages_for(p, m->size) + 1) * sizeof(*tmp));
+	if (!ret && !tmp)
+		ret = -ENOMEM;
+	if (!ret) {
+		hasher_result(&h, p->page_size, csum, tmp);
+		if (bypage)
+			*bypage = kvb_pcsums_sum(tmp, pages_for(p, m->size));
 	}
+	if (!pcs)
+		free(tmp);
 	hasher_release(&h);
 	free(buf);
 	return ret;

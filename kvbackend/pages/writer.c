@@ -325,14 +325,58 @@ static int pages_fill_partial(struct pages *p, struct kvb_obj *o, uint64_t pg, u
 }
 
 /* Fill every page still in src, a run of unfilled pages at a time; then src is done. */
+/*
+ * Fill pages [from, to) from src, where src is c and o->pcs holds c's
+ * sums: a run of whole pages whose sums are a page of zeros' (zsum) is
+ * read, and when it is zeros indeed it is zeroed in the working run
+ * (blocks kept, no bytes written: a fallocated pool's pages never
+ * written) rather than copied; the others are copied.  buf: a chunk.
+ */
+static int pages_fill_range_sums(struct pages *p, struct kvb_obj *o, uint64_t from, uint64_t to,
+				 uint64_t zsum, char *buf)
+{
+	uint64_t ps = p->page_size, full = o->src.size / ps, max = PAGES_COPY_CHUNK / ps;
+	int ret = 0;
+
+	while (!ret && from < to) {
+		int zero = from < full && o->pcs[from] == zsum;
+		uint64_t end = from + 1, len;
+
+		while (end < to && ((end < full && o->pcs[end] == zsum) == zero) &&
+		       (!zero || end - from < max))
+			end++;
+		len = (end - from) * ps;
+		if (zero) {
+			ret = pages_read_all(p, (uint32_t)o->src.bucket, buf, (size_t)len,
+					     pages_byte(p, &o->src, from * ps));
+			if (!ret && buf[0] == 0 && !memcmp(buf, buf + 1, (size_t)len - 1)) {
+				ret = io_zero(p, (uint32_t)o->w.bucket, pages_byte(p, &o->w, from * ps),
+					      len);
+				from = end;
+				continue;
+			}
+		}
+		if (!ret)
+			ret = pages_fill_range(p, o, from, end);
+		from = end;
+	}
+	return ret;
+}
+
 static int pages_fill_all(struct pages *p, struct kvb_obj *o)
 {
-	uint64_t n, pg = 0;
+	uint64_t n, pg = 0, zsum = 0;
+	char *buf = NULL;
 	int ret = 0;
 
 	if (o->src.bucket < 0)
 		return 0;
 	n = pages_for(p, o->src.size);
+	/* With c's sums, pages of zeros need not be copied. */
+	if (o->pcs_c && o->pcs && p->page_size <= PAGES_COPY_CHUNK &&
+	    o->src.bucket == o->c.bucket && o->src.page == o->c.page &&
+	    o->src.size == o->c.size && (buf = calloc(1, PAGES_COPY_CHUNK)))
+		zsum = XXH3_64bits(buf, (size_t)p->page_size);
 	while (!ret && pg < n && o->unfilled) {
 		uint64_t end;
 
@@ -342,10 +386,12 @@ static int pages_fill_all(struct pages *p, struct kvb_obj *o)
 		}
 		for (end = pg; end < n && !pages_filled(o, end); end++)
 			;
-		ret = pages_fill_range(p, o, pg, end);
+		ret = buf ? pages_fill_range_sums(p, o, pg, end, zsum, buf)
+			  : pages_fill_range(p, o, pg, end);
 		for (; !ret && pg < end; pg++)
 			pages_mark_filled(o, pg);
 	}
+	free(buf);
 	/*
 	 * The running checksum stays valid: a filled page was never written,
 	 * so it lies above the bytes hashed so far.
@@ -710,6 +756,36 @@ int pages_obj_dirty(void *arg, struct kvb_obj *o)
 	return o->dirty;
 }
 
+/*
+ * A writer that did not commit yet has no sums of c's pages: the store
+ * gives them from c's record, so a commit after a few writes in place
+ * reads those pages only.
+ */
+uint64_t pages_obj_sums_wanted(void *arg, struct kvb_obj *o)
+{
+	(void)arg;
+	if (o->pcs_c || !o->diff_ok || !o->diff || o->c.bucket < 0 || o->given ||
+	    (o->hash_ok && o->h.done == o->w.size))
+		return 0;
+	return o->c.npages;
+}
+
+void pages_obj_sums_known(void *arg, struct kvb_obj *o, const struct kvb_map *of,
+			  const uint64_t *pcs, uint64_t n)
+{
+	uint64_t *v;
+
+	(void)arg;
+	/* Only c's own sums stand for the pages the writer did not change. */
+	if (of->bucket != o->c.bucket || of->page != o->c.page || of->size != o->c.size ||
+	    n != o->c.npages || n < o->diff_n || o->pcs_c ||
+	    !(v = realloc(o->pcs, (n + 1) * sizeof(*v))))
+		return;
+	memcpy(v, pcs, n * sizeof(*v));
+	o->pcs = v;
+	o->pcs_c = 1;
+}
+
 int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,
 			     uint64_t *csum, const uint64_t **pcsums)
 {
@@ -746,8 +822,9 @@ int pages_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_
 	} else if (o->hash_ok && o->h.done == map->size) {
 		hasher_result(&o->h, p->page_size, csum, pcs);
 	} else {
+		/* With the sums of the unchanged pages: the changed ones only are read. */
 		ret = pages_hash_map(p, map, csum, pcs, reuse ? o->diff : NULL,
-				     reuse ? o->diff_n : 0);
+				     reuse ? o->diff_n : 0, NULL);
 		if (ret)
 			return ret;
 	}

@@ -465,6 +465,7 @@ static const struct kvb_ops ubs_ops = {
 	.obj_commit_prepare = ubs_obj_commit_prepare,
 	.obj_commit_done = ubs_obj_commit_done,
 	.obj_close = ubs_obj_close,
+	.obj_stage = ubs_obj_stage,
 	.read = ubs_read,
 	.read_verified = ubs_read_verified,
 	.read_ref = ubs_read_ref,

@@ -138,6 +138,13 @@ struct kvb_obj {
 	int charged_key;
 	uint64_t *pcs;          /* per-page sums handed out by commit_prepare */
 	int put_new;            /* commit_prepare put w */
+	/*
+	 * w's bytes are put already (obj_stage: its P line journalled, counted
+	 * in nputting until commit_done or its doom) and the buffer is freed;
+	 * scsum and pcs are its sums, for the commit.
+	 */
+	int staged;
+	uint64_t scsum;
 	int holding;            /* an empty commit's D line holds off resets (nputting) */
 	size_t klen;
 	char key[];
@@ -270,5 +277,6 @@ int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_ma
 			   uint64_t *csum, const uint64_t **pcsums);
 void ubs_obj_commit_done(void *arg, struct kvb_obj *o, int ok);
 void ubs_obj_close(void *arg, struct kvb_obj *o);
+int ubs_obj_stage(void *arg, struct kvb_obj *o);
 
 #endif

@@ -394,8 +394,11 @@ ssize_t ubs_read_ref(void *arg, const struct kvb_map *m, const uint64_t *pcs, si
 		len = (size_t)(m->size - off);
 	pthread_mutex_lock(&u->lock);
 	v = ubs_find(u, m->page);
-	if (!v || (v->obj && v->obj->w == v)) {
-		/* Gone, or a writer's buffer: the copying path knows what to do. */
+	if (!v || (v->obj && v->obj->w == v && !v->obj->staged)) {
+		/*
+		 * Gone, or a writer's buffer: the copying path knows what to do.
+		 * A staged writer's bytes are in its value, read as a committed one's.
+		 */
 		pthread_mutex_unlock(&u->lock);
 		return v ? -EOPNOTSUPP : -EIO;
 	}

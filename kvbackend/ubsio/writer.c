@@ -3,7 +3,10 @@
  * writer's own, counted against the limits and the bound on all buffers;
  * commit puts them as a new value under a key of its own (journalled
  * first), and the value the record pointed at before is doomed once the
- * record change is committed.
+ * record change is committed.  A writer done with an object for now (an
+ * extent filled, the bound reached) may stage it: the put happens then,
+ * the buffer is freed, and the commit records the staged value; a change
+ * before the commit fetches the bytes back and dooms that value.
  */
 #include "ubsio_int.h"
 
@@ -146,6 +149,57 @@ static int ubs_obj_load(struct ubs *u, struct kvb_obj *o, int keep)
 	return ret;
 }
 
+/*
+ * A change to a staged object: its bytes back into a buffer (with keep;
+ * none without), the staged value doomed (never recorded: its P line
+ * names it for the cleanup) and a fresh working value.  Under u->lock,
+ * dropped for the fetch (the caller holds the writer out, and obj_view
+ * finds w and size unchanged meanwhile).
+ */
+static int ubs_unstage(struct ubs *u, struct kvb_obj *o, int keep)
+{
+	struct ubs_val *sv = o->w, *nw = NULL;
+	uint64_t bad, size = keep ? o->size : 0;
+	int ret = ubs_reserve(u, o, size);
+
+	if (!ret && size) {
+		ret = ubs_hold(u, sv, NULL, &bad);
+		if (ret == -ENOENT)
+			ret = -EIO; /* the library dropped it: as a committed value it would be a miss */
+		if (!ret) {
+			memcpy(o->buf, sv->data, (size_t)size);
+			ubs_unhold(u, sv);
+		}
+	}
+	if (!ret && !(nw = ubs_val_new(u, u->next_vid++, 0, NULL, UBS_WORKING)))
+		ret = -ENOMEM;
+	if (ret) {
+		ubs_uncharge(u, o); /* staged, the value is what counts */
+		return ret;
+	}
+	nw->obj = o;
+	if (!sv->refs)
+		ubs_uncache(u, sv);
+	(void)ubs_doom(u, sv); /* a failed line is written again by the next failed sync's pass */
+	assert(u->nputting > 0);
+	u->nputting--;
+	o->w = nw;
+	o->staged = 0;
+	o->size = size;
+	return 0;
+}
+
+static int ubs_obj_unstage(struct ubs *u, struct kvb_obj *o, int keep)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&u->lock);
+	if (o->staged)
+		ret = ubs_unstage(u, o, keep);
+	pthread_mutex_unlock(&u->lock);
+	return ret;
+}
+
 ssize_t ubs_obj_write(void *arg, struct kvb_obj *o, const void *buf, size_t len,
 		      uint64_t off)
 {
@@ -158,6 +212,8 @@ ssize_t ubs_obj_write(void *arg, struct kvb_obj *o, const void *buf, size_t len,
 	if (end < off || end > (uint64_t)SSIZE_MAX)
 		return -EFBIG;
 	ret = ubs_obj_load(u, o, 1);
+	if (!ret)
+		ret = ubs_obj_unstage(u, o, 1);
 	if (ret)
 		return ret;
 	size = end > o->size ? end : o->size;
@@ -190,6 +246,9 @@ int ubs_obj_truncate(void *arg, struct kvb_obj *o, uint64_t size)
 		return ret;
 	if (size == o->size && (size || !o->base))
 		return 0;
+	ret = ubs_obj_unstage(u, o, size > 0);
+	if (ret)
+		return ret;
 	pthread_mutex_lock(&u->lock);
 	ret = ubs_reserve(u, o, size);
 	if (!ret) {
@@ -283,60 +342,34 @@ static void ubs_abandon(struct ubs *u, struct kvb_obj *o)
 	ubs_doom(u, w);
 }
 
-int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,
-			   uint64_t *csum, const uint64_t **pcsums)
+/*
+ * The committed value's D line, written and synced before the record lets
+ * go of it (a failed sync counts the line lost: written again).  The
+ * caller holds off resets meanwhile (nputting).  Under u->lock.
+ */
+static int ubs_let_go_line(struct ubs *u, struct ubs_val *base)
 {
-	struct ubs *u = arg;
-	uint64_t ps = u->c.page_size, np, i;
-	struct ubs_put put = { 0 };
-	struct ubs_val *w;
-	int ret;
+	uint64_t gen;
+	off_t end;
+	int ret, tries = 0;
 
-	(void)sync; /* a put is as durable as the KV store makes it; nothing to flush */
-	memset(map, 0, sizeof(*map));
-	o->put_new = 0;
-	ret = ubs_obj_load(u, o, 1);
-	if (ret)
-		return ret;
-	/* Nothing may fail to allocate once the put is out (see ubs_take_spare). */
-	if (!o->spare && !(o->spare = calloc(1, sizeof(*o->spare))))
-		return -ENOMEM;
-	if (o->size == 0) {
-		/* The old value's key goes to the journal, synced, before the record lets go. */
-		if (o->base) {
-			uint64_t gen;
-			off_t end;
-			int tries = 0;
+	do {
+		ret = ubs_journal(u, "D", &base, 1);
+		gen = u->jgen;
+		end = u->jlen;
+		pthread_mutex_unlock(&u->lock);
+		if (!ret)
+			ret = ubs_jsync(u, gen, end);
+		pthread_mutex_lock(&u->lock);
+	} while (ret == -ESTALE && ++tries < 3);
+	return ret == -ESTALE ? -EIO : ret;
+}
 
-			pthread_mutex_lock(&u->lock);
-			/* As a put's: no reset may take the line before the record changes. */
-			u->nputting++;
-			o->holding = 1;
-			do {
-				ret = ubs_journal(u, "D", &o->base, 1);
-				gen = u->jgen;
-				end = u->jlen;
-				pthread_mutex_unlock(&u->lock);
-				if (!ret)
-					ret = ubs_jsync(u, gen, end);
-				pthread_mutex_lock(&u->lock);
-			} while (ret == -ESTALE && ++tries < 3); /* a failed sync counted it lost */
-			if (ret == -ESTALE)
-				ret = -EIO;
-			if (ret) {
-				u->nputting--;
-				o->holding = 0;
-			}
-			pthread_mutex_unlock(&u->lock);
-			if (ret)
-				return ret;
-		}
-		*map = KVB_MAP_EMPTY;
-		*csum = XXH3_64bits(NULL, 0);
-		*pcsums = NULL;
-		return 0;
-	}
-	np = (o->size + ps - 1) / ps;
+/* The per-page sums of o's buffer into o->pcs, and its checksum. */
+static int ubs_sums(struct ubs *u, struct kvb_obj *o, uint64_t *csum)
+{
+	uint64_t ps = u->c.page_size, np = (o->size + ps - 1) / ps, i;
+
 	free(o->pcs);
 	o->pcs = malloc(np * sizeof(*o->pcs));
 	if (!o->pcs)
@@ -344,8 +377,23 @@ int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_ma
 	for (i = 0; i < np; i++)
 		o->pcs[i] = XXH3_64bits(o->buf + i * ps, o->size - i * ps < ps ? o->size - i * ps : ps);
 	*csum = XXH3_64bits(o->buf, o->size);
+	return 0;
+}
 
-	w = o->w;
+/*
+ * Put o's buffer as w's value, its key journalled first (with let_go, the
+ * committed value's too, which the record change will let go of: whatever
+ * a crash keeps of that change, the next start finds both).  A put that
+ * fails may have written part of the value (the RFC's orphans after a
+ * partial batch): w is doomed and the writer gets a fresh working value.
+ * w then counts among the values in the store and in nputting.
+ */
+static int ubs_put_working(struct ubs *u, struct kvb_obj *o, int let_go)
+{
+	struct ubs_put put = { 0 };
+	struct ubs_val *w = o->w;
+	int ret;
+
 	pthread_mutex_lock(&u->lock);
 	w->skey = ubs_make_key(u, o, w->vid);
 	if (!w->skey) {
@@ -357,15 +405,11 @@ int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_ma
 	u->nputting++;
 	u->stored_bytes += w->size;
 	u->stored_keys++;
-	/*
-	 * The new key, and the old one the record will let go of, are in the
-	 * journal before the put (ubs_put_batch syncs it first): whatever a
-	 * crash keeps of the record change, the next start finds both.
-	 */
 	{
 		struct ubs_val *pd[2] = { w, o->base };
 
-		ret = ubs_journal(u, "PD", pd, o->base ? 2 : 1);
+		/* ubs_put_batch syncs the journal before the put. */
+		ret = ubs_journal(u, "PD", pd, let_go && o->base ? 2 : 1);
 		put.jgen = u->jgen;
 		put.jend = u->jlen;
 	}
@@ -377,22 +421,78 @@ int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_ma
 		ret = ubs_put(u, &put);
 	}
 	if (ret) {
-		/*
-		 * The put failed, but part of the value may have been written
-		 * (the RFC's orphans after a partial batch): delete the key.
-		 */
 		pthread_mutex_lock(&u->lock);
 		u->nputting--;
 		ubs_abandon(u, o);
 		pthread_mutex_unlock(&u->lock);
 		return ret == -ENOSPC ? -ENOSPC : -EIO;
 	}
+	return 0;
+}
+
+int ubs_obj_commit_prepare(void *arg, struct kvb_obj *o, int sync, struct kvb_map *map,
+			   uint64_t *csum, const uint64_t **pcsums)
+{
+	struct ubs *u = arg;
+	uint64_t ps = u->c.page_size;
+	int ret;
+
+	(void)sync; /* a put is as durable as the KV store makes it; nothing to flush */
+	memset(map, 0, sizeof(*map));
+	o->put_new = 0;
+	ret = ubs_obj_load(u, o, 1);
+	if (ret)
+		return ret;
+	/* Nothing may fail to allocate once the put is out (see ubs_take_spare). */
+	if (!o->spare && !(o->spare = calloc(1, sizeof(*o->spare))))
+		return -ENOMEM;
+	if (o->size == 0 || o->staged) {
+		/*
+		 * No put: nothing to store, or the staged value.  The old value's
+		 * key goes to the journal, synced, before the record lets go; as
+		 * a put's, the line is held from any reset until the record
+		 * changes (a staged value's P line holds already).
+		 */
+		if (o->base) {
+			pthread_mutex_lock(&u->lock);
+			if (!o->staged) {
+				u->nputting++;
+				o->holding = 1;
+			}
+			ret = ubs_let_go_line(u, o->base);
+			if (ret && o->holding) {
+				u->nputting--;
+				o->holding = 0;
+			}
+			pthread_mutex_unlock(&u->lock);
+			if (ret)
+				return ret;
+		}
+		if (o->staged) {
+			o->put_new = 1;
+			*map = (struct kvb_map){ .bucket = 0, .page = o->w->vid,
+						 .npages = (o->size + ps - 1) / ps, .size = o->size,
+						 .skey = o->w->skey };
+			*csum = o->scsum;
+			*pcsums = o->pcs;
+			return 0;
+		}
+		*map = KVB_MAP_EMPTY;
+		*csum = XXH3_64bits(NULL, 0);
+		*pcsums = NULL;
+		return 0;
+	}
+	ret = ubs_sums(u, o, csum);
+	if (!ret)
+		ret = ubs_put_working(u, o, 1);
+	if (ret)
+		return ret;
 	o->put_new = 1;
 	map->bucket = 0;
-	map->page = w->vid;
-	map->npages = np;
+	map->page = o->w->vid;
+	map->npages = (o->size + ps - 1) / ps;
 	map->size = o->size;
-	map->skey = w->skey;
+	map->skey = o->w->skey;
 	*pcsums = o->pcs;
 	return 0;
 }
@@ -404,6 +504,12 @@ void ubs_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 
 	pthread_mutex_lock(&u->lock);
 	assert(!(o->put_new && o->holding));
+	if (!ok && o->staged) {
+		/* The record never pointed at it: it stays staged (and held) for the next commit. */
+		o->put_new = 0;
+		pthread_mutex_unlock(&u->lock);
+		return;
+	}
 	if (o->put_new || o->holding) {
 		assert(u->nputting > 0);
 		u->nputting--;
@@ -421,8 +527,15 @@ void ubs_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 			w->obj = NULL;
 			o->base = w;
 			o->base_size = w->size;
-			/* The buffer stays the writer's, under a new working value. */
-			ubs_take_spare(u, o);
+			if (o->staged) {
+				/* No buffer: the next change fetches the committed bytes, as after an open. */
+				o->w = NULL;
+				o->staged = 0;
+				o->loaded = 0;
+			} else {
+				/* The buffer stays the writer's, under a new working value. */
+				ubs_take_spare(u, o);
+			}
 		}
 		if (u->commit_epoch < u->barrier_epoch)
 			u->commit_epoch = u->barrier_epoch; /* never shortens a prepare's hold */
@@ -436,12 +549,70 @@ void ubs_obj_commit_done(void *arg, struct kvb_obj *o, int ok)
 	pthread_mutex_unlock(&u->lock);
 }
 
+/*
+ * Put the bytes now rather than at the commit, and free the buffer: a
+ * changed object whose bytes are all in the buffer, between commits.  An
+ * unchanged one's buffer holds the committed bytes: it is only freed (the
+ * next change fetches them again, as after an open).
+ */
+int ubs_obj_stage(void *arg, struct kvb_obj *o)
+{
+	struct ubs *u = arg;
+	uint64_t csum;
+	int ret;
+
+	if (!o->loaded || o->staged || o->put_new || o->holding)
+		return 0;
+	if (!o->dirty) {
+		pthread_mutex_lock(&u->lock);
+		assert(o->size == o->base_size);
+		ubs_unlink(u, o->w);
+		ubs_val_free(u, o->w);
+		o->w = NULL;
+		o->loaded = 0;
+		ubs_uncharge(u, o);
+		assert(u->buffered >= o->cap);
+		u->buffered -= o->cap;
+		free(o->buf);
+		o->buf = NULL;
+		o->cap = 0;
+		pthread_mutex_unlock(&u->lock);
+		return 0;
+	}
+	if (o->size == 0)
+		return 0;
+	if (!o->spare && !(o->spare = calloc(1, sizeof(*o->spare))))
+		return -ENOMEM;
+	ret = ubs_sums(u, o, &csum);
+	if (!ret)
+		ret = ubs_put_working(u, o, 0);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&u->lock);
+	o->staged = 1;
+	o->scsum = csum;
+	/* The value counts among the stored ones now, not as a writer's data. */
+	ubs_uncharge(u, o);
+	assert(u->buffered >= o->cap);
+	u->buffered -= o->cap;
+	free(o->buf);
+	o->buf = NULL;
+	o->cap = 0;
+	pthread_mutex_unlock(&u->lock);
+	return 0;
+}
+
 void ubs_obj_close(void *arg, struct kvb_obj *o)
 {
 	struct ubs *u = arg;
 
 	pthread_mutex_lock(&u->lock);
-	if (o->w) {
+	if (o->w && o->staged) {
+		/* Never recorded: its P line names it until the delete. */
+		(void)ubs_doom(u, o->w);
+		assert(u->nputting > 0);
+		u->nputting--;
+	} else if (o->w) {
 		ubs_unlink(u, o->w);
 		ubs_val_free(u, o->w);
 	}

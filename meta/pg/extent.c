@@ -6,6 +6,7 @@
 #include "pg_int.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 int pq_extent_commit(struct meta *mb, const struct meta_inode *e, const uint64_t *pcsums,
@@ -111,4 +112,25 @@ int pq_extent_to_row(struct meta *mb, uint64_t ino)
 			 ino);
 	return ret ? ret
 		   : pq_run_ino(m, "DELETE FROM " PQ_SCHEMA ".extents WHERE ino = $1", ino);
+}
+
+int pq_extents_stray(struct meta *mb, int drop, uint64_t *n)
+{
+	struct meta_pg *m = pq(mb);
+	PGresult *r;
+	int ret = 0;
+
+	*n = 0;
+	r = PQexec(m->conn, drop ? "DELETE FROM " PQ_SCHEMA ".extents WHERE ino NOT IN "
+				   "(SELECT ino FROM " PQ_SCHEMA ".inodes)"
+				 : "SELECT count(*) FROM " PQ_SCHEMA ".extents WHERE ino NOT IN "
+				   "(SELECT ino FROM " PQ_SCHEMA ".inodes)");
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r))
+		*n = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+	else if (PQresultStatus(r) == PGRES_COMMAND_OK)
+		*n = strtoull(PQcmdTuples(r), NULL, 10);
+	else
+		ret = pq_error(m, r);
+	PQclear(r);
+	return ret;
 }

@@ -521,6 +521,13 @@ fail:
 	return ret;
 }
 
+/* The connection's socket is shared with the child, its session and advisory lock with it. */
+int pq_forked(struct meta *mb)
+{
+	(void)mb;
+	return 0;
+}
+
 void pq_close(struct meta *mb)
 {
 	struct meta_pg *m = pq(mb);

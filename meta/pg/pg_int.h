@@ -227,6 +227,7 @@ int pq_kv_set_text(struct meta_pg *m, const char *k, const char *v);
 /* The methods of meta_pg_ops (meta.h says what each does). */
 int pq_open(const char *uri, int create, struct meta **out, char *err, size_t errlen);
 void pq_close(struct meta *m);
+int pq_forked(struct meta *m);
 const char *pq_errmsg(struct meta *m);
 int pq_format(struct meta *m, const struct meta_geom *g, const char *backend, uint32_t root_mode,
 	      uint32_t uid, uint32_t gid);
@@ -282,6 +283,7 @@ int pq_extents(struct meta *m, uint64_t ino, meta_ino_fn fn, void *ctx);
 int pq_extent_pcsums_get(struct meta *m, uint64_t ino, uint64_t idx, uint64_t *pcsums, uint64_t n);
 int pq_extent_from_row(struct meta *m, uint64_t ino);
 int pq_extent_to_row(struct meta *m, uint64_t ino);
+int pq_extents_stray(struct meta *m, int drop, uint64_t *n);
 int pq_count_unsettled(struct meta *m, uint64_t *new_files, uint64_t *orphans);
 int pq_recover(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphans);
 int pq_foreach_unsynced(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ctx);

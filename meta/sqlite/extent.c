@@ -126,3 +126,27 @@ int sq_extent_to_row(struct meta *mb, uint64_t ino)
 			   ino);
 	return ret ? ret : sq_run_ino(m, "DELETE FROM extents WHERE ino = ?1", ino);
 }
+
+int sq_extents_stray(struct meta *mb, int drop, uint64_t *n)
+{
+	struct meta_sq *m = sq(mb);
+	sqlite3_stmt *s = NULL;
+	int rc;
+
+	*n = 0;
+	rc = sqlite3_prepare_v2(m->db, drop ? "DELETE FROM extents WHERE ino NOT IN (SELECT ino FROM inodes)"
+					    : "SELECT count(*) FROM extents WHERE ino NOT IN "
+					      "(SELECT ino FROM inodes)",
+				-1, &s, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		*n = (uint64_t)sqlite3_column_int64(s, 0);
+		rc = SQLITE_OK;
+	} else if (rc == SQLITE_DONE) {
+		*n = (uint64_t)sqlite3_changes(m->db);
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(s);
+	return sq_errno(rc);
+}

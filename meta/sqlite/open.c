@@ -526,6 +526,36 @@ void sq_close(struct meta *mb)
 	free(m);
 }
 
+/*
+ * A fork carries no POSIX lock, and locking_mode=EXCLUSIVE holds sqlite's
+ * for the whole mount: the child holds none of what sqlite believes it
+ * holds.  Through the VFS, the lock is let go in sqlite's books (the
+ * unlock itself finds nothing to release) and taken again, up to
+ * EXCLUSIVE, which a connection in this mode holds once it has written.
+ */
+int sq_forked(struct meta *mb)
+{
+	struct meta_sq *m = sq(mb);
+	const int steps[] = { SQLITE_LOCK_SHARED, SQLITE_LOCK_RESERVED, SQLITE_LOCK_EXCLUSIVE };
+	sqlite3_file *f = NULL;
+	int rc = SQLITE_OK, tries;
+	unsigned i;
+
+	if (sqlite3_file_control(m->db, "main", SQLITE_FCNTL_FILE_POINTER, &f) != SQLITE_OK ||
+	    !f || !f->pMethods)
+		return -EIO;
+	f->pMethods->xUnlock(f, SQLITE_LOCK_NONE);
+	for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		/* A reader that came in while no lock was held: it goes within its query. */
+		for (tries = 0; (rc = f->pMethods->xLock(f, steps[i])) == SQLITE_BUSY && tries < 500;
+		     tries++)
+			usleep(10000);
+		if (rc != SQLITE_OK)
+			break;
+	}
+	return rc == SQLITE_OK ? 0 : rc == SQLITE_BUSY ? -EBUSY : -EIO;
+}
+
 int sq_format(struct meta *mb, const struct meta_geom *g, const char *backend,
 		uint32_t root_mode, uint32_t uid, uint32_t gid)
 {

@@ -113,6 +113,7 @@ static inline struct meta_sq *sq(struct meta *m)
 /* The methods of meta_sqlite_ops (meta.h says what each does). */
 int sq_open(const char *path, int create, struct meta **out, char *err, size_t errlen);
 void sq_close(struct meta *m);
+int sq_forked(struct meta *m);
 const char *sq_errmsg(struct meta *m);
 int sq_format(struct meta *m, const struct meta_geom *g, const char *backend, uint32_t root_mode,
 	      uint32_t uid, uint32_t gid);
@@ -172,6 +173,7 @@ int sq_extent_from_row(struct meta *m, uint64_t ino);
 /* Step s once: its column 0, a blob of n page checksums, into pcsums (-ENOENT, -EUCLEAN). */
 int sq_pcsums_read(sqlite3_stmt *s, uint64_t *pcsums, uint64_t n);
 int sq_extent_to_row(struct meta *m, uint64_t ino);
+int sq_extents_stray(struct meta *m, int drop, uint64_t *n);
 int sq_count_unsettled(struct meta *m, uint64_t *new_files, uint64_t *orphans);
 int sq_recover(struct meta *m, uint64_t *dropped_new, uint64_t *dropped_orphans);
 int sq_foreach_unsynced(struct meta *m, uint64_t gen, meta_ino_fn fn, void *ctx);

@@ -30,6 +30,8 @@ static ssize_t mem_pread(void *dev, uint32_t b, void *buf, size_t len, uint64_t 
 		return 0;
 	if (len > m->bucket_size - off)
 		len = (size_t)(m->bucket_size - off);
+	if (m->faults)
+		m->faults->read_bytes += len;
 	memcpy(buf, m->mem[b] + off, len);
 	return (ssize_t)len;
 }
@@ -45,6 +47,8 @@ static ssize_t mem_pwrite(void *dev, uint32_t b, const void *buf, size_t len, ui
 	}
 	if (off + len > m->bucket_size)
 		return -ENOSPC;
+	if (m->faults)
+		m->faults->write_bytes += len;
 	memcpy(m->mem[b] + off, buf, len);
 	return (ssize_t)len;
 }
@@ -64,6 +68,8 @@ static ssize_t mem_copy(void *dev, uint32_t fb, uint64_t from, uint32_t tb, uint
 	}
 	if (from + len > m->bucket_size || to + len > m->bucket_size)
 		return -EINVAL;
+	if (m->faults)
+		m->faults->copy_bytes += len;
 	memmove(m->mem[tb] + to, m->mem[fb] + from, len);
 	return (ssize_t)len;
 }

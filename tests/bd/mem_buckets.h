@@ -33,6 +33,8 @@ struct kvb_mem_faults {
 	 */
 	uint64_t reserve_max, reserve_fail_at;
 	unsigned long reserves;
+	/* Bytes read, written and copied inside the buckets (what a commit costs). */
+	uint64_t read_bytes, write_bytes, copy_bytes;
 };
 
 /* faults may be NULL; kvb_release frees the buckets with the backend. */

@@ -65,6 +65,45 @@ else
 	fi
 fi
 
+# ---- a sqlite3 shell on the database of a live mount ----
+# sqlite's lock on the database is a POSIX lock, which a fork does not
+# carry and any close of the file drops: without it, a second process
+# that opens the database takes it, checkpoints and deletes the log the
+# daemon goes on writing into, and whatever was committed since is lost
+# at the daemon's next crash.  Both ways of running are checked: in the
+# foreground, and detached (the default).
+for mode in foreground background; do
+	ROOT="$TESTDIR/shell-$mode"
+	mkdir -p "$ROOT"
+	dpid=""
+	if [ $mode == foreground ]; then
+		ofs_mount "bucket_count=2,bucket_size=4M" || ofs_bail "cannot mount $ROOT"
+		dpid=$OFS_PID
+	else
+		ofs_track_mnt "$MNT"
+		run "$OFS" "$ROOT" "$MNT" -o bucket_count=2,bucket_size=4M,evict=off
+		wait_until 10 mountpoint -q "$MNT" || ofs_bail "the background daemon did not mount: $ERR"
+		dpid=$(ofs_find_daemon "$ROOT")
+	fi
+	mkdir "$MNT/t"
+	echo before >"$MNT/t/a" && sync "$MNT/t/a"
+	run sqlite3 "$ROOT/offloadfs.db" "SELECT count(*) FROM inodes"
+	check_contains "$mode: a sqlite3 shell on the live database is told it is locked" \
+		"database is locked" "$ERR"
+	echo after >"$MNT/t/b" && sync "$MNT/t/b"
+	if [ $mode == foreground ]; then
+		ofs_kill9
+	else
+		kill -9 "$dpid"
+		wait_until 10 sh -c "! kill -0 $dpid 2>/dev/null"
+		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
+	fi
+	ofs_mount "bucket_count=2,bucket_size=4M" || ofs_bail "cannot remount $ROOT"
+	check_eq "$mode: after the shell and a kill -9, the fsynced files are there" "before after" \
+		"$(cat "$MNT/t/a" "$MNT/t/b" 2>&1 | tr '\n' ' ' | sed 's/ $//')"
+	ofs_umount
+done
+
 # ---- a damaged index page of the database ----
 # The mount's lookups go through the index on (parent, name); fsck's walk
 # reads the table.  fsck must not call such a store clean.

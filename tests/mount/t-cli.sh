@@ -167,6 +167,44 @@ refuse "ROOT with bucket files but no database is refused" "bucket file" "$R" "$
 check_eq "the bucket file is unchanged" "$sum" "$(md5sum <"$R/bucket_00.data")"
 check_eq "no database was created" "bucket_00.data" "$(ls -A "$R")"
 
+# ---- a store mounted with metadata other than its own: refused, untouched ----
+R=$(newroot sqlitestore)
+saved_root=$ROOT
+ROOT=$R
+if ofs_mount "bucket_count=2,bucket_size=4M"; then
+	mkdir "$MNT/t" && echo kept >"$MNT/t/f"
+	ofs_umount
+	sum=$(md5sum <"$R/offloadfs.db")
+	refuse "a sqlite store's ROOT with another sqlite file is refused, naming its own" \
+		"metadata is the sqlite file $R/offloadfs.db" "$R" "$MNT" -o meta="$TESTDIR/other.db"
+	check_eq "no other database was made" "no" "$([ -e "$TESTDIR/other.db" ] && echo yes || echo no)"
+	if ! command -v psql >/dev/null; then
+		skip "a sqlite store's ROOT mounted with PostgreSQL metadata" "no psql (scripts/deps.sh installs it)"
+	elif chmod 0711 "$TESTDIR" && OFS_PG_DIR="$TESTDIR/pg" &&
+		uri=$("$OFS_TESTS_DIR/../../scripts/pg" start "$OFS_PG_DIR" 2>"$TESTDIR/.pgerr"); then
+		refuse "a sqlite store's ROOT mounted with PostgreSQL metadata is refused" \
+			"metadata is the sqlite file $R/offloadfs.db, not a database on a server" \
+			"$R" "$MNT" -o meta="$uri"
+		check_eq "the server holds no store" "0" \
+			"$(psql -X -q -At -d "$uri" -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'offloadfs'")"
+		# Stopped here: the checks below close $TESTDIR to the postgres user.
+		"$OFS_TESTS_DIR/../../scripts/pg" stop "$OFS_PG_DIR" && OFS_PG_DIR=""
+		check_eq "the server is stopped" "" "$OFS_PG_DIR"
+	else
+		not_ok "a PostgreSQL server for the metadata refusals" "$(cat "$TESTDIR/.pgerr")"
+	fi
+	check_eq "its database is unchanged" "$sum" "$(md5sum <"$R/offloadfs.db")"
+	if ofs_mount ""; then
+		check_eq "and it mounts with its own" kept "$(cat "$MNT/t/f")"
+		ofs_umount
+	else
+		not_ok "and it mounts with its own" "see the daemon's log"
+	fi
+else
+	not_ok "a sqlite store for the metadata refusals" "see the daemon's log"
+fi
+ROOT=$saved_root
+
 refuse "a non-existent ROOT is refused" "$TESTDIR/does-not-exist" "$TESTDIR/does-not-exist" "$MNT"
 check_eq "the non-existent ROOT was not created" no "$([ -e "$TESTDIR/does-not-exist" ] && echo yes || echo no)"
 

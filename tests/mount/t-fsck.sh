@@ -304,6 +304,78 @@ check_eq "scrub's progress: the files checked of those the mount holds" "scrub: 
 	"$(tail -n 1 <<<"$ERR")"
 ofs_umount
 
+# ---- a file of extents: a flipped byte in one extent, a leaked extent ----
+rm -rf "$ROOT"/* 2>/dev/null
+XGEOM="bucket_count=4,bucket_size=4M,extent_size=1M"
+ofs_mount "$XGEOM" || ofs_bail "cannot mount with extent_size=1M"
+mkdir -p "$MNT/t"
+mkrand "$REF/x" $((3 * 1048576 + 5000)) # 4 extents, the last partly filled
+mkrand "$REF/y" 5000
+cp "$REF/x" "$MNT/t/x"
+cp "$REF/y" "$MNT/t/y"
+ofs_umount
+xino=$(field x ino)
+check_eq "file of extents: 4 extent rows" 4 "$(sqlite3 "$DB" "SELECT count(*) FROM extents WHERE ino = $xino")"
+ofs_fsck
+check_eq "file of extents: a clean store checks clean" 0 "$RC"
+# Flip one byte in extent 2, 1000 bytes into its run.
+read -r xb xp <<<"$(sqlite3 -separator ' ' "$DB" "SELECT bucket, page FROM extents WHERE ino = $xino AND idx = 2")"
+python3 - "$(printf '%s/bucket_%02x.data' "$ROOT" "$xb")" $((xp * PAGE + 1000)) <<'EOF2'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(int(sys.argv[2])); b = f.read(1); f.seek(int(sys.argv[2]))
+    f.write(bytes([b[0] ^ 0x01]))
+EOF2
+ofs_fsck
+check_eq "file of extents, flipped byte: fsck exits 1" 1 "$RC"
+check_contains "file of extents, flipped byte: fsck names the file" "'x'" "$OUT"
+check_contains "file of extents, flipped byte: and its checksum mismatch" "checksum mismatch" "$OUT"
+run "$OFSCTL" fsck "$ROOT" --repair
+check_eq "file of extents: fsck --repair exits 0" 0 "$RC"
+check_contains "file of extents: --repair moves x to lost+found" "repair: 'x' moved to lost+found/" "$OUT"
+ofs_fsck
+check_eq "file of extents: fsck after the repair exits 0" 0 "$RC"
+check_eq "file of extents: its 4 extents kept (quarantined, never deleted)" 4 \
+	"$(sqlite3 "$DB" "SELECT count(*) FROM extents WHERE ino = $xino")"
+ofs_mount "$XGEOM,noverify" || ofs_bail "cannot mount after the repair"
+qx=$(ls "$MNT/t/lost+found")
+check_eq "file of extents: the quarantined file keeps its size" $((3 * 1048576 + 5000)) \
+	"$(stat -c %s "$MNT/t/lost+found/$qx")"
+check_eq "file of extents: only the flipped byte differs" 1 \
+	"$(cmp -l "$REF/x" "$MNT/t/lost+found/$qx" | wc -l)"
+check_cmp "file of extents: the other file is intact" "$REF/y" "$MNT/t/y"
+ofs_umount
+ofs_mount "$XGEOM" || ofs_bail "cannot mount with verify"
+check_fails "file of extents: reading the damaged extent is EIO" "Input/output error" \
+	cat "$MNT/t/lost+found/$qx"
+check_eq "file of extents: reading an intact extent works" \
+	"$(dd if="$REF/x" bs=1M count=1 2>/dev/null | md5sum)" \
+	"$(dd if="$MNT/t/lost+found/$qx" bs=1M count=1 2>/dev/null | md5sum)"
+rm -f "$MNT/t/lost+found/$qx"
+ofs_umount
+check_eq "file of extents: its extent rows go with it" 0 \
+	"$(sqlite3 "$DB" "SELECT count(*) FROM extents WHERE ino = $xino")"
+check_fsck_clean "after the quarantined file of extents was deleted"
+ofs_mount "$XGEOM" || ofs_bail "cannot mount"
+cp "$REF/x" "$MNT/t/x2"
+ofs_umount
+# An extent row whose file is gone (a damaged database): its pages leak.
+x2=$(field x2 ino)
+sqlite3 "$DB" "DROP TRIGGER inodes_extents; DELETE FROM inodes WHERE ino = $x2"
+ofs_fsck
+check_eq "orphan extents: fsck exits 1" 1 "$RC"
+check_contains "orphan extents: fsck counts their records" "4 extent record(s) of no file" "$OUT"
+run "$OFSCTL" fsck "$ROOT" --repair
+check_eq "orphan extents: --repair exits 0" 0 "$RC"
+check_contains "orphan extents: --repair deletes their records" \
+	"repair: deleted 4 extent record(s) of no file" "$OUT"
+check_eq "orphan extents: no record left" 0 "$(sqlite3 "$DB" "SELECT count(*) FROM extents")"
+check_fsck_clean "after the orphan extents' repair"
+ofs_mount "$XGEOM" || ofs_bail "cannot mount after the orphan extents' repair"
+check_eq "orphan extents: their pages are free again (only y's page used)" \
+	"$(( $(ofs_blocks) - 1 ))" "$(ofs_free)"
+ofs_umount
+
 run "$OFSCTL" fsck "$TESTDIR/no-such-root"
 check_eq "missing ROOT: fsck exits 2" 2 "$RC"
 check_contains "missing ROOT: says so" "No such file or directory" "$ERR"
