@@ -121,16 +121,15 @@ int pq_extents_stray(struct meta *mb, int drop, uint64_t *n)
 	int ret = 0;
 
 	*n = 0;
-	r = PQexec(m->conn, drop ? "DELETE FROM " PQ_SCHEMA ".extents WHERE ino NOT IN "
-				   "(SELECT ino FROM " PQ_SCHEMA ".inodes)"
-				 : "SELECT count(*) FROM " PQ_SCHEMA ".extents WHERE ino NOT IN "
-				   "(SELECT ino FROM " PQ_SCHEMA ".inodes)");
-	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r))
+	r = pq_query(m, drop ? "DELETE FROM " PQ_SCHEMA ".extents WHERE ino NOT IN "
+			       "(SELECT ino FROM " PQ_SCHEMA ".inodes)"
+			     : "SELECT count(*) FROM " PQ_SCHEMA ".extents WHERE ino NOT IN "
+			       "(SELECT ino FROM " PQ_SCHEMA ".inodes)",
+		     NULL, &ret);
+	if (r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r))
 		*n = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
-	else if (PQresultStatus(r) == PGRES_COMMAND_OK)
+	else if (r)
 		*n = strtoull(PQcmdTuples(r), NULL, 10);
-	else
-		ret = pq_error(m, r);
 	PQclear(r);
 	return ret;
 }
