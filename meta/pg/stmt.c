@@ -364,8 +364,19 @@ static PGresult *pq_call(struct meta_pg *m, int st, const char *sql, const struc
 			PQclear(r);
 			return NULL;
 		}
-		snprintf(why, sizeof(why), "%s",
-			 r ? PQresultErrorMessage(r) : PQerrorMessage(m->conn));
+		if (!r && PQstatus(m->conn) == CONNECTION_OK) {
+			/* Silent for meta_timeout (a stopped server): waited for already. */
+			snprintf(why, sizeof(why), "no answer from the server for %u s",
+				 meta_timeout_ms(&m->base) / 1000);
+			pthread_mutex_lock(&m->mu);
+			if (!m->down_since)
+				m->down_since = pq_now_ms();
+			m->last_try = 0;
+			pthread_mutex_unlock(&m->mu);
+		} else {
+			snprintf(why, sizeof(why), "%s",
+				 r ? PQresultErrorMessage(r) : PQerrorMessage(m->conn));
+		}
 		PQclear(r);
 		pq_log_lost(m, why);
 		pq_drop(m, &m->conn);

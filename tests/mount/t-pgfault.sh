@@ -117,6 +117,25 @@ put d4 70000
 check "a write after the outage works" same d4
 check_eq "and fsync works (the outage lost nothing)" OK "$(fsync_rc "$MNT/t/d4")"
 
+# ---- a server that stops answering (every process stopped): statements are given up ----
+pm=$(head -n 1 "$OFS_PG_DIR/data/postmaster.pid")
+pgpids=("$pm" $(pgrep -P "$pm"))
+kill -STOP "${pgpids[@]}"
+t0=$(now_ms)
+r=$(pyerr 'open(a[1], "w").close()' "$MNT/t/s1")
+t1=$(now_ms)
+kill -CONT "${pgpids[@]}"
+check_eq "with the server stopped (SIGSTOP), a create fails with EIO" EIO "$r"
+note "the create failed after $((t1 - t0)) ms (meta_timeout=2, the server silent)"
+# Each call that needs the server first waits out meta_timeout of silence or
+# a connect that gets no answer, behind the background's: a few meta_timeouts.
+check "after meta_timeout of silence, and not hanging (1.9..20 s)" \
+	test $((t1 - t0)) -ge 1900 -a $((t1 - t0)) -le 20000
+check_grep_log "the log says the server did not answer" "no answer from the server for 2 s"
+wait_until 10 eval "pyerr 'open(a[1], \"w\").close()' '$MNT/t/s2' | grep -q OK"
+check "once it runs again a create works" test -e "$MNT/t/s2"
+check "and the files before it are there" same d4
+
 # ---- backends dropped while writes run ----
 : >"$TESTDIR/w.done"
 python3 - "$MNT/t" "$REF" "$TESTDIR/w.done" <<'PY' &
