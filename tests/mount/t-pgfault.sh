@@ -252,8 +252,7 @@ PY
 note "creates on the server's full disk: the first failure: $r"
 check_eq "a create on the server's full disk fails with ENOSPC" ENOSPC "${r% *}"
 nmade=${r#* }
-r=$(pyerr 'open(a[1], "w").close()' "$MNT/full/another")
-check_eq "and the next create too" ENOSPC "$r"
+# (The next one may fit: the server reuses the room of what it rolled back.)
 check "a file made before the disk filled reads back" same a1
 # Every row change writes a new row version: a delete or rename may need room too.
 rd=$(pyerr 'os.unlink(a[1])' "$MNT/full/n00000")
@@ -269,7 +268,7 @@ check "and the rename" test -e "$MNT/full/renamed" -a ! -e "$MNT/full/n00001"
 put g1 5000
 check "once the disk has room a create and write work without a remount" same g1
 r=$(pyerr 'open(a[1], "w").close()' "$MNT/full/another")
-check_eq "and the create that failed works" OK "$r"
+check_eq "and another create works" OK "$r"
 check_eq "fsync works again" OK "$(fsync_rc "$MNT/t/g1")"
 # Less the one deleted and the one renamed.
 check_eq "the files made before the disk filled are there" "$((nmade - 2))" \
