@@ -390,9 +390,11 @@ static inline void kvb_obj_commit_done(const struct kvb *k, struct kvb_obj *o, i
 	k->ops->obj_commit_done(k->arg, o, ok);
 }
 
+/* NULL is no working state (one that could not be opened again): nothing to close. */
 static inline void kvb_obj_close(const struct kvb *k, struct kvb_obj *o)
 {
-	k->ops->obj_close(k->arg, o);
+	if (o)
+		k->ops->obj_close(k->arg, o);
 }
 
 static inline int kvb_obj_stage(const struct kvb *k, struct kvb_obj *o)
