@@ -1325,6 +1325,55 @@ START_TEST(test_log_read_ahead)
 END_TEST
 
 /*
+ * Commits write the log's file ahead of its writer, so that a barrier's
+ * sync finds its size set (no journal commit for a new size), and a copy
+ * of the log taken like a power cut's replays every commit, the zeros past
+ * the last one ignored.
+ */
+START_TEST(test_log_size_set_ahead)
+{
+	struct meta *m = open_new(), *c;
+	struct meta_inode got;
+	char wal[600], name[32], cmd[2600], copy[600], err[256];
+	struct stat st;
+	off_t last = -1;
+	long frames;
+	int fd, i, len, grew = 0;
+
+	snprintf(wal, sizeof(wal), "%s-wal", dbpath);
+	for (i = 0; i < 200; i++) {
+		struct meta_inode a = file_in(META_ROOT_INO, META_COMMITTED);
+
+		len = snprintf(name, sizeof(name), "f%d", i);
+		ck_assert_int_eq(meta_insert(m, &a, name, (size_t)len), 0);
+		ck_assert_int_eq(stat(wal, &st), 0);
+		grew += st.st_size != last;
+		last = st.st_size;
+	}
+	/* Without: every commit grows it. */
+	ck_assert_int_le(grew * 10, 200);
+	fd = open(wal, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	frames = log_frames(fd, 4096);
+	close(fd);
+	ck_assert_int_gt(frames, 200);
+	ck_assert_int_ge(st.st_size, 32 + (frames + 64) * (4096 + 24));
+
+	ck_assert_int_eq(meta_sync(m, 1), 0);
+	snprintf(copy, sizeof(copy), "%s/copy.db", dir);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && cp '%s' '%s-wal'", dbpath, copy, wal, copy);
+	ck_assert_int_eq(system(cmd), 0);
+	meta_close(m);
+	ck_assert_msg(meta_open(copy, 0, &c, err, sizeof(err)) == 0, "%s", err);
+	for (i = 0; i < 200; i++) {
+		len = snprintf(name, sizeof(name), "f%d", i);
+		ck_assert_int_eq(meta_lookup(c, META_ROOT_INO, name, (size_t)len, &got), 0);
+	}
+	meta_close(c);
+}
+END_TEST
+
+/*
  * Descriptors of this process open on the log (its path, or that path
  * " (deleted)"), and how many of them are open read-only; the inode of
  * the last read-only one in *ino.
@@ -1663,6 +1712,7 @@ static Suite *meta_suite(void)
 		tcase_add_test(own, test_log_prefetch);
 		tcase_add_test(own, test_log_read_ahead);
 		tcase_add_test(own, test_log_fd_read_only_and_closed);
+		tcase_add_test(own, test_log_size_set_ahead);
 		tcase_add_test(own, test_migrate_v2);
 		tcase_add_test(own, test_migrate_v3);
 	}

@@ -77,10 +77,40 @@ void sq_log_prefetch(struct meta *mb)
 }
 
 /*
+ * The log's file made at least end bytes long with zeros written past its
+ * end, through sqlite's own handle (on the connection's thread, inside a
+ * commit: nothing else writes it meanwhile).  A barrier's sync of a log
+ * that grew commits the new size to the filesystem's journal, a second
+ * cache flush beside the frames'; into bytes already written it is the
+ * frames' alone.  sqlite's replay stops at the first frame that is not
+ * valid, and a zero header (page 0) never is.  Blocks, not fallocate: a
+ * write into an unwritten extent converts it, a journal commit again.
+ * Failures are left to the frames' own writes to report (a full disk).
+ */
+static void sq_log_extend(struct meta_sq *m, off_t end)
+{
+	static const char zeros[64 * 1024];
+	sqlite3_file *wal = NULL;
+	sqlite3_int64 size;
+
+	if (sqlite3_file_control(m->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) != SQLITE_OK ||
+	    !wal || !wal->pMethods || wal->pMethods->xFileSize(wal, &size) != SQLITE_OK)
+		return;
+	while (size < end) {
+		int n = end - size < (off_t)sizeof(zeros) ? (int)(end - size) : (int)sizeof(zeros);
+
+		if (wal->pMethods->xWrite(wal, zeros, n, size) != SQLITE_OK)
+			return;
+		size += n;
+	}
+}
+
+/*
  * After a commit that left frames in the log: the frames the next commits
  * write, asked for once the writer is within half the distance of where
  * the last request ended, so an eviction costs a commit at most a wait
- * for a read already under way, not a read of its own.
+ * for a read already under way, not a read of its own; past the file's
+ * end, written as zeros, so that the barriers' syncs find its size set.
  */
 static void sq_log_ahead(struct meta_sq *m, int frames)
 {
@@ -90,10 +120,12 @@ static void sq_log_ahead(struct meta_sq *m, int frames)
 	if (frames < m->log_last)
 		m->log_asked = 0; /* a new lap: the log starts again at its first frame */
 	m->log_last = frames;
-	if ((long)frames + META_AHEAD_FRAMES / 2 <= m->log_asked || (fd = sq_log_fd(m)) < 0)
+	if ((long)frames + META_AHEAD_FRAMES / 2 <= m->log_asked)
 		return;
 	off = 32 + (off_t)frames * fsz; /* the log's header, then the frames */
-	sq_log_willneed(fd, off, off + META_AHEAD_FRAMES * fsz);
+	sq_log_extend(m, off + META_AHEAD_FRAMES * fsz);
+	if ((fd = sq_log_fd(m)) >= 0)
+		sq_log_willneed(fd, off, off + META_AHEAD_FRAMES * fsz);
 	m->log_asked = (long)frames + META_AHEAD_FRAMES;
 }
 
