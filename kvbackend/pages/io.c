@@ -396,8 +396,9 @@ int io_read_uncached(struct pages *p, uint32_t b, void *buf, size_t len, uint64_
 		ssize_t n = pread(fd, buf, len, (off_t)off);
 
 		pages_count(p, KVB_CALL_READ, n < 0);
+		/* EINVAL: the device's blocks are larger than our pages; read through the cache. */
 		if (n < 0)
-			return -errno;
+			return errno == EINVAL ? -EOPNOTSUPP : -errno;
 		if (n == 0) {
 			memset(buf, 0, len); /* past the end of a sparse file: zeros */
 			return 0;
