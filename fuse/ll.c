@@ -379,7 +379,6 @@ static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, 
 	pthread_rwlock_t *lk;
 	ssize_t n;
 
-	(void)fi;
 	if (!in) {
 		fuse_reply_err(req, ESTALE);
 		return;
@@ -391,7 +390,12 @@ static void ofs_do_read(fuse_req_t req, fuse_ino_t ino OFS_UNUSED, size_t size, 
 	 */
 	lk = ofs_rw(ofs, in);
 	pthread_rwlock_rdlock(lk);
-	n = ofs_read(ofs, in, size, (uint64_t)off, &b);
+	/*
+	 * The READ carries the descriptor's flags (fuse_read_in.flags): an
+	 * O_DIRECT reader's bytes skip the bucket's page cache too, as they
+	 * skip the kernel's cache of our file.
+	 */
+	n = ofs_read(ofs, in, size, (uint64_t)off, fi && (fi->flags & O_DIRECT), &b);
 	if (n < 0) {
 		/* An open file whose value is lost: its bytes cannot be read. */
 		fuse_reply_err(req, n == -ENOENT ? EIO : (int)-n);

@@ -171,9 +171,10 @@ void ofs_promotion_policy(struct ofs *ofs, struct ofs_inode *in);
 
 /*
  * read.c: ofs_object_pread; a value the backend has lost drops its file before
- * -ENOENT is returned.  Under in's stripe (read).
+ * -ENOENT is returned.  uncached: the READ came from an O_DIRECT descriptor.
+ * Under in's stripe (read).
  */
-ssize_t ofs_read(struct ofs *ofs, struct ofs_inode *in, size_t size, uint64_t off,
+ssize_t ofs_read(struct ofs *ofs, struct ofs_inode *in, size_t size, uint64_t off, int uncached,
 		 struct ofs_bytes *b);
 struct fuse_bufvec ofs_bytes_vec(const struct ofs_bytes *b, size_t n);
 /* 1 when it stored the object, 0 when not, -ENOENT when its value is lost. */

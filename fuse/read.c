@@ -64,11 +64,11 @@ static ssize_t ofs_fetch(struct ofs *ofs, struct ofs_inode *in, const struct kvb
 	return n;
 }
 
-ssize_t ofs_read(struct ofs *ofs, struct ofs_inode *in, size_t size, uint64_t off,
+ssize_t ofs_read(struct ofs *ofs, struct ofs_inode *in, size_t size, uint64_t off, int uncached,
 		 struct ofs_bytes *b)
 {
 	struct kvb_map map;
-	ssize_t n = ofs_object_pread(&ofs->store, &in->o, size, off, b, &map);
+	ssize_t n = ofs_object_pread(&ofs->store, &in->o, size, off, uncached, b, &map);
 
 	if (n == -ENOENT)
 		ofs_value_missing(ofs, in, &map);

@@ -211,6 +211,15 @@ struct kvb_ops {
 	ssize_t (*read_verified)(void *arg, const struct kvb_map *m, const uint64_t *pcsums,
 				 void *buf, size_t len, uint64_t off, uint64_t *bad_page);
 	/*
+	 * May be NULL.  read (pcsums NULL) or read_verified past the backend's
+	 * cache, for a reader that asked for uncached I/O (O_DIRECT): the
+	 * bytes go from the device into buf, none are kept.  -EOPNOTSUPP
+	 * (buf, off or len not aligned to the page size, a device without
+	 * it): use read or read_verified.
+	 */
+	ssize_t (*read_uncached)(void *arg, const struct kvb_map *m, const uint64_t *pcsums,
+				 void *buf, size_t len, uint64_t off, uint64_t *bad_page);
+	/*
 	 * May be NULL.  A read without a copy: *ptr gets up to len committed
 	 * bytes at off of m, in the backend's own buffer, valid until
 	 * read_unref(*ref) (*ref NULL: nothing to release); with pcsums every
@@ -479,6 +488,15 @@ static inline ssize_t kvb_read_verified(const struct kvb *k, const struct kvb_ma
 					uint64_t off, uint64_t *bad_page)
 {
 	return k->ops->read_verified(k->arg, m, pcsums, buf, len, off, bad_page);
+}
+
+static inline ssize_t kvb_read_uncached(const struct kvb *k, const struct kvb_map *m,
+					const uint64_t *pcsums, void *buf, size_t len,
+					uint64_t off, uint64_t *bad_page)
+{
+	if (!k->ops->read_uncached)
+		return -EOPNOTSUPP;
+	return k->ops->read_uncached(k->arg, m, pcsums, buf, len, off, bad_page);
 }
 
 /* -EOPNOTSUPP from a backend that has no buffers of its own: use kvb_read. */

@@ -684,7 +684,7 @@ static int ext_load_pcs(struct ofs_store *s, struct ofs_object *o, struct ofs_ex
 
 /* Bytes [rel, rel + n) of extent e as a reader sees it now into buf: zeros past its size. */
 static int ext_read(struct ofs_store *s, struct ofs_object *o, struct ofs_ext *e, char *buf,
-		    size_t n, uint64_t rel)
+		    size_t n, uint64_t rel, int uncached)
 {
 	struct kvb_map map;
 	uint64_t bad = 0;
@@ -699,13 +699,21 @@ static int ext_read(struct ofs_store *s, struct ofs_object *o, struct ofs_ext *e
 		have = map.size - rel < n ? (size_t)(map.size - rel) : n;
 	if (have && e->obj) {
 		r = kvb_obj_settle(&s->kvb, e->obj, rel, have);
-		if (!r)
+		if (!r && (!uncached ||
+			   (r = kvb_read_uncached(&s->kvb, &map, NULL, buf, have, rel, &bad)) ==
+				   -EOPNOTSUPP))
 			r = kvb_read(&s->kvb, &map, buf, have, rel);
 	} else if (have && s->verify && ext_load_pcs(s, o, e) == 0) {
-		r = kvb_read_verified(&s->kvb, &map, e->pcs, buf, have, rel, &bad);
+		r = uncached ? kvb_read_uncached(&s->kvb, &map, e->pcs, buf, have, rel, &bad)
+			     : -EOPNOTSUPP;
+		if (r == -EOPNOTSUPP)
+			r = kvb_read_verified(&s->kvb, &map, e->pcs, buf, have, rel, &bad);
 	} else if (have) {
 		/* A version recovery restored keeps no page checksums: read as it is. */
-		r = kvb_read(&s->kvb, &map, buf, have, rel);
+		r = uncached ? kvb_read_uncached(&s->kvb, &map, NULL, buf, have, rel, &bad)
+			     : -EOPNOTSUPP;
+		if (r == -EOPNOTSUPP)
+			r = kvb_read(&s->kvb, &map, buf, have, rel);
 	}
 	if (r == -EBADMSG) {
 		OFS_COUNT(s->metrics.checksum_failures, 1);
@@ -724,7 +732,7 @@ static int ext_read(struct ofs_store *s, struct ofs_object *o, struct ofs_ext *e
 }
 
 ssize_t ofs_extents_pread(struct ofs_store *s, struct ofs_object *o, size_t size, uint64_t off,
-			  struct ofs_bytes *b)
+			  int uncached, struct ofs_bytes *b)
 {
 	uint64_t es = s->esize, fsize;
 	size_t done = 0;
@@ -739,15 +747,15 @@ ssize_t ofs_extents_pread(struct ofs_store *s, struct ofs_object *o, size_t size
 		return 0;
 	if (size > fsize - off)
 		size = (size_t)(fsize - off);
-	b->own = malloc(size ? size : 1);
-	if (!b->own)
+	/* Page-aligned for an uncached read: the device writes into it directly. */
+	if (uncached ? ofs_bytes_alloc_aligned(s, b, size) : !(b->own = malloc(size ? size : 1)))
 		return -ENOMEM;
 	b->ptr = b->own;
 	while (done < size) {
 		uint64_t at = off + done, idx = at / es, rel = at - idx * es;
 		size_t n = size - done < es - rel ? size - done : (size_t)(es - rel);
 
-		ret = ext_read(s, o, ext_find(o->x, idx), b->own + done, n, rel);
+		ret = ext_read(s, o, ext_find(o->x, idx), b->own + done, n, rel, uncached);
 		if (ret)
 			return ret;
 		done += n;

@@ -88,10 +88,12 @@ int ofs_extents_dirty(struct ofs_store *s, struct ofs_object *o);
 int ofs_extents_commit(struct ofs_store *s, struct ofs_object *o);
 /*
  * Up to size bytes at off of what o holds now (its writers' view, else
- * its committed version), in b->own; holes read as zeros.
+ * its committed version), in b->own; holes read as zeros.  uncached: the
+ * reader asked for uncached I/O (O_DIRECT), and what is aligned is read
+ * past the backend's cache (kvb_read_uncached).
  */
 ssize_t ofs_extents_pread(struct ofs_store *s, struct ofs_object *o, size_t size, uint64_t off,
-			  struct ofs_bytes *b);
+			  int uncached, struct ofs_bytes *b);
 
 /*
  * Removal of a file of extents whose record is being deleted: under

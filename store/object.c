@@ -344,7 +344,7 @@ static ssize_t object_copy_bounce(struct ofs_store *s, struct ofs_object *src, u
 		size_t want = len - done < cap ? len - done : cap;
 		struct kvb_map map;
 		struct ofs_bytes b;
-		ssize_t n = ofs_object_pread(s, src, want, off_in + done, &b, &map);
+		ssize_t n = ofs_object_pread(s, src, want, off_in + done, 0, &b, &map);
 
 		if (n > 0 && b.fd >= 0) {
 			ssize_t r = pread(b.fd, buf, (size_t)n, b.pos);

@@ -201,6 +201,7 @@ static inline int ofs_writer_gone(struct ofs_object *o)
 struct ofs_bytes {
 	const void *ptr;
 	char *own;
+	size_t cap; /* own from ofs_bytes_alloc_aligned: its size (0: malloc's) */
 	void *ref;
 	int fd;
 	off_t pos;
@@ -217,6 +218,8 @@ struct ofs_bytes {
 ssize_t ofs_object_read(struct ofs_store *s, struct ofs_object *o, const struct kvb_map *map,
 			size_t size, uint64_t off, int quiet, struct ofs_bytes *b);
 void ofs_bytes_release(struct ofs_store *s, struct ofs_bytes *b);
+/* b->own of at least size bytes aligned to the page size, for an uncached read. */
+int ofs_bytes_alloc_aligned(struct ofs_store *s, struct ofs_bytes *b, size_t size);
 /*
  * The XXH3-64 of o's committed bytes (one run): its checksum, or, when
  * that is the sum of its page sums (kvb_hash.h), the bytes read and
@@ -226,9 +229,12 @@ int ofs_object_content_csum(struct ofs_store *s, struct ofs_object *o, uint64_t 
 /*
  * Read up to size bytes at off of what o holds now: its working state
  * while writers have it, else its committed version (*map: the version
- * read).  0 at or past the end.  Under o's stripe (read).
+ * read).  0 at or past the end.  uncached: the reader asked for uncached
+ * I/O (O_DIRECT); committed runs and extents are then read past the
+ * backend's cache where aligned (kvb_read_uncached), into our buffer.
+ * Under o's stripe (read).
  */
 ssize_t ofs_object_pread(struct ofs_store *s, struct ofs_object *o, size_t size, uint64_t off,
-			 struct ofs_bytes *b, struct kvb_map *map);
+			 int uncached, struct ofs_bytes *b, struct kvb_map *map);
 
 #endif

@@ -53,10 +53,82 @@ static void read_log_bad_page(struct ofs_store *s, struct ofs_object *o,
 		(unsigned long long)((map->page + bad) * s->geom.page_size));
 }
 
+/*
+ * Each thread keeps the last buffer of an uncached read for its next one:
+ * a fresh buffer of a READ's size is a new mapping whose pages the kernel
+ * zeroes and faults in at every read, which cost as much as the read.
+ */
+#define READ_SPARE_MAX (4u << 20) /* larger ones go back to malloc */
+
+struct read_spare {
+	char *buf;
+	size_t cap;
+};
+
+static pthread_key_t read_spare_key;
+static pthread_once_t read_spare_once = PTHREAD_ONCE_INIT;
+
+static void read_spare_free(void *arg)
+{
+	struct read_spare *sp = arg;
+
+	free(sp->buf);
+	free(sp);
+}
+
+static void read_spare_init(void)
+{
+	if (pthread_key_create(&read_spare_key, read_spare_free))
+		read_spare_key = (pthread_key_t)-1;
+}
+
+static struct read_spare *read_spare(void)
+{
+	struct read_spare *sp;
+
+	pthread_once(&read_spare_once, read_spare_init);
+	if (read_spare_key == (pthread_key_t)-1)
+		return NULL;
+	sp = pthread_getspecific(read_spare_key);
+	if (!sp && (sp = calloc(1, sizeof(*sp))) && pthread_setspecific(read_spare_key, sp)) {
+		free(sp);
+		sp = NULL;
+	}
+	return sp;
+}
+
+int ofs_bytes_alloc_aligned(struct ofs_store *s, struct ofs_bytes *b, size_t size)
+{
+	struct read_spare *sp = read_spare();
+	size_t cap = size ? size : 1;
+
+	if (sp && sp->buf && sp->cap >= cap) {
+		b->own = sp->buf;
+		b->cap = sp->cap;
+		sp->buf = NULL;
+	} else {
+		if (posix_memalign((void **)&b->own, s->geom.page_size, cap)) {
+			b->own = NULL;
+			return -ENOMEM;
+		}
+		b->cap = cap;
+	}
+	b->ptr = b->own;
+	return 0;
+}
+
 void ofs_bytes_release(struct ofs_store *s, struct ofs_bytes *b)
 {
+	struct read_spare *sp;
+
 	if (b->ref)
 		kvb_read_unref(&s->kvb, b->ref);
+	if (b->own && b->cap && b->cap <= READ_SPARE_MAX && (sp = read_spare())) {
+		free(sp->buf);
+		sp->buf = b->own;
+		sp->cap = b->cap;
+		b->own = NULL;
+	}
 	free(b->own);
 }
 
@@ -120,16 +192,44 @@ checked:
 	return n;
 }
 
-ssize_t ofs_object_pread(struct ofs_store *s, struct ofs_object *o, size_t size, uint64_t off,
-			 struct ofs_bytes *b, struct kvb_map *map)
+/*
+ * A committed run read past the backend's cache, checked when the store
+ * verifies: the count, or -EOPNOTSUPP where it cannot be (then
+ * ofs_object_read).  The DRAM tier, when there is one, is asked first.
+ */
+static ssize_t read_uncached(struct ofs_store *s, struct ofs_object *o, const struct kvb_map *map,
+			     size_t size, uint64_t off, struct ofs_bytes *b)
 {
+	uint64_t bad = 0;
+	ssize_t n;
+
+	if (s->dram_capacity || o->obj || map->bucket < 0 || (s->verify && read_load_pcs(s, o)))
+		return -EOPNOTSUPP;
+	if (ofs_bytes_alloc_aligned(s, b, size))
+		return -ENOMEM;
+	n = kvb_read_uncached(&s->kvb, map, s->verify ? o->pcs : NULL, b->own, size, off, &bad);
+	if (n == -EBADMSG) {
+		read_log_bad_page(s, o, map, bad);
+		n = -EIO;
+	} else if (n == -EOPNOTSUPP) {
+		ofs_bytes_release(s, b);
+		memset(b, 0, sizeof(*b));
+		b->fd = -1;
+	}
+	return n;
+}
+
+ssize_t ofs_object_pread(struct ofs_store *s, struct ofs_object *o, size_t size, uint64_t off,
+			 int uncached, struct ofs_bytes *b, struct kvb_map *map)
+{
+	ssize_t n;
 	int ret;
 
 	memset(b, 0, sizeof(*b));
 	b->fd = -1;
 	if (ofs_is_extents(o)) {
 		*map = (struct kvb_map){ .bucket = META_EXTENTS, .size = o->m.size };
-		return ofs_extents_pread(s, o, size, off, b);
+		return ofs_extents_pread(s, o, size, off, uncached, b);
 	}
 	if (o->obj)
 		kvb_obj_view(&s->kvb, o->obj, map);
@@ -142,6 +242,8 @@ ssize_t ofs_object_pread(struct ofs_store *s, struct ofs_object *o, size_t size,
 	/* A writer's run may still be filling lazily (copy-on-write): the pages read first. */
 	if (o->obj && (ret = kvb_obj_settle(&s->kvb, o->obj, off, size)))
 		return ret;
+	if (uncached && (n = read_uncached(s, o, map, size, off, b)) != -EOPNOTSUPP)
+		return n;
 	return ofs_object_read(s, o, map, size, off, 0, b);
 }
 

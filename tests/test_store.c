@@ -1468,11 +1468,11 @@ START_TEST(test_object_life)
 	ck_assert_int_eq(stale, 0);
 	ck_assert_ptr_null(o.obj);
 
-	ck_assert_int_eq(ofs_object_pread(&s, &o, len + 10, 0, &b, &map), (ssize_t)len);
+	ck_assert_int_eq(ofs_object_pread(&s, &o, len + 10, 0, 0, &b, &map), (ssize_t)len);
 	bytes_copy(&b, got, len);
 	ofs_bytes_release(&s, &b);
 	ck_assert_mem_eq(got, want, len);
-	ck_assert_int_eq(ofs_object_pread(&s, &o, 10, len, &b, &map), 0);
+	ck_assert_int_eq(ofs_object_pread(&s, &o, 10, len, 0, &b, &map), 0);
 	ofs_bytes_release(&s, &b);
 
 	ck_assert_int_eq(ofs_ns_rename(&s, dir.ino, "k", dir.ino, "k2", 0), 0);
@@ -1507,7 +1507,7 @@ static void pread_all(struct ofs_store *s, struct ofs_object *o, char *buf, size
 	struct ofs_bytes b;
 	struct kvb_map map;
 
-	ck_assert_int_eq(ofs_object_pread(s, o, len, off, &b, &map), (ssize_t)len);
+	ck_assert_int_eq(ofs_object_pread(s, o, len, off, 0, &b, &map), (ssize_t)len);
 	bytes_copy(&b, buf, len);
 	ofs_bytes_release(s, &b);
 }

@@ -230,6 +230,30 @@ static ssize_t pages_read_verified(void *arg, const struct kvb_map *m, const uin
 	return ret ? ret : (ssize_t)len;
 }
 
+/* Whole pages past the page cache, each checked against pcsums when given. */
+static ssize_t pages_read_uncached(void *arg, const struct kvb_map *m, const uint64_t *pcsums,
+				   void *buf, size_t len, uint64_t off, uint64_t *bad_page)
+{
+	struct pages *p = arg;
+	uint64_t pg;
+	int ret = pages_clip(p, m, off, &len);
+
+	if (ret <= 0 || !len)
+		return ret < 0 ? ret : 0;
+	/* A part page (the object's last) is the page cache's: its sum covers less. */
+	if (len % p->page_size)
+		return -EOPNOTSUPP;
+	ret = io_read_uncached(p, (uint32_t)m->bucket, buf, len, pages_byte(p, m, off));
+	for (pg = 0; !ret && pcsums && pg < len / p->page_size; pg++) {
+		if (XXH3_64bits((char *)buf + pg * p->page_size, p->page_size) !=
+		    pcsums[off / p->page_size + pg]) {
+			*bad_page = off / p->page_size + pg;
+			ret = -EBADMSG;
+		}
+	}
+	return ret ? ret : (ssize_t)len;
+}
+
 static int pages_sync(void *arg, const struct kvb_map *m)
 {
 	struct pages *p = arg;
@@ -465,6 +489,8 @@ static void pages_free(void *arg)
 	for (i = 0; p->b && i < p->nbuckets; i++) {
 		if (p->b[i].fd >= 0)
 			close(p->b[i].fd);
+		if (p->b[i].dfd >= 0)
+			close(p->b[i].dfd);
 		alloc_release(&p->b[i].a);
 		free(p->b[i].warm);
 		pthread_mutex_destroy(&p->b[i].lock);
@@ -505,6 +531,7 @@ static const struct kvb_ops pages_ops = {
 	.read = pages_read,
 	.read_fd = pages_read_fd,
 	.read_verified = pages_read_verified,
+	.read_uncached = pages_read_uncached,
 	.sync = pages_sync,
 	.remove = pages_remove,
 	.barrier_begin = pages_barrier_begin,
@@ -586,6 +613,7 @@ static int pages_alloc(struct pages **out, const struct kvb_pages_geom *g, char 
 	}
 	for (i = 0; i < p->nbuckets; i++) {
 		p->b[i].fd = -1;
+		p->b[i].dfd = -2; /* not opened yet */
 		pthread_mutex_init(&p->b[i].lock, NULL);
 		if (alloc_init(&p->b[i].a, p->npages)) {
 			p->nbuckets = i + 1;

@@ -350,6 +350,68 @@ static const struct kvb_pages_io file_io = {
 };
 
 /*
+ * The bucket file opened O_DIRECT, at its first uncached read: -1 where
+ * there is no file or its filesystem refuses O_DIRECT (tmpfs).  Racing
+ * openers keep the first descriptor and close their own.
+ */
+static int io_direct_fd(struct pages *p, uint32_t b)
+{
+	char path[PATH_MAX], name[32];
+	int fd = __atomic_load_n(&p->b[b].dfd, __ATOMIC_ACQUIRE), none = -2;
+
+	if (fd != -2)
+		return fd;
+	fd = -1;
+	if (p->io == &file_io && p->root) {
+		kvb_bucket_name(b, name, sizeof(name));
+		snprintf(path, sizeof(path), "%s/%s", p->root, name);
+		fd = open(path, O_RDONLY | O_DIRECT | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			fd = -1;
+	}
+	if (!__atomic_compare_exchange_n(&p->b[b].dfd, &none, fd, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		if (fd >= 0)
+			close(fd);
+		fd = none;
+	}
+	return fd;
+}
+
+/*
+ * Read past the page cache: the disk's blocks straight into buf, none of
+ * the bucket's pages allocated, filled and copied from (the kernel writes
+ * back dirty pages of the range first, so the bytes are those a buffered
+ * read gets).  buf, off and len aligned to the page size; -EOPNOTSUPP
+ * where the bucket cannot be read so (then io_pread).
+ */
+int io_read_uncached(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off)
+{
+	int fd;
+
+	assert(b < p->nbuckets);
+	if (((uintptr_t)buf | off | len) % p->page_size || (fd = io_direct_fd(p, b)) < 0)
+		return -EOPNOTSUPP;
+	while (len) {
+		ssize_t n = pread(fd, buf, len, (off_t)off);
+
+		pages_count(p, KVB_CALL_READ, n < 0);
+		/* EINVAL: the device's blocks are larger than our pages; read through the cache. */
+		if (n < 0)
+			return errno == EINVAL ? -EOPNOTSUPP : -errno;
+		if (n == 0) {
+			memset(buf, 0, len); /* past the end of a sparse file: zeros */
+			return 0;
+		}
+		buf = (char *)buf + n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+
+/*
  * Give p's buckets their files under root (made when create) and p the
  * file I/O.  On failure the files opened so far stay in p for pages_free.
  */

@@ -63,6 +63,7 @@ struct pages_bucket {
 	uint64_t *warm;
 	uint64_t cooling;     /* warm pages held allocated while they are punched */
 	int fd;             /* bucket files: the file; -1 over another kvb_pages_io */
+	int dfd;            /* the file opened O_DIRECT at its first uncached read; -1: none */
 	int dirty;          /* written since the last barrier (atomic) */
 };
 
@@ -211,6 +212,7 @@ static inline uint64_t pages_byte(const struct pages *p, const struct kvb_map *m
 /* ---- io.c ---- */
 
 ssize_t io_pread(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off);
+int io_read_uncached(struct pages *p, uint32_t b, void *buf, size_t len, uint64_t off);
 ssize_t io_pwrite(struct pages *p, uint32_t b, const void *buf, size_t len, uint64_t off);
 int io_zero(struct pages *p, uint32_t b, uint64_t off, uint64_t len);
 int io_sync(struct pages *p, uint32_t b);

@@ -377,12 +377,12 @@ check_eq "scrub of a file of extents: exits 0" 0 "$RC"
 check_contains "scrub counts it once" "1 files" "$OUT"
 if [ "$OFS_BACKEND" == pages ]; then
 	# One byte of its third extent changed behind the daemon's back.
-	read -r bf bo <<<"$(python3 - "$MNT/t/kept" <<'PY'
+	read -r bf bo fo <<<"$(python3 - "$MNT/t/kept" <<'PY'
 import os, sys
 v = os.getxattr(sys.argv[1], "user.offload.descriptor").decode().split("\n")
 i = [k for k, l in enumerate(v) if l.startswith("extent_offset=")][2]
 blk = dict(l.split("=", 1) for l in v[i:i + 5])
-print(blk["file_path"], int(blk["offset"]) + 100)
+print(blk["file_path"], int(blk["offset"]) + 100, int(blk["extent_offset"]) + 100)
 PY
 )"
 	flip() { python3 -c 'import os, sys
@@ -392,7 +392,16 @@ os.pwrite(fd, bytes([os.pread(fd, 1, o)[0] ^ 1]), o)' "$bf" "$bo"; }
 	run "$OFSCTL" scrub "$MNT"
 	check_eq "scrub finds a damaged extent: exits 1" 1 "$RC"
 	check_contains "and names it" "checksum mismatch" "$OUT"
+	# O_DIRECT READs skip the bucket's page cache (kvb_read_uncached): still checked.
+	direct_read() { python3 -c 'import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT); buf = mmap.mmap(-1, 1 << 20)
+try:
+    os.preadv(fd, [buf], int(sys.argv[2]) // 4096 * 4096); print("read")
+except OSError as e:
+    print(os.strerror(e.errno))' "$MNT/t/kept" "$fo"; }
+	check_eq "an O_DIRECT read of the damaged page: EIO" "Input/output error" "$(direct_read)"
 	flip
+	check_eq "and of the page restored: its bytes" "read" "$(direct_read)"
 fi
 ofs_umount || ofs_bail "cannot unmount"
 check_fsck_clean "fsck of a store with a file of extents"
