@@ -199,7 +199,7 @@ static void scrub_one_run(struct scrub *sc, const char *file, const char *show,
 	if (bp)
 		XXH3_64bits_reset(bp);
 	while (done < size) {
-		size_t len = size - done < chunk ? (size_t)(size - done) : (size_t)chunk, got = 0, at;
+		size_t len = size - done < chunk ? (size_t)(size - done) : (size_t)chunk, got = 0;
 
 		while (got < len) {
 			n = pread(fd, buf + got, len - got, (off_t)(off + done + got));
@@ -212,15 +212,8 @@ static void scrub_one_run(struct scrub *sc, const char *file, const char *show,
 			got += (size_t)n;
 		}
 		XXH3_64bits_update(st, buf, len);
-		for (at = 0; bp && at < len; at += (size_t)ps) {
-			uint64_t v = XXH3_64bits(buf + at, len - at < ps ? len - at : (size_t)ps);
-			unsigned char le[8];
-			int b;
-
-			for (b = 0; b < 8; b++)
-				le[b] = (unsigned char)(v >> (8 * b));
-			XXH3_64bits_update(bp, le, sizeof(le));
-		}
+		if (bp)
+			kvb_pages_sum_update(bp, buf, len, (uint64_t)ps);
 		done += len;
 	}
 	sc->bytes += size;

@@ -24,6 +24,28 @@
  * integers, which a commit updates by hashing only the pages it changed.
  * A reader accepts either.  An empty object has the same sum both ways.
  */
+/* One page sum into a page-sum checksum being made, as 64-bit little endian. */
+static inline void kvb_pcsum_update(XXH3_state_t *st, uint64_t v)
+{
+	unsigned char le[8];
+	int b;
+
+	for (b = 0; b < 8; b++)
+		le[b] = (unsigned char)(v >> (8 * b));
+	XXH3_64bits_update(st, le, sizeof(le));
+}
+
+/* The page sums of len bytes starting on a page boundary into st, pages of ps bytes. */
+static inline void kvb_pages_sum_update(XXH3_state_t *st, const void *buf, size_t len,
+					uint64_t ps)
+{
+	const unsigned char *b = buf;
+	size_t at;
+
+	for (at = 0; at < len; at += (size_t)ps)
+		kvb_pcsum_update(st, XXH3_64bits(b + at, len - at < ps ? len - at : (size_t)ps));
+}
+
 static inline uint64_t kvb_pcsums_sum(const uint64_t *pcs, uint64_t n)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -33,14 +55,8 @@ static inline uint64_t kvb_pcsums_sum(const uint64_t *pcs, uint64_t n)
 	uint64_t i;
 
 	XXH3_64bits_reset(&st);
-	for (i = 0; i < n; i++) {
-		unsigned char le[8];
-		int b;
-
-		for (b = 0; b < 8; b++)
-			le[b] = (unsigned char)(pcs[i] >> (8 * b));
-		XXH3_64bits_update(&st, le, sizeof(le));
-	}
+	for (i = 0; i < n; i++)
+		kvb_pcsum_update(&st, pcs[i]);
 	return XXH3_64bits_digest(&st);
 #endif
 }
@@ -48,21 +64,10 @@ static inline uint64_t kvb_pcsums_sum(const uint64_t *pcs, uint64_t n)
 /* The page-sum checksum of len bytes in memory, with pages of ps bytes. */
 static inline uint64_t kvb_pages_sum_buf(const void *buf, size_t len, uint64_t ps)
 {
-	const unsigned char *b = buf;
 	XXH3_state_t st;
-	size_t at;
 
 	XXH3_64bits_reset(&st);
-	for (at = 0; at < len; at += (size_t)ps) {
-		size_t n = len - at < ps ? len - at : (size_t)ps;
-		uint64_t v = XXH3_64bits(b + at, n);
-		unsigned char le[8];
-		int i;
-
-		for (i = 0; i < 8; i++)
-			le[i] = (unsigned char)(v >> (8 * i));
-		XXH3_64bits_update(&st, le, sizeof(le));
-	}
+	kvb_pages_sum_update(&st, buf, len, ps);
 	return XXH3_64bits_digest(&st);
 }
 

@@ -53,7 +53,7 @@ static int fsck_csum_fd(struct fsck *f, const struct meta_inode *in, uint64_t *c
 	XXH3_64bits_reset(st);
 	XXH3_64bits_reset(bp);
 	while (done < in->size) {
-		size_t len = in->size - done < chunk ? (size_t)(in->size - done) : chunk, got = 0, at;
+		size_t len = in->size - done < chunk ? (size_t)(in->size - done) : chunk, got = 0;
 
 		/* Whole pages per chunk, so the page sums line up. */
 		while (got < len) {
@@ -67,16 +67,7 @@ static int fsck_csum_fd(struct fsck *f, const struct meta_inode *in, uint64_t *c
 			got += (size_t)n;
 		}
 		XXH3_64bits_update(st, buf, len);
-		for (at = 0; at < len; at += f->geom.page_size) {
-			size_t pl = len - at < f->geom.page_size ? len - at : (size_t)f->geom.page_size;
-			uint64_t v = XXH3_64bits(buf + at, pl);
-			unsigned char le[8];
-			int b;
-
-			for (b = 0; b < 8; b++)
-				le[b] = (unsigned char)(v >> (8 * b));
-			XXH3_64bits_update(bp, le, sizeof(le));
-		}
+		kvb_pages_sum_update(bp, buf, len, f->geom.page_size);
 		done += len;
 	}
 	*csum = XXH3_64bits_digest(st);

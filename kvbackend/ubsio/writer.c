@@ -75,6 +75,17 @@ static void ubs_uncharge(struct ubs *u, struct kvb_obj *o)
 	o->charged_key = 0;
 }
 
+/* Give o's buffer and what it charged back: its bytes are stored or dropped.  Under u->lock. */
+static void ubs_buf_release(struct ubs *u, struct kvb_obj *o)
+{
+	ubs_uncharge(u, o);
+	assert(u->buffered >= o->cap);
+	u->buffered -= o->cap;
+	free(o->buf);
+	o->buf = NULL;
+	o->cap = 0;
+}
+
 /* Make room for size bytes in the buffer, charging the limits.  Under u->lock. */
 static int ubs_reserve(struct ubs *u, struct kvb_obj *o, uint64_t size)
 {
@@ -570,12 +581,7 @@ int ubs_obj_stage(void *arg, struct kvb_obj *o)
 		ubs_val_free(u, o->w);
 		o->w = NULL;
 		o->loaded = 0;
-		ubs_uncharge(u, o);
-		assert(u->buffered >= o->cap);
-		u->buffered -= o->cap;
-		free(o->buf);
-		o->buf = NULL;
-		o->cap = 0;
+		ubs_buf_release(u, o);
 		pthread_mutex_unlock(&u->lock);
 		return 0;
 	}
@@ -592,12 +598,7 @@ int ubs_obj_stage(void *arg, struct kvb_obj *o)
 	o->staged = 1;
 	o->scsum = csum;
 	/* The value counts among the stored ones now, not as a writer's data. */
-	ubs_uncharge(u, o);
-	assert(u->buffered >= o->cap);
-	u->buffered -= o->cap;
-	free(o->buf);
-	o->buf = NULL;
-	o->cap = 0;
+	ubs_buf_release(u, o);
 	pthread_mutex_unlock(&u->lock);
 	return 0;
 }
@@ -616,12 +617,9 @@ void ubs_obj_close(void *arg, struct kvb_obj *o)
 		ubs_unlink(u, o->w);
 		ubs_val_free(u, o->w);
 	}
-	ubs_uncharge(u, o);
-	assert(u->buffered >= o->cap);
-	u->buffered -= o->cap;
+	ubs_buf_release(u, o);
 	pthread_mutex_unlock(&u->lock);
 	free(o->spare);
-	free(o->buf);
 	free(o->pcs);
 	free(o);
 }

@@ -521,7 +521,7 @@ fail:
 	return ret;
 }
 
-/* The connection's socket is shared with the child, its session and advisory lock with it. */
+/* The child shares the connection's socket, and with it the server's backend and its advisory lock. */
 int pq_forked(struct meta *mb)
 {
 	(void)mb;

@@ -3,7 +3,7 @@
  * stop for a while, drop a backend (pg_terminate_backend) or stop
  * answering; a call that needs it and opens no transaction waits up to
  * meta_timeout for a new connection (tried again and again meanwhile),
- * which gets the session settings, the store's lock, the checks that it
+ * which gets the connection settings, the store's lock, the checks that it
  * is still our store, and the statements (pq_attach, open.c), as at
  * mount.  A call inside a transaction cannot be redone on another
  * connection: stmt.c fails it to its caller.
